@@ -1,0 +1,44 @@
+"""vecserve: word vectors served out of Redis, and a fast word2vec trainer that feeds it.
+
+>>> from vecserve import RedisKeyedVectors          # doctest: +SKIP
+>>> kv = RedisKeyedVectors("GOOGLE_W2V")             # doctest: +SKIP
+>>> kv["king"].shape                                 # doctest: +SKIP
+(300,)
+"""
+
+from .codec import get_codec
+from .errors import (
+    CodecError,
+    CorruptVectorFile,
+    DimensionMismatch,
+    EmbeddedServerError,
+    InvalidModelName,
+    LoadInProgress,
+    ModelNotFound,
+    StoreUnavailable,
+    TokenNotFound,
+    TrainingError,
+    UnknownFormat,
+    VecserveError,
+    VectorFileError,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "CodecError",
+    "CorruptVectorFile",
+    "DimensionMismatch",
+    "EmbeddedServerError",
+    "InvalidModelName",
+    "LoadInProgress",
+    "ModelNotFound",
+    "StoreUnavailable",
+    "TokenNotFound",
+    "TrainingError",
+    "UnknownFormat",
+    "VecserveError",
+    "VectorFileError",
+    "__version__",
+    "get_codec",
+]

@@ -1,0 +1,133 @@
+"""Every exception vecserve raises.
+
+The hierarchy::
+
+    VecserveError                    root: ``except VecserveError`` catches them all
+    ├── InvalidModelName             a model name that cannot be a key prefix
+    ├── ModelNotFound                no committed model of that name (also a KeyError)
+    ├── TokenNotFound                a word missing from a model (also a KeyError)
+    ├── VectorFileError              a problem with an input vector file
+    │   ├── UnknownFormat            the format cannot be detected or is not supported
+    │   └── CorruptVectorFile        the bytes do not parse (names file and position)
+    │       └── DimensionMismatch    a vector with the wrong number of components
+    ├── CodecError                   unknown codec or a value of the wrong size
+    ├── LoadInProgress               another load of the same model holds the lock
+    ├── StoreUnavailable             Redis unreachable or gone mid-operation
+    ├── EmbeddedServerError          the embedded valkey-server did not start
+    └── TrainingError                bad corpus or parameters for the trainer
+
+Third-party errors (redis-py, OSError from files) are translated to these at exactly
+one boundary each, with ``raise Ours(msg) from exc`` so the cause stays attached.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "CodecError",
+    "CorruptVectorFile",
+    "DimensionMismatch",
+    "EmbeddedServerError",
+    "InvalidModelName",
+    "LoadInProgress",
+    "ModelNotFound",
+    "StoreUnavailable",
+    "TokenNotFound",
+    "TrainingError",
+    "UnknownFormat",
+    "VecserveError",
+    "VectorFileError",
+]
+
+
+class VecserveError(Exception):
+    """Root of every error vecserve raises on purpose."""
+
+
+class InvalidModelName(VecserveError, ValueError):
+    """A model name that cannot be used as a Redis key prefix."""
+
+
+class ModelNotFound(VecserveError, KeyError):
+    """No committed model of this name exists in the store."""
+
+    def __init__(self, name: str, hint: str = ""):
+        self.name = name
+        msg = f"model {name!r} not found"
+        super().__init__(f"{msg}; {hint}" if hint else msg)
+
+    def __str__(self) -> str:  # KeyError would repr() the message
+        return str(self.args[0])
+
+
+class TokenNotFound(VecserveError, KeyError):
+    """A word is not in the model; a ``KeyError`` exactly like gensim raises."""
+
+    def __init__(self, token: str, model: str = ""):
+        self.token = token
+        self.model = model
+        where = f" of model {model!r}" if model else ""
+        super().__init__(f"Key '{token}' not present{where}")
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+class VectorFileError(VecserveError):
+    """Something is wrong with an input vector file."""
+
+    def __init__(self, path: str, message: str):
+        self.path = str(path)
+        super().__init__(f"{path}: {message}")
+
+
+class UnknownFormat(VectorFileError, ValueError):
+    """The file's format could not be detected, or the named format is not supported."""
+
+
+class CorruptVectorFile(VectorFileError, ValueError):
+    """The file does not parse; the message names the file and the position."""
+
+    def __init__(
+        self,
+        path: str,
+        message: str,
+        *,
+        offset: int | None = None,
+        line: int | None = None,
+        record: int | None = None,
+    ):
+        self.offset = offset
+        self.line = line
+        self.record = record
+        where = []
+        if line is not None:
+            where.append(f"line {line}")
+        if record is not None:
+            where.append(f"vector #{record}")
+        if offset is not None:
+            where.append(f"byte offset {offset}")
+        super().__init__(path, f"{', '.join(where)}: {message}" if where else message)
+
+
+class DimensionMismatch(CorruptVectorFile):
+    """A vector has a different number of components than the file or model declares."""
+
+
+class CodecError(VecserveError, ValueError):
+    """An unknown codec name, or encoded bytes of the wrong length for a codec."""
+
+
+class LoadInProgress(VecserveError):
+    """Another process is loading the same model right now."""
+
+
+class StoreUnavailable(VecserveError, ConnectionError):
+    """The Redis server cannot be reached, or went away in the middle of an operation."""
+
+
+class EmbeddedServerError(VecserveError):
+    """The embedded valkey-server could not be started or reached."""
+
+
+class TrainingError(VecserveError, ValueError):
+    """Bad corpus or parameters for the trainer, detected before any thread starts."""
