@@ -380,7 +380,7 @@ class Store:
                 pid=os.getpid(),
             )
             session = LoadSession(self, state, codec_obj, lease)
-            session.delete_generation_keys()  # leftovers of a crash under the same prefix
+            self.delete_generation(prefix, state.buckets)  # leftovers of a crash, if any
             with self._errors(f"starting a load of {name!r}"):
                 self.client.hset(LOADS, name, state.to_json())
             return session

@@ -1,0 +1,133 @@
+"""Shared fixtures: real Redis-protocol servers started by the tests themselves.
+
+- ``redis_url``: ``$VECSERVE_REDIS_URL`` if set (it is FLUSHED between tests: point it at a
+  throw-away server), else vecserve's own embedded valkey-server in a temporary data dir,
+  started through the same :class:`vecserve.embedded.EmbeddedServer` that the CLI uses.
+- ``cluster_url``: a 3-node Redis Cluster of valkey-server processes on loopback, formed
+  with CLUSTER ADDSLOTSRANGE + CLUSTER MEET (no valkey-cli needed).
+- ``store``: a :class:`vecserve.store.Store` on ``redis_url``, flushed after each test.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import redis
+
+from vecserve.embedded import EmbeddedServer, ValkeyProcess, free_port
+from vecserve.store import Store
+
+
+@pytest.fixture(scope="session")
+def redis_url(tmp_path_factory):
+    url = os.environ.get("VECSERVE_REDIS_URL")
+    if url:
+        yield url
+        return
+    server = EmbeddedServer(tmp_path_factory.mktemp("embedded"))
+    server.acquire()
+    yield server.url
+    server.release()
+
+
+@pytest.fixture
+def store(redis_url):
+    s = Store.from_url(redis_url)
+    s.client.flushall()
+    yield s
+    try:
+        s.client.flushall()
+    finally:
+        s.close()
+
+
+def start_cluster(base: Path, n: int = 3) -> list[ValkeyProcess]:
+    """Start ``n`` cluster-enabled servers and join them into one cluster."""
+    nodes = []
+    for i in range(n):
+        port = free_port()
+        nodes.append(
+            ValkeyProcess(
+                base / f"node{i}",
+                port=port,
+                config={
+                    "cluster-enabled": "yes",
+                    "cluster-config-file": "nodes.conf",
+                    "cluster-node-timeout": "5000",
+                },
+            ).start()
+        )
+    clients = [redis.Redis(port=p.port) for p in nodes]
+    per = 16384 // n
+    for i, c in enumerate(clients):
+        lo, hi = i * per, (16383 if i == n - 1 else (i + 1) * per - 1)
+        c.execute_command("CLUSTER", "ADDSLOTSRANGE", lo, hi)
+    for c in clients[1:]:
+        c.execute_command("CLUSTER", "MEET", "127.0.0.1", nodes[0].port)
+    deadline = time.monotonic() + 20
+    while True:
+        infos = [c.execute_command("CLUSTER", "INFO") for c in clients]
+        text = [i.decode() if isinstance(i, bytes) else str(i) for i in infos]
+        if all("cluster_state:ok" in t and f"cluster_known_nodes:{n}" in t for t in text):
+            break
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"cluster did not form: {text[0][:200]}")
+        time.sleep(0.05)
+    for c in clients:
+        c.close()
+    return nodes
+
+
+@pytest.fixture(scope="session")
+def cluster_nodes(tmp_path_factory):
+    nodes = start_cluster(tmp_path_factory.mktemp("cluster"))
+    yield nodes
+    for p in nodes:
+        p.stop()
+
+
+@pytest.fixture
+def cluster_url(cluster_nodes):
+    url = f"redis://127.0.0.1:{cluster_nodes[0].port}"
+    s = Store.from_url(url)
+    s.client.flushall(target_nodes="primaries")
+    yield url
+    s.client.flushall(target_nodes="primaries")
+    s.close()
+
+
+@pytest.fixture
+def cluster_store(cluster_url):
+    s = Store.from_url(cluster_url)
+    yield s
+    s.close()
+
+
+def gensim_data(name: str) -> str:
+    from gensim.test.utils import datapath
+
+    return datapath(name)
+
+
+def write_w2v(path: Path, tokens, vectors, *, binary: bool = True) -> Path:
+    """Write a word2vec file with gensim (the reference writer)."""
+    from gensim.models import KeyedVectors
+
+    kv = KeyedVectors(vectors.shape[1], count=len(tokens))
+    kv.add_vectors(list(tokens), np.asarray(vectors, dtype=np.float32))
+    kv.save_word2vec_format(str(path), binary=binary)
+    return path
+
+
+@pytest.fixture
+def small_bin(tmp_path):
+    """A 500 x 20 word2vec .bin with a few non-ASCII tokens, and its arrays."""
+    rng = np.random.default_rng(7)
+    tokens = [f"w{i}" for i in range(497)] + ["café", "日本", "naïve"]
+    vectors = rng.standard_normal((500, 20)).astype(np.float32)
+    path = write_w2v(tmp_path / "small.bin", tokens, vectors)
+    return path, tokens, vectors
