@@ -32,6 +32,8 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 from .errors import EmbeddedServerError
 
@@ -47,6 +49,7 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 HOLDER_NAME = "vecserve-embedded-holder"
+NO_RETRY = Retry(NoBackoff(), 0)  # control connections: SHUTDOWN must not be retried
 # RDB save points of a stock redis.conf: the embedded server keeps data across restarts.
 DEFAULT_SAVE = "3600 1 300 100 60 10000"
 
@@ -95,8 +98,9 @@ class ValkeyProcess:
     config : mapping
         Extra ``valkey.conf`` directives, e.g. ``{"cluster-enabled": "yes"}``.
     detach : bool
-        Start the server in its own session, so that it outlives a Ctrl-C sent to our
-        process group (the embedded server must survive to save its data).
+        Let the server daemonize itself: it is then nobody's child, outlives the process
+        that started it and a Ctrl-C sent to that process's group, and is tracked through
+        its pid file (the shared embedded server works this way).
     """
 
     def __init__(
@@ -133,7 +137,7 @@ class ValkeyProcess:
             "dbfilename": "dump.rdb",
             "save": '""',
             "appendonly": "no",
-            "daemonize": "no",
+            "daemonize": "yes" if self.detach else "no",
             "logfile": '"valkey.log"',
             "pidfile": '"valkey.pid"',
             "protected-mode": "no" if self.port == 0 else "yes",
@@ -165,13 +169,21 @@ class ValkeyProcess:
                 stderr=subprocess.DEVNULL,
                 start_new_session=self.detach,
             )
-        except OSError as exc:
+            if self.detach:  # the launcher forks the daemon and exits at once
+                code = self.process.wait(timeout=timeout)
+                self.process = None
+                if code != 0:
+                    raise EmbeddedServerError(
+                        f"valkey-server exited with code {code} at start; its log says: "
+                        f"{self._log_tail(offset)}"
+                    )
+        except (OSError, subprocess.TimeoutExpired) as exc:
             raise EmbeddedServerError(f"cannot run valkey-server: {exc}") from exc
         deadline = time.monotonic() + timeout
-        client = redis.Redis.from_url(self.url, socket_connect_timeout=1)
+        client = redis.Redis.from_url(self.url, socket_connect_timeout=1, retry=NO_RETRY)
         try:
             while True:
-                if self.process.poll() is not None:
+                if self.process is not None and self.process.poll() is not None:
                     raise EmbeddedServerError(
                         f"valkey-server exited with code {self.process.returncode} at start; "
                         f"its log says: {self._log_tail(offset)}"
@@ -205,9 +217,17 @@ class ValkeyProcess:
     def stop(self, *, save: bool = False, timeout: float = 60.0) -> None:
         """Shut the server down (optionally saving its RDB first) and reap the process."""
         if self.process is None:
+            if self.detach:
+                pid = read_pid(self.data_dir)
+                client = redis.Redis.from_url(self.url, socket_timeout=timeout, retry=NO_RETRY)
+                with contextlib.suppress(redis.ConnectionError, OSError):
+                    client.shutdown(save=save, nosave=not save)
+                client.close()
+                if pid is not None:
+                    wait_pid_gone(pid, timeout)
             return
         if self.process.poll() is None:
-            client = redis.Redis.from_url(self.url, socket_timeout=timeout)
+            client = redis.Redis.from_url(self.url, socket_timeout=timeout, retry=NO_RETRY)
             try:
                 client.shutdown(save=save, nosave=not save)
             except (redis.ConnectionError, OSError):
@@ -225,15 +245,49 @@ class ValkeyProcess:
 
     def kill(self) -> None:
         """SIGKILL the server: what a crash looks like to its clients."""
-        if self.process is not None and self.process.poll() is None:
-            self.process.kill()
-            self.process.wait(timeout=10)
+        if self.process is not None:
+            if self.process.poll() is None:
+                self.process.kill()
+                self.process.wait(timeout=10)
+            return
+        pid = read_pid(self.data_dir)
+        if pid is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, 9)
+            wait_pid_gone(pid)
 
     def __enter__(self) -> ValkeyProcess:
         return self.start()
 
     def __exit__(self, *exc) -> None:
         self.stop()
+
+
+def read_pid(data_dir: Path) -> int | None:
+    """The pid in a server's pid file, if it has one."""
+    try:
+        return int((Path(data_dir) / "valkey.pid").read_text().strip())
+    except (OSError, ValueError):
+        return None
+
+
+def wait_pid_gone(pid: int, timeout: float = 60.0) -> bool:
+    """Wait until process ``pid`` has exited (it need not be our child; a zombie counts)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        except PermissionError:
+            pass
+        try:  # an exited daemon waits as a zombie until its new parent reaps it
+            if Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z":
+                return True
+        except (OSError, IndexError):
+            pass
+        time.sleep(0.005)
+    return False
 
 
 class EmbeddedServer:
@@ -250,8 +304,7 @@ class EmbeddedServer:
         self.socket_path = self.data_dir / "valkey.sock"
         self.url = f"unix://{self.socket_path}"
         self._holder: redis.Redis | None = None
-        self._process: ValkeyProcess | None = None
-        self._pid = None
+        self._pid: int | None = None
 
     @contextlib.contextmanager
     def _locked(self) -> Iterator[None]:
@@ -266,7 +319,9 @@ class EmbeddedServer:
     def _connect_holder(self) -> redis.Redis | None:
         if not self.socket_path.exists():
             return None
-        client = redis.Redis.from_url(self.url, socket_connect_timeout=2, socket_timeout=30)
+        client = redis.Redis.from_url(
+            self.url, socket_connect_timeout=2, socket_timeout=30, retry=NO_RETRY
+        )
         deadline = time.monotonic() + 120
         while True:
             try:
@@ -291,7 +346,7 @@ class EmbeddedServer:
             if holder is None:
                 with contextlib.suppress(FileNotFoundError):
                     self.socket_path.unlink()  # stale socket of a crashed server
-                proc = ValkeyProcess(
+                ValkeyProcess(
                     self.data_dir,
                     port=0,
                     unixsocket=self.socket_path,
@@ -299,7 +354,6 @@ class EmbeddedServer:
                     detach=True,
                 ).start()
                 log.info("started embedded valkey-server in %s", self.data_dir)
-                self._process = proc
                 holder = self._connect_holder()
                 if holder is None:
                     raise EmbeddedServerError(f"embedded server at {self.socket_path} vanished")
@@ -324,21 +378,15 @@ class EmbeddedServer:
                     log.info("embedded server stays up for %d other process(es)", len(others))
                     return
                 log.info("saving and stopping the embedded valkey-server")
+                pid = read_pid(self.data_dir)
                 with contextlib.suppress(redis.ConnectionError, OSError):
                     holder.shutdown(save=True)
             except (redis.ConnectionError, OSError):
                 return  # already gone
             finally:
                 holder.close()
-            if self._process is not None and self._process.process is not None:
-                self._process.process.wait(timeout=120)
-            else:
-                self._wait_gone()
-
-    def _wait_gone(self, timeout: float = 120.0) -> None:
-        deadline = time.monotonic() + timeout
-        while self.socket_path.exists() and time.monotonic() < deadline:
-            time.sleep(0.02)
+            if pid is not None:
+                wait_pid_gone(pid, timeout=600)  # saving a big dataset takes a while
 
     def __enter__(self) -> str:
         return self.acquire().url

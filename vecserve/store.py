@@ -108,6 +108,11 @@ class ModelInfo:
         return f"{NS}:vocab:{self.prefix}"
 
     @property
+    def key_prefix(self) -> bytes:
+        """Common prefix of every vector key of this generation (for CLIENT TRACKING)."""
+        return self.prefix.encode() + b":"
+
+    @property
     def counts_key(self) -> str:
         return f"{NS}:counts:{self.prefix}"
 
