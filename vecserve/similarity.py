@@ -51,8 +51,8 @@ HTTP contract (``POST {similarity_url}/most_similar``), used by
 Request::
 
     {"model": "GOOGLE_W2V",
-     "positive": ["king", "woman"],          # items: a word, an int index, a vector
-     "negative": ["man"],                    #   (list of floats), or [item, weight]
+     "positive": ["king", "woman"],          # items: a word, an int (vocab position),
+     "negative": ["man"],                    #   {"vector": [floats]}, or [item, weight]
      "topn": 10,                             # int, or null = all similarities
      "restrict_vocab": null,                 # int or null
      "cosmul": false}                        # true = most_similar_cosmul
