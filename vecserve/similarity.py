@@ -52,7 +52,9 @@ Request::
 
     {"model": "GOOGLE_W2V",
      "positive": ["king", "woman"],          # items: a word, an int (vocab position),
-     "negative": ["man"],                    #   {"vector": [floats]}, or [item, weight]
+     "negative": ["man"],                    #   {"vector": [floats], "dtype": "<f4"}
+                                             #   (dtype optional, default "<f8"),
+                                             #   or [item, weight]
      "topn": 10,                             # int, or null = all similarities
      "restrict_vocab": null,                 # int or null
      "cosmul": false}                        # true = most_similar_cosmul
@@ -93,7 +95,14 @@ import numpy as np
 from .errors import StoreUnavailable
 from .store import ModelInfo, Store
 
-__all__ = ["IndexManager", "SimilarityIndex", "default_cache_dir", "gensim_argsort"]
+__all__ = [
+    "IndexManager",
+    "SimilarityIndex",
+    "decode_items",
+    "default_cache_dir",
+    "encode_items",
+    "gensim_argsort",
+]
 
 REAL = np.float32
 _KEY_TYPES = (str, int, np.integer)
@@ -138,6 +147,41 @@ def ensure_list(value):
     if isinstance(value, np.ndarray) and value.ndim == 2:
         return list(value)
     return value
+
+
+def encode_items(value) -> list:
+    """most_similar's ``positive``/``negative`` argument as JSON (see the module docstring).
+
+    >>> import numpy as np
+    >>> encode_items([("king", 2.0), np.array([0.5, 1.0], dtype=np.float32), 3])
+    [['king', 2.0], {'vector': [0.5, 1.0], 'dtype': '<f4'}, 3]
+    """
+
+    def one(item):
+        if isinstance(item, str):
+            return item
+        if isinstance(item, (int, np.integer)):
+            return int(item)
+        if isinstance(item, np.ndarray):
+            return {"vector": item.astype(np.float64).tolist(), "dtype": item.dtype.str}
+        key, weight = item
+        return [one(key), float(weight)]
+
+    return [one(item) for item in ensure_list(value)]
+
+
+def decode_items(items) -> list:
+    """The inverse of :func:`encode_items` (vectors come back with their dtype: exact)."""
+
+    def one(item):
+        if isinstance(item, dict):
+            return np.asarray(item["vector"], dtype=np.dtype(item.get("dtype", "<f8")))
+        if isinstance(item, list):
+            key, weight = item
+            return (one(key), float(weight))
+        return item
+
+    return [one(item) for item in (items or [])]
 
 
 def split_weights(positive, negative) -> tuple[list, np.ndarray]:
