@@ -1,0 +1,332 @@
+"""A client-side LRU of decoded vectors, kept correct by server-assisted invalidation.
+
+redis-py's own client-side cache refuses Valkey and Redis < 7.4, so vecserve runs its own,
+which works on both (and on a cluster, one listener per primary):
+
+- A dedicated RESP2 connection per node enables ``CLIENT TRACKING on REDIRECT <its own
+  id> BCAST PREFIX <generation key prefix> PREFIX vecserve:models`` and then SUBSCRIBEs to
+  ``__redis__:invalidate``. BCAST mode means the server remembers nothing per key: it
+  sends the name of every written key under those prefixes.
+- A message naming a vector key drops that key. A message naming the registry hash
+  (``vecserve:models``: any commit or delete of any model) makes the listener re-read
+  the model's registry entry; if the generation changed, the whole cache is flushed and
+  tracking moves to the new generation's prefix. Loads of a NEW generation write under
+  a new prefix that nobody tracks, so a re-load floods no per-key messages; the switch
+  is one flush.
+- A flush (``FLUSHALL``: a null message) flushes everything.
+- If a listener's connection fails (server restart, network), the cache is flushed and
+  disabled at once, and re-enabled only after tracking is re-established on a new
+  connection and the registry re-read. A PING every ``HEALTH_SECONDS`` detects a
+  silent peer. Stale vectors are never served.
+
+Correctness of fills: a lookup that misses takes a *ticket* (the invalidation sequence
+number and the generation) before it reads Redis, and its results are stored only if no
+invalidation of any kind happened in between (:meth:`VectorCache.fill` checks under the
+lock). Hits take no lock and make no Redis call: a dict lookup and an LRU touch.
+
+>>> cache = VectorCache(10_000, nodes=[(redis.Connection, {"port": 6379})],
+...                     read_registry=lambda: None)      # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+
+import numpy as np
+import redis
+from redis.cluster import RedisCluster
+
+from .store import MODELS, ModelInfo
+
+__all__ = ["VectorCache", "tracking_nodes"]
+
+log = logging.getLogger(__name__)
+
+INVALIDATE_CHANNEL = b"__redis__:invalidate"
+HEALTH_SECONDS = 1.0
+POLL_SECONDS = 0.1
+RECONNECT_MAX_SECONDS = 1.0
+_REGISTRY_KEY = MODELS.encode()
+_NodeSpec = tuple[type, dict]
+
+
+def tracking_nodes(client: redis.Redis | RedisCluster) -> list[_NodeSpec]:
+    """(connection class, kwargs) of every node whose writes the cache must hear about."""
+    if isinstance(client, RedisCluster):
+        out = []
+        for node in client.get_primaries():
+            pool = node.redis_connection.connection_pool
+            out.append((pool.connection_class, dict(pool.connection_kwargs)))
+        return out
+    pool = client.connection_pool
+    return [(pool.connection_class, dict(pool.connection_kwargs))]
+
+
+class VectorCache:
+    """LRU of read-only float32 vectors of one model, invalidated by the server.
+
+    Parameters
+    ----------
+    maxsize : int
+        Most vectors kept.
+    nodes : list of (connection class, kwargs)
+        Where to listen (see :func:`tracking_nodes`).
+    read_registry : callable
+        Returns the model's raw registry entry (JSON bytes) or None if it is gone.
+
+    Examples
+    --------
+    >>> cache = VectorCache(100, nodes=tracking_nodes(client),
+    ...                     read_registry=lambda: client.hget(MODELS, "M"))  # doctest: +SKIP
+    >>> cache.wait_ready(5)                                                   # doctest: +SKIP
+    True
+    """
+
+    def __init__(
+        self,
+        maxsize: int,
+        *,
+        nodes: Sequence[_NodeSpec],
+        read_registry: Callable[[], bytes | None],
+    ):
+        if maxsize < 1:
+            raise ValueError(f"cache size must be >= 1, got {maxsize}")
+        self.maxsize = int(maxsize)
+        self.data: OrderedDict[str, np.ndarray] = OrderedDict()
+        self.read_registry = read_registry
+        self.lock = threading.Lock()
+        self.seq = 0  # bumped by every invalidation, flush and (re)connect
+        self.generation: int | None = None
+        self.prefix: bytes | None = None
+        self.ready = False
+        self.flushes = 0
+        self.invalidations = 0
+        self._closed = threading.Event()
+        self._listeners = [_Listener(self, cls, kw, i) for i, (cls, kw) in enumerate(nodes)]
+        for listener in self._listeners:
+            listener.thread.start()
+
+    # -- the hit path ---------------------------------------------------------------------
+
+    def get(self, token: str) -> np.ndarray | None:
+        """The cached vector of ``token`` or None. No lock, no I/O."""
+        data = self.data
+        v = data.get(token)
+        if v is not None:
+            with contextlib.suppress(KeyError):
+                data.move_to_end(token)
+        return v
+
+    def __len__(self) -> int:
+        return len(self.data)
+
+    # -- filling --------------------------------------------------------------------------
+
+    def ticket(self) -> tuple[int, int] | None:
+        """Take before reading Redis; None while the cache is not tracking."""
+        if not self.ready:
+            return None
+        return self.seq, self.generation  # type: ignore[return-value]
+
+    def fill(self, ticket, generation: int, tokens: Sequence[str], rows: np.ndarray,
+             found: np.ndarray) -> bool:  # fmt: skip
+        """Store the found rows if nothing was invalidated since ``ticket`` was taken."""
+        if ticket is None:
+            return False
+        with self.lock:
+            if not self.ready or ticket != (self.seq, self.generation):
+                return False
+            if generation != self.generation:
+                return False
+            data = self.data
+            for tok, row, ok in zip(tokens, rows, found, strict=True):
+                if ok:
+                    v = row.copy()
+                    v.setflags(write=False)
+                    data[tok] = v
+                    data.move_to_end(tok)
+            while len(data) > self.maxsize:
+                data.popitem(last=False)
+        return True
+
+    # -- invalidation ---------------------------------------------------------------------
+
+    def flush(self, *, disable: bool = False) -> None:
+        with self.lock:
+            self.seq += 1
+            self.data = OrderedDict()
+            self.flushes += 1
+            if disable:
+                self.ready = False
+
+    def _invalidate(self, keys: list[bytes] | None) -> bool:
+        """Apply one invalidation message; True if the registry must be re-read."""
+        if keys is None:
+            self.flush()
+            return True
+        registry = False
+        with self.lock:
+            self.seq += 1
+            prefix = self.prefix or b""
+            n = len(prefix)
+            data = self.data
+            for k in keys:
+                if k == _REGISTRY_KEY:
+                    registry = True
+                elif k.startswith(prefix):
+                    # "P:token", or "P:{b}:token" on a cluster
+                    tok = k[n:]
+                    if tok[:1] == b"{" and b"}:" in tok:
+                        tok = tok[tok.index(b"}:") + 2 :]
+                    data.pop(tok.decode("utf-8", "surrogateescape"), None)
+                    self.invalidations += 1
+        return registry
+
+    def _registry_prefix(self) -> tuple[int | None, bytes | None]:
+        raw = self.read_registry()
+        if raw is None:
+            return None, None
+        info = ModelInfo.from_json(raw)
+        return info.generation, info.key_prefix
+
+    def _update_ready(self) -> None:
+        with self.lock:
+            current = (self.generation, self.prefix)
+            self.ready = self.prefix is not None and all(
+                lst.tracking == current for lst in self._listeners
+            )
+            self.seq += 1
+
+    def wait_ready(self, timeout: float = 5.0) -> bool:
+        """Wait until every listener is tracking (True) or ``timeout`` passes (False)."""
+        deadline = time.monotonic() + timeout
+        while not self.ready:
+            if time.monotonic() > deadline or self._closed.is_set():
+                return False
+            time.sleep(0.002)
+        return True
+
+    def close(self) -> None:
+        """Stop the listeners and empty the cache."""
+        self._closed.set()
+        self.flush(disable=True)
+        for listener in self._listeners:
+            if listener.thread is not threading.current_thread():
+                listener.thread.join(timeout=2)
+
+    def stats(self) -> dict:
+        return {
+            "size": len(self.data),
+            "maxsize": self.maxsize,
+            "ready": self.ready,
+            "generation": self.generation,
+            "flushes": self.flushes,
+            "invalidations": self.invalidations,
+        }
+
+
+_KEEP_KWARGS = {
+    "host",
+    "port",
+    "path",
+    "db",
+    "username",
+    "password",
+    "credential_provider",
+    "socket_connect_timeout",
+    "socket_keepalive",
+    "socket_keepalive_options",
+}
+
+
+class _Listener:
+    """One node's tracking connection, on its own daemon thread."""
+
+    def __init__(self, cache: VectorCache, cls: type, kwargs: dict, n: int):
+        self.cache = cache
+        self.cls = cls
+        self.kwargs = {k: v for k, v in kwargs.items() if k in _KEEP_KWARGS or k.startswith("ssl")}
+        self.kwargs["protocol"] = 2
+        self.kwargs["socket_timeout"] = None
+        self.tracking: tuple[int | None, bytes | None] | None = None
+        self.conn = None
+        self.thread = threading.Thread(target=self._run, name=f"vecserve-cache-{n}", daemon=True)
+
+    def _run(self) -> None:
+        cache = self.cache
+        delay = 0.02
+        while not cache._closed.is_set():
+            failed = False
+            try:
+                self._session()
+                delay = 0.02
+            except Exception as exc:  # any failure: never serve what we cannot vouch for
+                log.debug("cache listener lost its connection: %s", exc)
+                failed = True
+            self.tracking = None
+            self._disconnect()
+            cache.flush(disable=True)
+            if failed:
+                cache._closed.wait(delay)
+                delay = min(delay * 2, RECONNECT_MAX_SECONDS)
+
+    def _disconnect(self) -> None:
+        if self.conn is not None:
+            with contextlib.suppress(Exception):
+                self.conn.disconnect()
+            self.conn = None
+
+    def _session(self) -> None:
+        """Connect, track the current generation's prefix, listen until told to switch."""
+        cache = self.cache
+        want = cache._registry_prefix()
+        conn = self.conn = self.cls(**self.kwargs)
+        conn.connect()
+        conn.send_command("CLIENT", "ID")
+        cid = conn.read_response()
+        prefixes = ["PREFIX", _REGISTRY_KEY] + (["PREFIX", want[1]] if want[1] else [])
+        conn.send_command("CLIENT", "TRACKING", "on", "REDIRECT", cid, "BCAST", *prefixes)
+        conn.read_response()
+        conn.send_command("SUBSCRIBE", INVALIDATE_CHANNEL)
+        conn.read_response()
+        # The registry may have moved while we were subscribing: check once more.
+        if cache._registry_prefix() != want:
+            return
+        with cache.lock:
+            if (cache.generation, cache.prefix) != want:
+                cache.seq += 1
+                cache.data = OrderedDict()
+                cache.flushes += 1
+                cache.generation, cache.prefix = want
+        self.tracking = want
+        cache._update_ready()
+        idle_since = time.monotonic()
+        pinged = False
+        while not cache._closed.is_set():
+            if self.tracking != (cache.generation, cache.prefix):
+                return  # another node's listener saw a new generation: re-track
+            if not conn.can_read(timeout=POLL_SECONDS):
+                if time.monotonic() - idle_since < HEALTH_SECONDS:
+                    continue
+                if pinged:
+                    raise redis.ConnectionError("no answer to PING")
+                conn.send_command("PING")
+                pinged = True
+                idle_since = time.monotonic()
+                continue
+            msg = conn.read_response()
+            pinged = False
+            idle_since = time.monotonic()
+            if not isinstance(msg, list) or len(msg) < 3 or msg[0] != b"message":
+                continue  # subscribe confirmations, pong
+            keys = msg[2]
+            if keys is not None and not isinstance(keys, list):
+                keys = [keys]
+            if cache._invalidate(keys) and cache._registry_prefix() != want:
+                cache.flush(disable=True)
+                return  # a new generation (or the model is gone): re-track from scratch
