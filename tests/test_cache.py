@@ -1,0 +1,150 @@
+"""The tracked client-side cache never serves a stale vector (real servers only)."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+import redis
+
+from vecserve.embedded import ValkeyProcess, free_port
+from vecserve.keyedvectors import RedisKeyedVectors
+from vecserve.loader import load_arrays
+from vecserve.store import Store
+
+
+def eventually(pred, timeout=5.0):
+    deadline = time.monotonic() + timeout
+    while not pred():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.005)
+    return True
+
+
+def cached_kv(store, **kw) -> RedisKeyedVectors:
+    kv = RedisKeyedVectors("M", store=store, cache=kw.pop("cache", 100), **kw)
+    kv.get_vector("a", missing="zeros")  # connects and starts the listener
+    assert kv._cache.wait_ready(5)
+    return kv
+
+
+def test_hit_needs_no_server(store):
+    load_arrays(["a", "b"], np.eye(2), name="M", store=store)
+    kv = cached_kv(store)
+    kv[["a", "b"]]
+    assert len(kv._cache) == 2
+    calls = []
+    real = store.client.pipeline
+    store.client.pipeline = lambda *a, **k: calls.append(1) or real(*a, **k)
+    try:
+        assert kv["a"].tolist() == [1.0, 0.0]
+        assert kv[["b", "a"]].tolist() == [[0.0, 1.0], [1.0, 0.0]]
+        assert "b" in kv
+    finally:
+        del store.client.pipeline
+    assert calls == []
+    assert not kv["a"].flags.writeable
+    kv.close()
+
+
+def test_lru_bound(store):
+    tokens = [f"w{i}" for i in range(50)]
+    load_arrays(tokens, np.eye(50), name="M", store=store)
+    kv = cached_kv(store, cache=10)
+    for t in tokens:
+        kv[t]
+    assert len(kv._cache) == 10 and list(kv._cache.data) == tokens[-10:]
+    kv.close()
+
+
+def test_another_clients_write_invalidates(store):
+    info = load_arrays(["a", "b"], np.eye(2), name="M", store=store)
+    kv = cached_kv(store)
+    assert kv["b"].tolist() == [0.0, 1.0] and "b" in kv._cache.data
+    other = redis.Redis.from_url(store.url)
+    key = Store.vector_keys(info.prefix, ["b"])[0]
+    other.set(key, np.array([5, 6], dtype="<f4").tobytes())
+    assert eventually(lambda: "b" not in kv._cache.data)
+    assert kv["b"].tolist() == [5.0, 6.0]
+    assert kv._cache.stats()["invalidations"] >= 1
+    other.close()
+    kv.close()
+
+
+def test_reload_flushes_once_without_per_key_flood(store):
+    tokens = [f"w{i}" for i in range(2000)]
+    load_arrays(tokens, np.ones((2000, 4)), name="M", store=store)
+    kv = cached_kv(store, cache=5000)
+    kv[tokens[:100]]
+    gen = kv._cache.generation
+    load_arrays(tokens, 2 * np.ones((2000, 4)), name="M", store=store)
+    assert eventually(lambda: kv._cache.ready and kv._cache.generation == gen + 1)
+    assert kv[tokens[0]].tolist() == [2.0] * 4
+    assert kv[tokens[:100]].tolist() == [[2.0] * 4] * 100
+    # the new generation's 2000 writes were not tracked: no per-key invalidations
+    assert kv._cache.stats()["invalidations"] < 100
+    kv.close()
+
+
+def test_server_restart_never_serves_stale(tmp_path):
+    port = free_port()
+    server = ValkeyProcess(tmp_path / "srv", port=port).start()
+    try:
+        store = Store.from_url(server.url)
+        load_arrays(["a", "b"], np.eye(2), name="M", store=store)
+        kv = cached_kv(store)
+        assert kv["a"].tolist() == [1.0, 0.0] and "a" in kv._cache.data
+        server.kill()
+        assert eventually(lambda: not kv._cache.ready and len(kv._cache) == 0)
+        server = ValkeyProcess(tmp_path / "srv", port=port).start()
+        # the restarted server lost everything; a new model with other values appears
+        fresh = Store.from_url(server.url)
+        load_arrays(["a", "b"], 3 * np.eye(2), name="M", store=fresh)
+        assert eventually(lambda: kv._cache.ready, timeout=10)
+        assert kv["a"].tolist() == [3.0, 0.0]
+        fresh.close()
+        kv.close()
+        store.close()
+    finally:
+        server.stop()
+
+
+def test_fills_racing_an_invalidation_are_dropped(store):
+    load_arrays(["a"], np.eye(1), name="M", store=store)
+    kv = cached_kv(store)
+    cache = kv._cache
+    ticket = cache.ticket()
+    cache.flush()  # what an invalidation does between the read and the fill
+    assert not cache.fill(ticket, cache.generation, ["a"], np.ones((1, 1)), np.ones(1, bool))
+    assert "a" not in cache.data
+    kv.close()
+
+
+def test_model_deleted_disables_cache(store):
+    load_arrays(["a"], np.eye(1), name="M", store=store)
+    kv = cached_kv(store)
+    store.delete_model("M")
+    assert eventually(lambda: not kv._cache.ready and len(kv._cache) == 0)
+    with pytest.raises(KeyError):
+        kv["a"]
+    kv.close()
+
+
+@pytest.mark.cluster
+def test_cluster_cache_hears_every_node(cluster_store):
+    tokens = [f"w{i}" for i in range(64)]
+    info = load_arrays(tokens, np.eye(64), name="M", store=cluster_store)
+    kv = cached_kv(cluster_store)
+    kv[tokens]
+    assert len(kv._cache) == 64
+    keys = Store.vector_keys(info.prefix, tokens, info.buckets)
+    for k in keys:  # touch every key: they live on all three nodes
+        cluster_store.client.set(k, np.zeros(64, dtype="<f4").tobytes())
+    assert eventually(lambda: len(kv._cache) == 0)
+    assert kv[tokens[5]].tolist() == [0.0] * 64
+    load_arrays(tokens, 2 * np.eye(64), name="M", store=cluster_store)
+    assert eventually(lambda: kv._cache.ready and kv._cache.generation == info.generation + 1)
+    assert kv[tokens[5]][5] == 2.0
+    kv.close()
