@@ -1,0 +1,352 @@
+"""The HTTP API through a real ASGI client (lifespan running) against a real Redis server."""
+
+from __future__ import annotations
+
+import io
+from urllib.parse import unquote
+
+import numpy as np
+import orjson
+import pytest
+
+from vecserve.api import create_app
+from vecserve.loader import load_arrays
+from vecserve.settings import Settings
+
+from .api_support import AppClient
+
+JSON_HEADERS = {"content-type": "application/json"}
+TOKENS = [f"w{i}" for i in range(196)] + ["café", "a,b", "日本", "naïve"]
+
+
+@pytest.fixture
+def vectors():
+    return np.random.default_rng(3).standard_normal((len(TOKENS), 16)).astype(np.float32)
+
+
+@pytest.fixture
+def model(store, vectors):
+    return load_arrays(TOKENS, vectors, name="M", store=store, progress=False)
+
+
+@pytest.fixture
+def make_client(redis_url, store, tmp_path):
+    """Clients of apps built with test settings; the lifespan runs (context manager)."""
+    opened = []
+
+    def make(**overrides) -> AppClient:
+        options = {
+            "redis_url": redis_url,
+            "default_model": "M",
+            "cache_dir": tmp_path / "cache",
+            "model_ttl": 0,
+            **overrides,
+        }
+        client = AppClient(create_app(Settings(**options)))
+        client.__enter__()
+        opened.append(client)
+        return client
+
+    yield make
+    for client in reversed(opened):
+        client.__exit__(None, None, None)
+
+
+@pytest.fixture
+def client(make_client, model):
+    return make_client()
+
+
+def assert_error(resp, status: int, error: str | None = None) -> dict:
+    assert resp.status_code == status, resp.text
+    assert resp.headers["content-type"].startswith("application/json")
+    body = resp.json()
+    assert set(body) >= {"error", "detail"}
+    assert "Traceback" not in resp.text
+    if error is not None:
+        assert body["error"] == error, body
+    return body
+
+
+# -- health, docs, models --------------------------------------------------------------------
+
+
+def test_health_ready_docs(client, model):
+    assert client.get("/healthz").json() == {"status": "ok"}
+    ready = client.get("/readyz")
+    assert ready.status_code == 200
+    assert ready.json()["generation"] == model.generation
+    assert client.get("/docs").status_code == 200
+    paths = client.get("/openapi.json").json()["paths"]
+    for p in ["/vectors", "/similarity", "/n_similarity", "/most_similar", "/most_similar/batch",
+              "/doesnt_match", "/analogy", "/models", "/models/{name}", "/healthz", "/readyz",
+              "/metrics"]:  # fmt: skip
+        assert p in paths
+
+
+def test_readyz_without_default_model(make_client, store):
+    body = assert_error(make_client(default_model="NOPE").get("/readyz"), 503, "NotReady")
+    assert "NOPE" in body["detail"]
+
+
+def test_models(client, model):
+    listed = client.get("/models").json()["models"]
+    assert [m["name"] for m in listed] == ["M"]
+    one = client.get("/models/M").json()
+    assert (one["dim"], one["codec"], one["count"], one["generation"]) == (
+        16,
+        "f32",
+        len(TOKENS),
+        model.generation,
+    )
+    assert one["index"] == {"loaded": False}
+    client.get("/most_similar", params={"positive": "w1"})
+    one = client.get("/models/M").json()
+    assert one["index"]["loaded"] and one["index"]["rows"] == len(TOKENS)
+    assert_error(client.get("/models/NOPE"), 404, "ModelNotFound")
+    assert_error(client.get("/models/bad name!"), 422, "InvalidModelName")
+
+
+# -- /vectors in every format ----------------------------------------------------------------
+
+
+def test_vectors_json_exact(client, vectors):
+    r = client.get("/vectors", params={"words": "w3,café,missing1,日本"})
+    body = r.json()
+    assert r.headers["content-type"] == "application/json"
+    assert body["words"] == ["w3", "café", "日本"] and body["missing"] == ["missing1"]
+    got = np.asarray(body["vectors"], dtype=np.float32)
+    np.testing.assert_array_equal(got, vectors[[3, 196, 198]])  # float32 shortest form: exact
+
+
+def test_vectors_post_commas_and_policies(client, vectors):
+    words = ["a,b", "nope", "w0"]
+    omit = client.post("/vectors", json={"words": words}).json()
+    assert omit["words"] == ["a,b", "w0"] and omit["missing"] == ["nope"]
+    zeros = client.post("/vectors", json={"words": words, "missing": "zeros"}).json()
+    assert zeros["words"] == words
+    np.testing.assert_array_equal(
+        np.asarray(zeros["vectors"], dtype=np.float32),
+        np.stack([vectors[197], np.zeros(16, np.float32), vectors[0]]),
+    )
+    err = assert_error(
+        client.post("/vectors", json={"words": words, "missing": "error"}), 404, "TokenNotFound"
+    )
+    assert err["missing"] == ["nope"] and err["model"] == "M"
+
+
+@pytest.mark.parametrize("how", ["accept", "format"])
+@pytest.mark.parametrize("policy", ["omit", "zeros"])
+def test_vectors_binary_roundtrip(client, vectors, how, policy):
+    words = ["w5", "zzz", "naïve", "w5"]
+    params = {"words": ",".join(words), "missing": policy}
+    headers = {}
+    if how == "accept":
+        headers["accept"] = "application/octet-stream"
+    else:
+        params["format"] = "binary"
+    r = client.get("/vectors", params=params, headers=headers)
+    assert r.headers["content-type"] == "application/octet-stream"
+    n, dim = map(int, r.headers["x-vecserve-shape"].split(","))
+    assert r.headers["x-vecserve-dtype"] == "<f4"
+    got = np.frombuffer(r.content, dtype="<f4").reshape(n, dim)
+    missing = [unquote(w) for w in r.headers["x-vecserve-missing"].split(",")]
+    assert missing == ["zzz"] and r.headers["x-vecserve-missing-index"] == "1"
+    rows = [5, 199, 5] if policy == "omit" else [5, None, 199, 5]
+    want = np.stack([vectors[i] if i is not None else np.zeros(16, np.float32) for i in rows])
+    np.testing.assert_array_equal(got, want)
+
+
+def test_vectors_npy_roundtrip(client, vectors):
+    r = client.post(
+        "/vectors", json={"words": ["w1", "w2"]}, headers={"accept": "application/x-npy"}
+    )
+    assert r.headers["content-type"] == "application/x-npy"
+    arr = np.load(io.BytesIO(r.content))
+    assert arr.dtype == np.float32
+    np.testing.assert_array_equal(arr, vectors[[1, 2]])
+
+
+def test_vectors_all_formats_agree_for_a_lossy_codec(make_client, store, vectors):
+    info = load_arrays(TOKENS, vectors, name="H", store=store, codec="f16", progress=False)
+    client = make_client(default_model="H")
+    words = ",".join(TOKENS[:50])
+    decoded, _ = info.codec_obj.decode_values(store.fetch(info, TOKENS[:50]), 16)
+    js = np.asarray(client.get("/vectors", params={"words": words}).json()["vectors"], "f4")
+    raw = client.get("/vectors", params={"words": words, "format": "binary"}).content
+    npy = np.load(
+        io.BytesIO(client.get("/vectors", params={"words": words, "format": "npy"}).content)
+    )
+    for got in (js, np.frombuffer(raw, "<f4").reshape(50, 16), npy):
+        np.testing.assert_array_equal(got, decoded)
+
+
+def test_vectors_accept_negotiation(client):
+    assert client.get("/vectors?words=w1", headers={"accept": "text/html,*/*;q=0.8"}).json()
+    r = client.get(
+        "/vectors?words=w1",
+        headers={"accept": "application/json;q=0.5, application/octet-stream;q=0.9"},
+    )
+    assert r.headers["content-type"] == "application/octet-stream"
+    assert_error(client.get("/vectors?words=w1", headers={"accept": "text/csv"}), 406)
+
+
+# -- reload, limits, errors ------------------------------------------------------------------
+
+
+def test_reload_is_picked_up_without_restart(client, store, vectors):
+    before = client.get("/vectors", params={"words": "w1"}).json()
+    sim_before = client.get("/most_similar", params={"positive": "w1", "topn": 3}).json()
+    new = vectors[::-1].copy()
+    info = load_arrays(TOKENS, new, name="M", store=store, progress=False)
+    after = client.get("/vectors", params={"words": "w1"}).json()
+    assert after["generation"] == info.generation > before["generation"]
+    np.testing.assert_array_equal(np.asarray(after["vectors"], "f4")[0], new[1])
+    sim_after = client.get("/most_similar", params={"positive": "w1", "topn": 3}).json()
+    assert sim_after["generation"] == info.generation != sim_before["generation"]
+    kv = _kv(TOKENS, new)
+    assert [w for w, _ in sim_after["results"]] == [w for w, _ in kv.most_similar("w1", topn=3)]
+
+
+def test_reload_seen_through_model_cache(make_client, model, store, vectors):
+    """With a metadata TTL, words missing from a stale generation trigger a re-check."""
+    client = make_client(model_ttl=3600)
+    client.get("/vectors", params={"words": "w1"})
+    info = load_arrays(TOKENS, vectors * 2, name="M", store=store, progress=False)
+    body = client.get("/vectors", params={"words": "w1"}).json()
+    assert body["generation"] == info.generation and body["missing"] == []
+
+
+def test_limits(make_client, model):
+    client = make_client(max_words=3, max_topn=5, max_body_bytes=2048)
+    body = assert_error(client.get("/vectors", params={"words": "a,b,c,d"}), 422, "BadQuery")
+    assert "limit is 3" in body["detail"]
+    assert_error(client.get("/most_similar", params={"positive": "w1", "topn": 6}), 422)
+    big = {"words": ["x" * 100] * 30}
+    assert_error(client.post("/vectors", json=big), 413, "PayloadTooLarge")
+    small_batch = {"queries": [{"positive": ["w1"]}] * 3}
+    assert_error(make_client(max_batch=2).post("/most_similar/batch", json=small_batch), 422)
+
+
+@pytest.mark.parametrize(
+    ("method", "url", "kwargs"),
+    [
+        ("get", "/vectors", {}),
+        ("get", "/vectors", {"params": {"words": ",,,"}}),
+        ("post", "/vectors", {"json": {"words": []}}),
+        ("post", "/vectors", {"json": {"words": "w1"}}),
+        ("post", "/vectors", {"content": b"{not json", "headers": JSON_HEADERS}),
+        ("post", "/vectors", {"json": {"words": ["w1"], "missing": "explode"}}),
+        ("get", "/most_similar", {"params": {"positive": "w1", "topn": -1}}),
+        ("get", "/most_similar", {"params": {"positive": "w1", "restrict_vocab": "x"}}),
+        ("get", "/most_similar", {}),
+        ("post", "/most_similar", {"json": {"positive": [[1.0, 2.0, 3.0]]}}),
+        ("post", "/most_similar", {"json": {"positive": [{"vector": [1] * 16, "dtype": "i4"}]}}),
+        ("post", "/most_similar", {"json": {"positive": [{"weird": 1}]}}),
+        ("post", "/most_similar", {"json": {"positive": ["w1"], "cosmul": True, "negative": [3]}}),
+        ("post", "/most_similar", {"json": {"positive": ["w1"], "unknown_field": 1}}),
+        ("post", "/n_similarity", {"json": {"ws1": [], "ws2": ["w1"]}}),
+        ("get", "/similarity", {"params": {"w1": "w1"}}),
+        ("get", "/analogy", {"params": {"a": "w1", "b": "w2"}}),
+        ("get", "/vectors", {"params": {"words": "w1", "model": "bad name"}}),
+    ],
+)  # fmt: skip
+def test_malformed_input_is_422(client, method, url, kwargs):
+    body = assert_error(getattr(client, method)(url, **kwargs), 422)
+    assert body["detail"]
+
+
+@pytest.mark.parametrize(
+    ("method", "url", "kwargs", "error"),
+    [
+        ("get", "/vectors", {"params": {"words": "w1", "model": "NOPE"}}, "ModelNotFound"),
+        ("get", "/similarity", {"params": {"w1": "w1", "w2": "nope"}}, "TokenNotFound"),
+        ("get", "/most_similar", {"params": {"positive": "nope"}}, "TokenNotFound"),
+        ("post", "/most_similar", {"json": {"positive": [100000]}}, "TokenNotFound"),
+        ("post", "/most_similar/batch",
+         {"json": {"queries": [{"positive": ["w1"]}, {"negative": ["nope"]}]}}, "TokenNotFound"),
+        ("get", "/doesnt_match", {"params": {"words": "x,y"}}, "TokenNotFound"),
+        ("get", "/nowhere", {}, "HTTPError"),
+    ],
+)  # fmt: skip
+def test_not_found_is_404(client, method, url, kwargs, error):
+    assert_error(getattr(client, method)(url, **kwargs), 404, error)
+
+
+def test_no_default_model_is_422(make_client, model):
+    body = assert_error(make_client(default_model=None).get("/vectors?words=w1"), 422)
+    assert "model=" in body["detail"]
+
+
+def test_cosmul_without_positive_is_400(client):
+    assert_error(client.post("/most_similar", json={"negative": ["w1"], "cosmul": True}), 400)
+
+
+def test_store_down_is_503_with_retry_after(tmp_path, vectors):
+    from vecserve.embedded import ValkeyProcess, free_port
+    from vecserve.store import Store
+
+    server = ValkeyProcess(tmp_path / "srv", port=free_port()).start()
+    try:
+        store = Store.from_url(server.url)
+        load_arrays(TOKENS, vectors, name="M", store=store, progress=False)
+        store.close()
+        settings = Settings(
+            redis_url=server.url, default_model="M", cache_dir=tmp_path / "c", retry_after=7
+        )
+        with AppClient(create_app(settings)) as client:
+            assert client.get("/vectors?words=w1").status_code == 200
+            server.stop()
+            for url in ["/vectors?words=w1", "/readyz", "/models", "/most_similar?positive=w1"]:
+                r = client.get(url)
+                body = assert_error(r, 503, "StoreUnavailable")
+                assert r.headers["retry-after"] == "7"
+                assert "unreachable" in body["detail"]
+            assert client.get("/healthz").status_code == 200
+            assert "vecserve_store_errors_total 4" in client.get("/metrics").text
+    finally:
+        server.stop()
+
+
+def test_starts_while_store_is_down(tmp_path):
+    from vecserve.embedded import free_port
+
+    url = f"redis://:secret@127.0.0.1:{free_port()}/0"
+    with AppClient(create_app(Settings(redis_url=url, default_model="M"))) as client:
+        assert client.get("/healthz").status_code == 200
+        r = client.get("/readyz")
+        body = assert_error(r, 503, "StoreUnavailable")
+        assert "secret" not in body["detail"]
+
+
+# -- metrics ---------------------------------------------------------------------------------
+
+
+def test_metrics(client):
+    client.get("/vectors?words=w1,w2")
+    client.get("/vectors?words=w1,nope")
+    client.get("/most_similar?positive=w1")
+    client.get("/most_similar?positive=w2")
+    client.get("/models/NOPE")
+    text = client.get("/metrics").text
+    assert 'vecserve_requests_total{endpoint="/vectors",method="GET",status="200"} 2' in text
+    assert 'vecserve_requests_total{endpoint="/models/{name}",method="GET",status="404"} 1' in text
+    assert 'vecserve_request_duration_seconds_count{endpoint="/most_similar"} 2' in text
+    assert 'vecserve_cache_hits_total{cache="index"} 1' in text
+    assert 'vecserve_index_build_seconds{model="M"}' in text
+    assert "vecserve_vectors_served_total 3" in text
+    assert "vecserve_words_missing_total 1" in text
+
+
+def _kv(tokens, vectors):
+    from gensim.models import KeyedVectors
+
+    kv = KeyedVectors(vectors.shape[1], count=0)
+    kv.add_vectors(list(tokens), np.asarray(vectors, dtype=np.float32))
+    return kv
+
+
+def test_json_uses_orjson_float32_shortest_form(client):
+    raw = client.get("/vectors?words=w1").content
+    first = orjson.loads(raw)["vectors"][0][0]
+    assert len(repr(first)) <= 12  # float32 digits, not float64's 17

@@ -1,0 +1,327 @@
+"""Opt-in approximate nearest neighbours (HNSW, via usearch) over a similarity snapshot.
+
+Why usearch: of the well-kept ANN libraries that install here (usearch, faiss-cpu,
+hnswlib), usearch is the one that (a) ships manylinux wheels for every CPython we
+support (hnswlib's last release, 0.8.0 of 2023, has none and compiles from source),
+(b) is a ~3 MB dependency (faiss-cpu is ~30 MB), and (c) can *serve an index straight
+from a memory-mapped file* (``Index.restore(path, view=True)``) -- which matches the
+exact engine's design: built once per model generation, cached on local disk next to
+the exact snapshot, shared through the page cache by every uvicorn worker and reused
+after a restart. faiss can only memory-map IVF lists, not HNSW graphs.
+
+How a query runs: the query's unit mean vector is built exactly as gensim does
+(:meth:`SimilarityIndex.query_vector`), HNSW returns ``oversample x (topn + excluded)``
+candidates, and those are re-scored exactly against the float32 snapshot -- so the scores
+returned are gensim's cosines, only the candidate set is approximate.
+
+Quality is measured, not assumed: after each build, ``recall_queries`` vocabulary words
+(a seeded sample) are answered both exactly and approximately and recall@10 (the share
+of the exact top 10 that the approximate top 10 finds) is stored with the index and
+shown in ``GET /models/{name}``.
+
+>>> import numpy as np
+>>> from vecserve.similarity import SimilarityIndex
+>>> rng = np.random.default_rng(0)
+>>> sim = SimilarityIndex.from_arrays([f"w{i}" for i in range(500)],
+...                                   rng.standard_normal((500, 16)).astype(np.float32))
+>>> ann = AnnIndex.build(sim, recall_queries=50)
+>>> ann.recall_at_10 > 0.9, ann.most_similar(sim, ["w0"], [], topn=1) == sim.most_similar(
+...     "w0", topn=1)
+(True, True)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import threading
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+
+from .metrics import Metrics
+from .similarity import SimilarityIndex
+
+__all__ = ["AnnIndex", "AnnManager", "AnnParams", "recall_at_k"]
+
+log = logging.getLogger(__name__)
+
+BUILD_CHUNK = 50_000
+
+
+@dataclass(frozen=True)
+class AnnParams:
+    """HNSW parameters (usearch names). ``dtype`` f16 halves the graph's vector copy."""
+
+    connectivity: int = 16
+    expansion_add: int = 128
+    expansion_search: int = 128
+    dtype: str = "f16"
+    oversample: int = 2
+    recall_queries: int = 200
+
+    @property
+    def tag(self) -> str:
+        return f"usearch-{self.dtype}-M{self.connectivity}-ef{self.expansion_add}"
+
+
+def _library_version() -> str:
+    import usearch
+
+    return f"usearch {usearch.__version__}"
+
+
+def _unit_rows(sim: SimilarityIndex, lo: int, hi: int) -> np.ndarray:
+    rows = np.asarray(sim.vectors[lo:hi], dtype=np.float32)
+    norms = np.asarray(sim.norms[lo:hi], dtype=np.float32)[:, None]
+    return np.divide(rows, norms, out=np.zeros_like(rows), where=norms > 0)
+
+
+def recall_at_k(exact: list[list[str]], approx: list[list[str]], k: int = 10) -> float:
+    """Mean share of each exact top-``k`` that the approximate top-``k`` contains.
+
+    >>> recall_at_k([["a", "b"]], [["b", "c"]], k=2)
+    0.5
+    """
+    hits = [
+        len(set(e[:k]) & set(a[:k])) / max(len(e[:k]), 1)
+        for e, a in zip(exact, approx, strict=True)
+    ]
+    return float(np.mean(hits)) if hits else 0.0
+
+
+class AnnIndex:
+    """An HNSW graph over the unit rows of one :class:`SimilarityIndex` (keys = row numbers).
+
+    Parameters
+    ----------
+    index : usearch.index.Index
+        Built, or viewed from a file.
+    meta : dict
+        Build parameters, build time, recall@10 measured at build.
+    """
+
+    def __init__(self, index, meta: dict):
+        self.index = index
+        self.meta = meta
+        self.index.expansion_search = int(meta["params"]["expansion_search"])
+
+    @property
+    def recall_at_10(self) -> float:
+        return float(self.meta.get("recall_at_10", 0.0))
+
+    @property
+    def params(self) -> AnnParams:
+        return AnnParams(**self.meta["params"])
+
+    @classmethod
+    def build(
+        cls,
+        sim: SimilarityIndex,
+        *,
+        path: str | os.PathLike | None = None,
+        params: AnnParams | None = None,
+        recall_queries: int | None = None,
+        threads: int = 0,
+    ) -> AnnIndex:
+        """Build over ``sim``, measure recall@10, save to ``path`` (atomically) if given."""
+        from usearch.index import Index
+
+        p = params or AnnParams()
+        if recall_queries is not None:
+            p = AnnParams(**{**asdict(p), "recall_queries": recall_queries})
+        start = time.perf_counter()
+        index = Index(
+            ndim=sim.dim,
+            metric="ip",
+            dtype=p.dtype,
+            connectivity=p.connectivity,
+            expansion_add=p.expansion_add,
+            expansion_search=p.expansion_search,
+        )
+        n = sim.count
+        for lo in range(0, n, BUILD_CHUNK):
+            hi = min(lo + BUILD_CHUNK, n)
+            index.add(np.arange(lo, hi, dtype=np.uint64), _unit_rows(sim, lo, hi), threads=threads)
+        build_seconds = time.perf_counter() - start
+        meta = {
+            "library": _library_version(),
+            "params": asdict(p),
+            "name": sim.name,
+            "generation": sim.generation,
+            "rows": n,
+            "build_seconds": round(build_seconds, 3),
+        }
+        ann = cls(index, meta)
+        meta.update(ann.measure_recall(sim, queries=p.recall_queries))
+        if path is None:
+            return ann
+        path = Path(path)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        index.save(str(tmp))
+        tmp.with_suffix(".json").write_text(json.dumps(meta, indent=1))
+        os.replace(tmp.with_suffix(".json"), path.with_suffix(".json"))
+        os.replace(tmp, path)
+        return cls.open(path) or ann
+
+    @classmethod
+    def open(cls, path: str | os.PathLike) -> AnnIndex | None:
+        """Memory-map a saved index (shared by every process that opens it); None if absent."""
+        from usearch.index import Index
+
+        path = Path(path)
+        try:
+            meta = json.loads(path.with_suffix(".json").read_text())
+        except (OSError, ValueError):
+            return None
+        if not path.exists():
+            return None
+        return cls(Index.restore(str(path), view=True), meta)
+
+    def candidates(self, query: np.ndarray, k: int) -> np.ndarray:
+        """Row numbers of (about) the ``k`` rows nearest to unit vector ``query``."""
+        found = self.index.search(np.asarray(query, dtype=np.float32), k, threads=1)
+        return np.asarray(found.keys, dtype=np.int64)
+
+    def most_similar(self, sim: SimilarityIndex, positive, negative, topn: int = 10) -> list:
+        """Approximate ``sim.most_similar(positive, negative, topn)``: exact cosines of the
+        approximately nearest rows, best first, the query's own words excluded."""
+        if topn < 1:
+            return []
+        mean, exclude = sim.query_vector(positive, negative)
+        k = min(self.params.oversample * (topn + len(exclude)), sim.count)
+        cand = self.candidates(mean, k)
+        if exclude:
+            cand = cand[~np.isin(cand, exclude)]
+        scores = np.dot(sim.vectors[cand], mean) / sim.norms[cand]
+        order = np.argsort(-scores, kind="stable")[:topn]
+        return [(sim.index_to_key[int(cand[i])], float(scores[i])) for i in order]
+
+    def measure_recall(self, sim: SimilarityIndex, *, queries: int = 200, seed: int = 0) -> dict:
+        """recall@10 of :meth:`most_similar` against exact, over sampled vocabulary words."""
+        n = min(queries, sim.count)
+        if n == 0:
+            return {"recall_at_10": 0.0, "recall_queries": 0}
+        rows = np.random.default_rng(seed).choice(sim.count, size=n, replace=False)
+        qs = [{"positive": [int(r)], "topn": 10} for r in rows]
+        exact = [[w for w, _ in res] for res in sim.most_similar_batch(qs)]
+        start = time.perf_counter()
+        approx = [[w for w, _ in self.most_similar(sim, [int(r)], [], 10)] for r in rows]
+        per_query = (time.perf_counter() - start) / n
+        return {
+            "recall_at_10": round(recall_at_k(exact, approx, 10), 4),
+            "recall_queries": n,
+            "query_ms": round(per_query * 1000, 3),
+        }
+
+
+class AnnManager:
+    """Per-process source of ANN indexes: opens them from disk, builds them in the background.
+
+    Parameters
+    ----------
+    enabled : bool
+        When False, :meth:`get` only opens indexes that already exist on disk.
+    params : AnnParams, optional
+    metrics : Metrics, optional
+        Gets ``vecserve_ann_recall_at_10`` per model.
+    """
+
+    def __init__(
+        self,
+        *,
+        enabled: bool = False,
+        params: AnnParams | None = None,
+        metrics: Metrics | None = None,
+    ):
+        self.enabled = enabled
+        self.params = params or AnnParams()
+        self.metrics = metrics
+        self._lock = threading.Lock()
+        self._ready: dict[tuple[str, int], AnnIndex] = {}
+        self._building: dict[tuple[str, int], threading.Thread] = {}
+        self._failed: dict[tuple[str, int], str] = {}
+
+    def path_for(self, sim: SimilarityIndex) -> Path | None:
+        return None if sim.path is None else Path(sim.path) / f"ann-{self.params.tag}.usearch"
+
+    def ready(self, sim: SimilarityIndex) -> bool:
+        return (sim.name, sim.generation) in self._ready
+
+    def get(self, sim: SimilarityIndex, *, wait: bool = False) -> AnnIndex | None:
+        """The ANN index of ``sim``: open from disk, or (if enabled) start building it.
+
+        Returns None while it is being built unless ``wait``; callers then answer exactly.
+        """
+        key = (sim.name, sim.generation)
+        ann = self._ready.get(key)
+        if ann is not None:
+            return ann
+        path = self.path_for(sim)
+        with self._lock:
+            if key in self._ready:
+                return self._ready[key]
+            ann = AnnIndex.open(path) if path is not None else None
+            if ann is not None:
+                return self._keep(key, ann)
+            if not self.enabled or key in self._failed:
+                return None
+            thread = self._building.get(key)
+            if thread is None:
+                thread = threading.Thread(
+                    target=self._build, args=(sim, key, path), daemon=True, name="vecserve-ann"
+                )
+                self._building[key] = thread
+                thread.start()
+        if wait:
+            thread.join()
+            return self._ready.get(key)
+        return None
+
+    def _keep(self, key, ann: AnnIndex) -> AnnIndex:
+        self._ready = {k: v for k, v in self._ready.items() if k[0] != key[0]}
+        self._ready[key] = ann
+        if self.metrics is not None:
+            self.metrics.set("vecserve_ann_recall_at_10", ann.recall_at_10, model=key[0])
+        return ann
+
+    def _build(self, sim: SimilarityIndex, key, path: Path | None) -> None:
+        try:
+            log.info("building the ANN index of %s generation %s", *key)
+            ann = AnnIndex.build(sim, path=path, params=self.params)
+            with self._lock:
+                self._keep(key, ann)
+            log.info("ANN index of %s: recall@10 %.3f", key[0], ann.recall_at_10)
+        except Exception as exc:
+            log.error("building the ANN index of %s failed: %s", key[0], exc)
+            self._failed[key] = str(exc)
+        finally:
+            self._building.pop(key, None)
+
+    def status(self, sim: SimilarityIndex | None) -> dict:
+        """What ``GET /models/{name}`` shows under ``ann``."""
+        out: dict = {"enabled": self.enabled, "library": "usearch (HNSW)"}
+        if sim is None:
+            out["state"] = "exact index not loaded in this process"
+            return out
+        key = (sim.name, sim.generation)
+        ann = self._ready.get(key)
+        if ann is None:
+            with contextlib.suppress(Exception):
+                ann = self.get(sim)
+        if ann is not None:
+            out.update(state="ready", **{k: v for k, v in ann.meta.items() if k != "name"})
+        elif key in self._building:
+            out["state"] = "building"
+        elif key in self._failed:
+            out.update(state="failed", error=self._failed[key])
+        else:
+            out["state"] = "absent"
+        return out
+
+    def close(self) -> None:
+        self._ready.clear()

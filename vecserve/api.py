@@ -1,0 +1,700 @@
+"""The HTTP service: vectors and neighbours from one process that holds each matrix once.
+
+:func:`create_app` assembles the FastAPI app; nothing connects at import time. Its
+lifespan attaches to Redis (``settings.redis_url``, else the embedded server) and yields
+one :class:`~vecserve.deps.AppContext` as lifespan state. Handlers are short and call the
+library: :mod:`vecserve.store` for vectors, :mod:`vecserve.similarity` for whole-matrix
+queries (built from Redis once per model generation and memory-mapped from local disk),
+:mod:`vecserve.ann` for opt-in approximate search.
+
+=======================================  ===============================================
+endpoint                                 answers
+=======================================  ===============================================
+``GET|POST /vectors``                    vectors as JSON, raw float32 or ``.npy``
+``GET /similarity``                      cosine of two words (gensim ``similarity``)
+``POST /n_similarity``                   cosine of two word-set means
+``GET|POST /most_similar``               gensim ``most_similar`` / ``_cosmul``
+``POST /most_similar/batch``             many most_similar queries, one matrix multiply
+``GET|POST /doesnt_match``               the odd word out
+``GET /analogy``                         a is to b as c is to ?
+``GET /models``, ``GET /models/{name}``  registry metadata, index and ANN status
+``GET /healthz``, ``/readyz``            process up; store reachable + default model
+``GET /metrics``                         Prometheus text format
+=======================================  ===============================================
+
+Every error is a JSON body ``{"error": <class>, "detail": <message>}``: unknown model or
+word 404, malformed input 422, a query the engine rejects 400, Redis down 503 with
+``Retry-After``, never a stack trace.
+
+>>> app = create_app(Settings(redis_url="redis://localhost:6379/0"))   # doctest: +SKIP
+>>> with TestClient(app) as client:                                     # doctest: +SKIP
+...     client.get("/vectors", params={"words": "king,queen", "model": "W2V"}).json()
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import re
+from typing import Annotated, Literal
+from urllib.parse import quote
+
+import numpy as np
+import orjson
+from fastapi import FastAPI, HTTPException, Path, Query, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import PlainTextResponse, Response
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from .ann import AnnManager
+from .deps import (
+    AppContext,
+    ContextDep,
+    ModelCache,
+    ModelName,
+    SettingsDep,
+    StoreHandle,
+    fetch_consistent,
+    resolve_model_name,
+)
+from .embedded import EmbeddedServer
+from .errors import (
+    InvalidModelName,
+    ModelNotFound,
+    StoreUnavailable,
+    TokenNotFound,
+    VecserveError,
+)
+from .metrics import Metrics, MetricsMiddleware
+from .schemas import (
+    AnalogyResponse,
+    BadQuery,
+    BatchRequest,
+    BatchResponse,
+    DoesntMatchRequest,
+    DoesntMatchResponse,
+    ErrorBody,
+    MissingPolicy,
+    MostSimilarQuery,
+    MostSimilarRequest,
+    MostSimilarResponse,
+    NSimilarityRequest,
+    SimilarityResponse,
+    VectorsRequest,
+    VectorsResponse,
+    parse_item,
+)
+from .settings import Settings
+from .similarity import SimilarityIndex
+
+__all__ = ["create_app"]
+
+log = logging.getLogger(__name__)
+
+OCTET = "application/octet-stream"
+NPY = "application/x-npy"
+JSON = "application/json"
+_FORMATS = {"json": JSON, "binary": OCTET, "npy": NPY}
+_CRED_RE = re.compile(r"(\w+://)[^@/\s]*@")
+_ERRORS = {404: {"model": ErrorBody}, 422: {"model": ErrorBody}, 503: {"model": ErrorBody}}
+
+
+# -- responses and errors ------------------------------------------------------------------
+
+
+def _json(obj, *, status: int = 200, headers: dict | None = None) -> Response:
+    body = orjson.dumps(obj, option=orjson.OPT_SERIALIZE_NUMPY)
+    return Response(body, status_code=status, media_type=JSON, headers=headers)
+
+
+def _error(status: int, error: str, detail: str, *, headers=None, **extra) -> Response:
+    return _json({"error": error, "detail": detail, **extra}, status=status, headers=headers)
+
+
+def _redact(text: str) -> str:
+    """Hide credentials of a Redis URL in a message."""
+    return _CRED_RE.sub(r"\1***@", text)
+
+
+def _install_error_handlers(app: FastAPI, settings: Settings, metrics: Metrics) -> None:
+    @app.exception_handler(VecserveError)
+    async def vecserve_error(request: Request, exc: VecserveError):
+        if isinstance(exc, StoreUnavailable):
+            metrics.inc("vecserve_store_errors_total")
+            return _error(
+                503,
+                "StoreUnavailable",
+                _redact(str(exc)),
+                headers={"Retry-After": str(settings.retry_after)},
+            )
+        if isinstance(exc, ModelNotFound):
+            return _error(404, "ModelNotFound", str(exc), model=exc.name)
+        if isinstance(exc, TokenNotFound):
+            missing = getattr(exc, "missing", [exc.token])
+            return _error(
+                404, "TokenNotFound", str(exc), token=exc.token, model=exc.model, missing=missing
+            )
+        if isinstance(exc, InvalidModelName):
+            return _error(422, "InvalidModelName", str(exc))
+        log.error("%s: %s", type(exc).__name__, exc)
+        return _error(500, type(exc).__name__, _redact(str(exc)))
+
+    @app.exception_handler(BadQuery)
+    async def bad_query(request: Request, exc: BadQuery):
+        return _error(422, "BadQuery", str(exc))
+
+    @app.exception_handler(RequestValidationError)
+    async def validation_error(request: Request, exc: RequestValidationError):
+        errors = [
+            {
+                "loc": [str(p) for p in e.get("loc", ())],
+                "msg": str(e.get("msg", "")),
+                "type": str(e.get("type", "")),
+            }
+            for e in exc.errors()
+        ]
+        detail = "; ".join(f"{'.'.join(e['loc'])}: {e['msg']}" for e in errors)
+        return _error(422, "ValidationError", detail or "invalid request", errors=errors)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException):
+        detail = exc.detail if isinstance(exc.detail, str) else str(exc.detail)
+        return _error(exc.status_code, "HTTPError", detail, headers=exc.headers)
+
+    @app.exception_handler(Exception)
+    async def internal_error(request: Request, exc: Exception):
+        log.exception("unhandled error on %s %s", request.method, request.url.path)
+        return _error(500, "InternalError", "internal server error (see the service log)")
+
+
+class BodyLimitMiddleware:
+    """Refuse request bodies over ``limit`` bytes with 413 (Content-Length or streamed)."""
+
+    def __init__(self, app, *, limit: int):
+        self.app = app
+        self.limit = limit
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        for k, v in scope["headers"]:
+            if k == b"content-length" and (not v.isdigit() or int(v) > self.limit):
+                await self._refuse(send)
+                return
+        seen = 0
+        started = False
+
+        async def limited_receive():
+            nonlocal seen
+            message = await receive()
+            seen += len(message.get("body", b""))
+            if seen > self.limit:
+                raise _BodyTooLarge
+            return message
+
+        async def tracking_send(message):
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, limited_receive, tracking_send)
+        except _BodyTooLarge:
+            if not started:
+                await self._refuse(send)
+
+    async def _refuse(self, send):
+        body = orjson.dumps(
+            {"error": "PayloadTooLarge", "detail": f"request body over {self.limit} bytes"}
+        )
+        headers = [(b"content-type", JSON.encode()), (b"content-length", b"%d" % len(body))]
+        await send({"type": "http.response.start", "status": 413, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
+
+
+class _BodyTooLarge(Exception):
+    pass
+
+
+# -- request helpers -----------------------------------------------------------------------
+
+
+def _check_words(words: list[str], settings: Settings) -> list[str]:
+    if not words:
+        raise BadQuery("no words given")
+    if len(words) > settings.max_words:
+        raise BadQuery(f"{len(words)} words in one request; the limit is {settings.max_words}")
+    for w in words:
+        try:
+            w.encode("utf-8")
+        except UnicodeEncodeError:
+            raise BadQuery(f"word {w!r:.60} is not valid UTF-8 text") from None
+    return words
+
+
+def _split(values: list[str] | None) -> list[str]:
+    """``?words=a,b&words=c`` -> ``['a', 'b', 'c']`` (empty items dropped)."""
+    return [w for v in values or () for w in v.split(",") if w]
+
+
+def _negotiate(accept: str | None, fmt: str | None) -> str:
+    """The media type of a /vectors answer: ``format=`` wins, then the Accept header."""
+    if fmt is not None:
+        return _FORMATS[fmt]
+    if not accept:
+        return JSON
+    best, best_q = None, 0.0
+    for part in accept.split(","):
+        kind, *params = (p.strip() for p in part.split(";"))
+        q = 1.0
+        for p in params:
+            if p.startswith("q="):
+                with contextlib.suppress(ValueError):
+                    q = float(p[2:])
+        kind = kind.lower()
+        match = JSON if kind in ("*/*", "application/*", JSON) else kind
+        if match in (JSON, OCTET, NPY) and q > best_q:
+            best, best_q = match, q
+    if best is None:
+        raise HTTPException(406, f"cannot answer {accept!r}: use {JSON}, {OCTET} or {NPY}")
+    return best
+
+
+def _missing_error(name: str, missing: list[str]) -> TokenNotFound:
+    exc = TokenNotFound(missing[0], name)
+    exc.missing = missing
+    return exc
+
+
+def _vectors(ctx: AppContext, name: str, words: list[str], policy: str, media: str) -> Response:
+    words = _check_words(words, ctx.settings)
+    info, values = fetch_consistent(ctx, name, words)
+    missing_idx = [i for i, v in enumerate(values) if v is None]
+    missing = [words[i] for i in missing_idx]
+    if missing and policy == "error":
+        raise _missing_error(name, missing)
+    if policy == "omit" and missing:
+        keep = [i for i, v in enumerate(values) if v is not None]
+        rows, values = [words[i] for i in keep], [values[i] for i in keep]
+    else:
+        rows = words
+    ctx.metrics.inc("vecserve_vectors_served_total", sum(v is not None for v in values))
+    if missing:
+        ctx.metrics.inc("vecserve_words_missing_total", len(missing))
+    codec = info.codec_obj
+    if media == JSON:
+        matrix, _ = codec.decode_values(values, info.dim, what=rows)
+        return _json(
+            {
+                "model": info.name,
+                "generation": info.generation,
+                "dim": info.dim,
+                "words": rows,
+                "vectors": matrix,
+                "missing": missing,
+            }
+        )
+    size = 4 * info.dim
+    if info.codec == "f32" and all(v is None or len(v) == size for v in values):
+        zero = bytes(size)
+        raw = b"".join(zero if v is None else v for v in values)
+    else:
+        raw = codec.decode_values(values, info.dim, what=rows)[0].astype("<f4").tobytes()
+    if media == NPY:
+        import io
+
+        head = io.BytesIO()
+        header = {"descr": "<f4", "fortran_order": False, "shape": (len(rows), info.dim)}
+        np.lib.format.write_array_header_1_0(head, header)
+        raw = head.getvalue() + raw
+    headers = {
+        "X-Vecserve-Model": info.name,
+        "X-Vecserve-Generation": str(info.generation),
+        "X-Vecserve-Shape": f"{len(rows)},{info.dim}",
+        "X-Vecserve-Dtype": "<f4",
+        "X-Vecserve-Missing": ",".join(quote(w, safe="") for w in missing),
+        "X-Vecserve-Missing-Index": ",".join(map(str, missing_idx)),
+    }
+    return Response(raw, media_type=media, headers=headers)
+
+
+def _items(raw, index: SimilarityIndex, name: str, *, cosmul: bool = False) -> list:
+    """Parse query items and check every word/position is in the index (404 if not)."""
+    if raw is None:
+        return []
+    if isinstance(raw, str):
+        raw = [raw]
+    out = []
+    for item in raw:
+        parsed = parse_item(item, dim=index.dim)
+        key = parsed[0] if isinstance(parsed, tuple) else parsed
+        if isinstance(key, (str, int)) and key not in index:
+            raise TokenNotFound(str(key), name)
+        if cosmul and isinstance(parsed, (tuple, int)):
+            raise BadQuery("cosmul takes words and vectors only (no positions or weights)")
+        out.append(parsed)
+    return out
+
+
+def _scores(result):
+    """An engine result -> JSON-ready: pairs as-is, a similarity array as exact doubles."""
+    if isinstance(result, np.ndarray):
+        return result.astype(np.float64)
+    return result
+
+
+def _most_similar(ctx: AppContext, name: str, q: MostSimilarQuery) -> dict:
+    s = ctx.settings
+    if q.topn is not None and q.topn > s.max_topn:
+        raise BadQuery(f"topn={q.topn} is over the limit of {s.max_topn}")
+    info = ctx.model(name)
+    index = ctx.index(info)
+    pos = _items(q.positive, index, name, cosmul=q.cosmul)
+    neg = _items(q.negative, index, name, cosmul=q.cosmul)
+    if len(pos) + len(neg) > s.max_words:
+        raise BadQuery(f"{len(pos) + len(neg)} query items; the limit is {s.max_words}")
+    if not pos and not neg:
+        raise BadQuery("nothing to compare: give positive and/or negative items")
+    approximate = False
+    try:
+        if q.cosmul:
+            result = index.most_similar_cosmul(pos, neg, topn=q.topn)
+        else:
+            ann = None
+            if q.approx and q.topn and not q.restrict_vocab and ctx.ann is not None:
+                ann = ctx.ann.get(index)
+            if ann is not None:
+                result, approximate = ann.most_similar(index, pos, neg, topn=q.topn), True
+            else:
+                result = index.most_similar(pos, neg, topn=q.topn, restrict_vocab=q.restrict_vocab)
+    except KeyError as exc:  # pragma: no cover - words are checked above
+        raise TokenNotFound(str(exc.args[0]), name) from exc
+    except ValueError as exc:
+        raise HTTPException(400, str(exc)) from exc
+    out = {"model": info.name, "generation": index.generation, "approximate": approximate}
+    if isinstance(result, np.ndarray):
+        out["similarities"] = _scores(result)
+    else:
+        out["results"] = result
+    return out
+
+
+def _small_kv(ctx: AppContext, name: str, words: list[str]):
+    """A gensim KeyedVectors of just ``words`` (as stored), for exact-parity small queries."""
+    from gensim.models import KeyedVectors
+
+    unique = list(dict.fromkeys(_check_words(words, ctx.settings)))
+    info, values = fetch_consistent(ctx, name, unique)
+    matrix, found = info.codec_obj.decode_values(values, info.dim, what=unique)
+    kv = KeyedVectors(info.dim, count=0)
+    present = [w for w, ok in zip(unique, found, strict=True) if ok]
+    if present:
+        kv.add_vectors(present, matrix[found])
+    return info, kv, [w for w, ok in zip(unique, found, strict=True) if not ok]
+
+
+# -- the app -------------------------------------------------------------------------------
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    """The vecserve FastAPI app.
+
+    Parameters
+    ----------
+    settings : Settings, optional
+        Default: :class:`Settings` read from ``VECSERVE_*`` environment variables.
+
+    Examples
+    --------
+    >>> app = create_app(Settings(default_model="W2V"))
+    >>> app.title
+    'vecserve'
+    """
+    settings = settings if settings is not None else Settings()
+    metrics = Metrics()
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI):
+        with contextlib.ExitStack() as stack:
+            url = settings.redis_url
+            if url is None:
+                server = EmbeddedServer(settings.data_dir).acquire()
+                stack.callback(server.release)
+                url = server.url
+            ctx = AppContext(
+                settings=settings,
+                stores=StoreHandle(url),
+                metrics=metrics,
+                models=ModelCache(ttl=settings.model_ttl, metrics=metrics),
+            )
+            ctx.ann = AnnManager(enabled=settings.ann, metrics=metrics)
+            stack.callback(ctx.close)
+            if settings.preload and settings.default_model:
+                ctx.preload(settings.default_model)
+            yield {"ctx": ctx}
+
+    app = FastAPI(
+        title="vecserve",
+        version=_version(),
+        description="Word vectors served out of Redis: vectors, similarity, most_similar.",
+        lifespan=lifespan,
+    )
+    _install_error_handlers(app, settings, metrics)
+    app.add_middleware(BodyLimitMiddleware, limit=settings.max_body_bytes)
+    app.add_middleware(MetricsMiddleware, metrics=metrics)
+    _add_vector_routes(app)
+    _add_similarity_routes(app)
+    _add_service_routes(app, metrics)
+    return app
+
+
+def _version() -> str:
+    from . import __version__
+
+    return __version__
+
+
+ModelQuery = Annotated[
+    str | None, Query(description="Model name; default: the service's default model.")
+]
+WordsQuery = Annotated[
+    list[str], Query(description="Comma-separated words (repeat the parameter for more).")
+]
+_VECTOR_RESPONSES = {
+    200: {
+        "description": "JSON by default; raw little-endian float32 rows or .npy on request "
+        "(shape and missing words in X-Vecserve-* headers).",
+        "content": {OCTET: {}, NPY: {}},
+    },
+    406: {"model": ErrorBody},
+    **_ERRORS,
+}
+
+
+def _add_vector_routes(app: FastAPI) -> None:
+    @app.get("/vectors", response_model=VectorsResponse, responses=_VECTOR_RESPONSES)
+    def get_vectors(
+        request: Request,
+        ctx: ContextDep,
+        name: ModelName,
+        words: WordsQuery,
+        missing: MissingPolicy = "omit",
+        format: Literal["json", "binary", "npy"] | None = None,
+    ):
+        """Vectors of words; `Accept: application/octet-stream` or `x-npy` for binary."""
+        media = _negotiate(request.headers.get("accept"), format)
+        return _vectors(ctx, name, _split(words), missing, media)
+
+    @app.post("/vectors", response_model=VectorsResponse, responses=_VECTOR_RESPONSES)
+    def post_vectors(
+        request: Request,
+        ctx: ContextDep,
+        body: VectorsRequest,
+        model: ModelQuery = None,
+        format: Literal["json", "binary", "npy"] | None = None,
+    ):
+        """Vectors of a JSON list of words (any characters, commas included)."""
+        name = resolve_model_name(body.model or model, ctx.settings)
+        media = _negotiate(request.headers.get("accept"), format)
+        return _vectors(ctx, name, body.words, body.missing, media)
+
+
+def _add_similarity_routes(app: FastAPI) -> None:
+    responses = {400: {"model": ErrorBody}, **_ERRORS}
+
+    @app.get("/similarity", response_model=SimilarityResponse, responses=responses)
+    def similarity(ctx: ContextDep, name: ModelName, w1: str, w2: str):
+        """Cosine similarity of two words (gensim's ``similarity``)."""
+        info, kv, missing = _small_kv(ctx, name, [w1, w2])
+        if missing:
+            raise _missing_error(name, missing)
+        return _json(
+            {
+                "model": info.name,
+                "generation": info.generation,
+                "similarity": float(kv.similarity(w1, w2)),
+            }
+        )
+
+    @app.post("/n_similarity", response_model=SimilarityResponse, responses=responses)
+    def n_similarity(ctx: ContextDep, body: NSimilarityRequest, model: ModelQuery = None):
+        """Cosine of the means of two word lists; missing words are skipped, as gensim does."""
+        name = resolve_model_name(body.model or model, ctx.settings)
+        info, kv, missing = _small_kv(ctx, name, body.ws1 + body.ws2)
+        if not any(w in kv for w in body.ws1) or not any(w in kv for w in body.ws2):
+            raise _missing_error(name, missing)
+        value = float(kv.n_similarity(body.ws1, body.ws2))
+        return _json(
+            {
+                "model": info.name,
+                "generation": info.generation,
+                "similarity": value,
+                "missing": missing,
+            }
+        )
+
+    @app.get("/most_similar", response_model=MostSimilarResponse, responses=responses)
+    def most_similar_get(
+        ctx: ContextDep,
+        name: ModelName,
+        positive: WordsQuery = (),
+        negative: WordsQuery = (),
+        topn: Annotated[int, Query(ge=0)] = 10,
+        restrict_vocab: Annotated[int | None, Query(ge=0)] = None,
+        cosmul: bool = False,
+        approx: bool = False,
+    ):
+        """Words most similar to ``positive`` minus ``negative`` (gensim ``most_similar``)."""
+        q = MostSimilarQuery(
+            positive=_split(list(positive)),
+            negative=_split(list(negative)),
+            topn=topn,
+            restrict_vocab=restrict_vocab,
+            cosmul=cosmul,
+            approx=approx,
+        )
+        return _json(_most_similar(ctx, name, q))
+
+    @app.post("/most_similar", response_model=MostSimilarResponse, responses=responses)
+    def most_similar_post(ctx: ContextDep, body: MostSimilarRequest, model: ModelQuery = None):
+        """most_similar with words, positions, vectors and ``[item, weight]`` pairs."""
+        name = resolve_model_name(body.model or model, ctx.settings)
+        return _json(_most_similar(ctx, name, body))
+
+    @app.post("/most_similar/batch", response_model=BatchResponse, responses=responses)
+    def most_similar_batch(ctx: ContextDep, body: BatchRequest, model: ModelQuery = None):
+        """Many most_similar queries answered together (one matrix multiply per group)."""
+        s = ctx.settings
+        name = resolve_model_name(body.model or model, s)
+        if len(body.queries) > s.max_batch:
+            raise BadQuery(f"{len(body.queries)} queries in one batch; the limit is {s.max_batch}")
+        info = ctx.model(name)
+        index = ctx.index(info)
+        queries = []
+        for q in body.queries:
+            if q.topn is not None and q.topn > s.max_topn:
+                raise BadQuery(f"topn={q.topn} is over the limit of {s.max_topn}")
+            pos = _items(q.positive, index, name, cosmul=q.cosmul)
+            neg = _items(q.negative, index, name, cosmul=q.cosmul)
+            if not pos and not neg:
+                raise BadQuery("nothing to compare in a query: give positive and/or negative")
+            queries.append(
+                {
+                    "positive": pos,
+                    "negative": neg,
+                    "topn": q.topn,
+                    "restrict_vocab": q.restrict_vocab,
+                    "cosmul": q.cosmul,
+                }
+            )
+        try:
+            results = index.most_similar_batch(queries)
+        except ValueError as exc:
+            raise HTTPException(400, str(exc)) from exc
+        return _json(
+            {
+                "model": info.name,
+                "generation": index.generation,
+                "results": [_scores(r) for r in results],
+            }
+        )
+
+    def _doesnt_match(ctx: AppContext, name: str, words: list[str]) -> Response:
+        info, kv, missing = _small_kv(ctx, name, words)
+        if len(kv) == 0:
+            raise _missing_error(name, missing)
+        present = [w for w in words if w in kv]
+        word = kv.doesnt_match(present)
+        return _json(
+            {"model": info.name, "generation": info.generation, "word": word, "ignored": missing}
+        )
+
+    @app.get("/doesnt_match", response_model=DoesntMatchResponse, responses=responses)
+    def doesnt_match_get(ctx: ContextDep, name: ModelName, words: WordsQuery):
+        """The word that does not go with the others (gensim ``doesnt_match``)."""
+        return _doesnt_match(ctx, name, _split(words))
+
+    @app.post("/doesnt_match", response_model=DoesntMatchResponse, responses=responses)
+    def doesnt_match_post(ctx: ContextDep, body: DoesntMatchRequest, model: ModelQuery = None):
+        """The word that does not go with the others, words in a JSON body."""
+        return _doesnt_match(ctx, resolve_model_name(body.model or model, ctx.settings), body.words)
+
+    @app.get("/analogy", response_model=AnalogyResponse, responses=responses)
+    def analogy(
+        ctx: ContextDep,
+        name: ModelName,
+        a: str,
+        b: str,
+        c: str,
+        topn: Annotated[int, Query(ge=1)] = 1,
+        cosmul: bool = False,
+        approx: bool = False,
+    ):
+        """a is to b as c is to ?  (``most_similar(positive=[b, c], negative=[a])``)."""
+        q = MostSimilarQuery(positive=[b, c], negative=[a], topn=topn, cosmul=cosmul, approx=approx)
+        out = _most_similar(ctx, name, q)
+        results = out.get("results") or []
+        out["answer"] = results[0][0] if results else None
+        return _json(out)
+
+
+def _add_service_routes(app: FastAPI, metrics: Metrics) -> None:
+    @app.get("/models")
+    def list_models(ctx: ContextDep):
+        """Every committed model's metadata."""
+        return _json({"models": [_model_dict(m) for m in ctx.stores.get().list_models()]})
+
+    @app.get("/models/{name}", responses=_ERRORS)
+    def get_model(ctx: ContextDep, name: Annotated[str, Path(description="Model name.")]):
+        """A model's metadata (dim, codec, count, generation, source) and index status."""
+        resolve_model_name(name, ctx.settings)
+        info = ctx.model(name, fresh=True)
+        out = _model_dict(info)
+        out["index"] = ctx.index_status(info)
+        out["ann"] = ctx.ann.status(ctx.loaded_index(info)) if ctx.ann is not None else None
+        return _json(out)
+
+    @app.get("/healthz")
+    def healthz():
+        """The process is up (no dependency is checked)."""
+        return {"status": "ok"}
+
+    @app.get("/readyz", responses={503: {"model": ErrorBody}})
+    def readyz(ctx: ContextDep, settings: SettingsDep):
+        """Ready: the store answers and the default model (if configured) is loaded."""
+        ctx.stores.get().ping()
+        out = {"status": "ready", "default_model": settings.default_model}
+        if settings.default_model:
+            try:
+                info = ctx.model(settings.default_model)
+            except ModelNotFound:
+                return _error(
+                    503,
+                    "NotReady",
+                    f"default model {settings.default_model!r} is not loaded",
+                    headers={"Retry-After": str(settings.retry_after)},
+                )
+            out["generation"] = info.generation
+            if settings.preload and not ctx.preloaded(info):
+                return _error(
+                    503,
+                    "NotReady",
+                    f"similarity index of {info.name!r} is being built",
+                    headers={"Retry-After": str(settings.retry_after)},
+                )
+        return out
+
+    @app.get("/metrics", response_class=PlainTextResponse)
+    def prometheus():
+        """Request counts and latencies per endpoint, cache hits, index build times."""
+        return PlainTextResponse(metrics.render(), media_type="text/plain; version=0.0.4")
+
+
+def _model_dict(info) -> dict:
+    from dataclasses import asdict
+
+    data = asdict(info)
+    data.pop("prefix", None)
+    data.pop("buckets", None)
+    return data

@@ -1,0 +1,251 @@
+"""What the API's handlers depend on: the app context and ``Annotated`` aliases for it.
+
+The lifespan of :func:`vecserve.api.create_app` builds one :class:`AppContext` per process
+and yields it as lifespan state; handlers receive its parts through the aliases below
+(``SettingsDep``, ``StoreDep``, ``ContextDep``, ``ModelName``), so a test can override any
+of them with ``app.dependency_overrides``.
+
+Model metadata is cached for ``settings.model_ttl`` seconds (:class:`ModelCache`); a
+reader that finds words missing re-checks the registry before believing it, so a model
+reloaded under a new generation is picked up at once, never mixed with the old one.
+
+>>> from typing import get_args
+>>> get_args(SettingsDep)[0].__name__
+'Settings'
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Annotated, Any
+
+from fastapi import Depends, HTTPException, Query, Request
+
+from .errors import StoreUnavailable
+from .metrics import Metrics
+from .settings import Settings
+from .similarity import IndexManager, SimilarityIndex
+from .store import ModelInfo, Store, validate_model_name
+
+__all__ = [
+    "AppContext",
+    "ContextDep",
+    "ModelCache",
+    "ModelName",
+    "SettingsDep",
+    "StoreDep",
+    "StoreHandle",
+    "fetch_consistent",
+]
+
+log = logging.getLogger(__name__)
+
+
+class StoreHandle:
+    """A :class:`Store` connected on first use, so the API starts while Redis is down.
+
+    ``get()`` raises :class:`~vecserve.errors.StoreUnavailable` (-> 503) until Redis answers.
+    """
+
+    def __init__(self, url: str, *, store: Store | None = None):
+        self.url = url
+        self._store = store
+        self._lock = threading.Lock()
+
+    def get(self) -> Store:
+        store = self._store
+        if store is not None:
+            return store
+        with self._lock:
+            if self._store is None:
+                self._store = Store.from_url(self.url)
+            return self._store
+
+    def close(self) -> None:
+        if self._store is not None:
+            self._store.close()
+            self._store = None
+
+
+class ModelCache:
+    """Registry entries (:class:`ModelInfo`) cached for ``ttl`` seconds per model name."""
+
+    def __init__(self, *, ttl: float, metrics: Metrics):
+        self.ttl = ttl
+        self.metrics = metrics
+        self._entries: dict[str, tuple[float, ModelInfo]] = {}
+
+    def get(self, store: Store, name: str, *, fresh: bool = False) -> tuple[ModelInfo, bool]:
+        """``(info, from_cache)``; raises ModelNotFound (-> 404) when there is no such model."""
+        now = time.monotonic()
+        hit = None if fresh else self._entries.get(name)
+        if hit is not None and now - hit[0] < self.ttl:
+            self.metrics.inc("vecserve_cache_hits_total", cache="model")
+            return hit[1], True
+        self.metrics.inc("vecserve_cache_misses_total", cache="model")
+        try:
+            info = store.get_model(name)
+        except KeyError:
+            self._entries.pop(name, None)
+            raise
+        self._entries[name] = (now, info)
+        return info, False
+
+    def forget(self, name: str | None = None) -> None:
+        if name is None:
+            self._entries.clear()
+        else:
+            self._entries.pop(name, None)
+
+
+@dataclass
+class AppContext:
+    """Everything one API process shares between requests (the lifespan state)."""
+
+    settings: Settings
+    stores: StoreHandle
+    metrics: Metrics
+    models: ModelCache
+    ann: Any = None  # vecserve.ann.AnnManager
+    _indexes: IndexManager | None = None
+    _seen: dict[str, SimilarityIndex] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def model(self, name: str, *, fresh: bool = False) -> ModelInfo:
+        return self.models.get(self.stores.get(), name, fresh=fresh)[0]
+
+    @property
+    def indexes(self) -> IndexManager:
+        """The process's :class:`IndexManager` (created once the store is reachable)."""
+        if self._indexes is None:
+            store = self.stores.get()
+            with self._lock:
+                if self._indexes is None:
+                    self._indexes = IndexManager(store, cache_dir=self.settings.cache_dir)
+        return self._indexes
+
+    def index(self, info: ModelInfo) -> SimilarityIndex:
+        """The similarity index of generation ``info`` (built or mapped on first use)."""
+        start = time.perf_counter()
+        index = self.indexes.get(info.name, info=info)
+        if self._seen.get(info.name) is index:
+            self.metrics.inc("vecserve_cache_hits_total", cache="index")
+            return index
+        self.metrics.inc("vecserve_cache_misses_total", cache="index")
+        self.metrics.set(
+            "vecserve_index_build_seconds", time.perf_counter() - start, model=info.name
+        )
+        self.metrics.set("vecserve_index_rows", index.count, model=info.name)
+        self._seen[info.name] = index
+        return index
+
+    def loaded_index(self, info: ModelInfo) -> SimilarityIndex | None:
+        """The index of generation ``info`` if this process has it open, else None."""
+        index = self._seen.get(info.name)
+        return index if index is not None and index.generation == info.generation else None
+
+    def index_status(self, info: ModelInfo) -> dict:
+        index = self.loaded_index(info)
+        if index is None:
+            return {"loaded": False}
+        return {
+            "loaded": True,
+            "rows": index.count,
+            "path": str(index.path) if index.path is not None else None,
+            "build_seconds": round(
+                self.metrics.value("vecserve_index_build_seconds", model=info.name), 6
+            ),
+        }
+
+    def preload(self, name: str) -> threading.Thread:
+        """Build (or map) ``name``'s index, and its ANN index if enabled, in the background."""
+
+        def run() -> None:
+            try:
+                index = self.index(self.model(name))
+                if self.ann is not None and self.ann.enabled:
+                    self.ann.get(index, wait=True)
+            except Exception as exc:  # logged; /readyz keeps saying not ready
+                log.error("preloading %s failed: %s", name, exc)
+
+        thread = threading.Thread(target=run, name=f"vecserve-preload-{name}", daemon=True)
+        thread.start()
+        return thread
+
+    def preloaded(self, info: ModelInfo) -> bool:
+        index = self.loaded_index(info)
+        if index is None:
+            return False
+        return self.ann is None or not self.ann.enabled or self.ann.ready(index)
+
+    def close(self) -> None:
+        if self.ann is not None:
+            self.ann.close()
+        if self._indexes is not None:
+            self._indexes.close()
+        self.stores.close()
+
+
+def fetch_consistent(
+    ctx: AppContext, name: str, words: list[str]
+) -> tuple[ModelInfo, list[bytes | None]]:
+    """Raw values of ``words`` from ONE generation of model ``name`` (None = missing).
+
+    When some words are missing and the model's metadata came from the cache, the
+    registry is read again: if the generation changed (a reload), every word is fetched
+    again from the new one.
+    """
+    store = ctx.stores.get()
+    info, cached = ctx.models.get(store, name)
+    values = store.fetch(info, words)
+    if cached and any(v is None for v in values):
+        fresh, _ = ctx.models.get(store, name, fresh=True)
+        if fresh.generation != info.generation or fresh.prefix != info.prefix:
+            info, values = fresh, store.fetch(fresh, words)
+    return info, values
+
+
+def get_context(request: Request) -> AppContext:
+    ctx = getattr(request.state, "ctx", None)
+    if ctx is None:  # pragma: no cover - only without the lifespan
+        raise StoreUnavailable("the service is starting or stopping")
+    return ctx
+
+
+ContextDep = Annotated[AppContext, Depends(get_context)]
+
+
+def get_settings(ctx: ContextDep) -> Settings:
+    return ctx.settings
+
+
+def get_store(ctx: ContextDep) -> Store:
+    return ctx.stores.get()
+
+
+SettingsDep = Annotated[Settings, Depends(get_settings)]
+StoreDep = Annotated[Store, Depends(get_store)]
+
+
+def resolve_model_name(name: str | None, settings: Settings) -> str:
+    """``name`` or the configured default; 422 if neither, InvalidModelName if malformed."""
+    name = name or settings.default_model
+    if not name:
+        raise HTTPException(422, "no model given: pass model=NAME (no default model is configured)")
+    return validate_model_name(name)
+
+
+def get_model_name(
+    settings: SettingsDep,
+    model: Annotated[
+        str | None,
+        Query(description="Model name; default: the service's configured default model."),
+    ] = None,
+) -> str:
+    return resolve_model_name(model, settings)
+
+
+ModelName = Annotated[str, Depends(get_model_name)]

@@ -1,0 +1,122 @@
+"""``vecserve serve``: run the HTTP API (:mod:`vecserve.api`) under uvicorn.
+
+Flags become ``VECSERVE_*`` environment variables, read by :class:`~vecserve.settings.Settings`
+in each worker (uvicorn starts workers from the import string
+``vecserve.api:create_app``), so flags and the environment configure the service the same
+way; a flag wins over a variable already set. Registered by the CLI with
+``cli.add_command(serve)``.
+"""
+
+from __future__ import annotations
+
+import os
+
+import click
+
+__all__ = ["serve", "settings_env"]
+
+_OPTION_ENV = {
+    "redis_url": "VECSERVE_REDIS_URL",
+    "default_model": "VECSERVE_DEFAULT_MODEL",
+    "cache_dir": "VECSERVE_CACHE_DIR",
+    "preload": "VECSERVE_PRELOAD",
+    "ann": "VECSERVE_ANN",
+    "max_words": "VECSERVE_MAX_WORDS",
+    "max_topn": "VECSERVE_MAX_TOPN",
+    "max_body_bytes": "VECSERVE_MAX_BODY_BYTES",
+}
+
+
+def settings_env(**options) -> dict[str, str]:
+    """The ``VECSERVE_*`` variables for the options that were given (None = not given).
+
+    >>> settings_env(redis_url="redis://r:6379/0", ann=True, max_words=None)
+    {'VECSERVE_REDIS_URL': 'redis://r:6379/0', 'VECSERVE_ANN': 'true'}
+    """
+    env = {}
+    for key, value in options.items():
+        if value is None or key not in _OPTION_ENV:
+            continue
+        env[_OPTION_ENV[key]] = str(value).lower() if isinstance(value, bool) else str(value)
+    return env
+
+
+@click.command("serve")
+@click.option("--host", default="127.0.0.1", show_default=True, help="Interface to bind.")
+@click.option("--port", default=8000, show_default=True, type=click.IntRange(0, 65535))
+@click.option(
+    "--workers",
+    default=1,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="uvicorn worker processes (they share the memory-mapped similarity index).",
+)
+@click.option(
+    "--redis-url",
+    envvar="VECSERVE_REDIS_URL",
+    default=None,
+    metavar="URL",
+    help="Redis/Valkey URL. Default: $VECSERVE_REDIS_URL, else the embedded server.",
+)
+@click.option("--default-model", default=None, metavar="NAME", help="Model when none is given.")
+@click.option(
+    "--cache-dir",
+    default=None,
+    type=click.Path(file_okay=False),
+    help="Local directory for memory-mapped similarity indexes.",
+)
+@click.option(
+    "--preload/--no-preload",
+    default=None,
+    help="Build the default model's index at start-up; /readyz waits for it.",
+)
+@click.option("--ann/--no-ann", default=None, help="Build approximate (HNSW) indexes too.")
+@click.option("--max-words", type=click.IntRange(min=1), default=None, help="Words per request.")
+@click.option("--max-topn", type=click.IntRange(min=1), default=None, help="Largest topn.")
+@click.option(
+    "--max-body-bytes", type=click.IntRange(min=1024), default=None, help="Largest request body."
+)
+@click.option(
+    "--log-level",
+    default="info",
+    show_default=True,
+    type=click.Choice(["critical", "error", "warning", "info", "debug"]),
+)
+def serve(host, port, workers, log_level, **options):
+    """Serve vectors, similarity and most_similar over HTTP (FastAPI under uvicorn).
+
+    Every option can also be set as a VECSERVE_* environment variable (e.g.
+    VECSERVE_DEFAULT_MODEL). OpenAPI docs are at /docs.
+
+    \b
+    Example:
+        vecserve serve --default-model GOOGLE_W2V --port 8000
+        curl 'localhost:8000/vectors?words=king,queen'
+        curl 'localhost:8000/most_similar?positive=king,woman&negative=man&topn=3'
+    """
+    try:
+        import uvicorn
+
+        from .settings import Settings
+    except ImportError as exc:
+        raise click.ClickException(
+            f"the HTTP service needs the api extra: pip install 'vecserve[api]' ({exc})"
+        ) from exc
+    os.environ.update(settings_env(**options))
+    try:
+        Settings()
+    except ValueError as exc:
+        first = str(exc).splitlines()
+        raise click.ClickException(f"invalid setting: {' '.join(first[:3])}") from exc
+    try:
+        uvicorn.run(
+            "vecserve.api:create_app",
+            factory=True,
+            host=host,
+            port=port,
+            workers=workers,
+            log_level=log_level,
+            proxy_headers=True,
+        )
+    except OSError as exc:
+        raise click.ClickException(f"cannot serve on {host}:{port}: {exc}") from exc

@@ -1,0 +1,48 @@
+"""Settings of the HTTP service, from keyword arguments or ``VECSERVE_*`` variables.
+
+Every field can be set in the environment with the ``VECSERVE_`` prefix (``max_words`` is
+``VECSERVE_MAX_WORDS``); keyword arguments win over the environment. Nothing reads the
+environment at import time: :func:`vecserve.api.create_app` builds a :class:`Settings`
+when it is not given one, so tests pass their own.
+
+>>> Settings(default_model="GOOGLE_W2V", max_words=500).max_words
+500
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+__all__ = ["Settings"]
+
+
+class Settings(BaseSettings):
+    """Configuration of one API process (shared by every uvicorn worker via the env)."""
+
+    model_config = SettingsConfigDict(env_prefix="VECSERVE_", extra="ignore", frozen=True)
+
+    redis_url: str | None = Field(
+        None, description="Redis/Valkey URL; unset = vecserve's embedded server."
+    )
+    data_dir: Path | None = Field(None, description="Data dir of the embedded server.")
+    default_model: str | None = Field(
+        None, description="Model used when a request has no `model=` parameter."
+    )
+    cache_dir: Path | None = Field(
+        None, description="Where similarity indexes are cached as memory-mapped files."
+    )
+    preload: bool = Field(
+        False, description="Build/open the default model's similarity index at start-up."
+    )
+    ann: bool = Field(False, description="Also build an approximate (HNSW) index per model.")
+    max_words: int = Field(1000, ge=1, description="Most words in one request.")
+    max_topn: int = Field(1000, ge=1, description="Largest `topn`.")
+    max_batch: int = Field(256, ge=1, description="Most queries in one batch request.")
+    max_body_bytes: int = Field(1 << 20, ge=1024, description="Largest request body.")
+    retry_after: int = Field(5, ge=1, description="Seconds in Retry-After when Redis is down.")
+    model_ttl: float = Field(
+        1.0, ge=0, description="Seconds a model's metadata is cached between checks."
+    )
