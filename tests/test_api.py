@@ -239,7 +239,6 @@ def test_limits(make_client, model):
         ("post", "/vectors", {"json": {"words": ["w1"], "missing": "explode"}}),
         ("get", "/most_similar", {"params": {"positive": "w1", "topn": -1}}),
         ("get", "/most_similar", {"params": {"positive": "w1", "restrict_vocab": "x"}}),
-        ("get", "/most_similar", {}),
         ("post", "/most_similar", {"json": {"positive": [[1.0, 2.0, 3.0]]}}),
         ("post", "/most_similar", {"json": {"positive": [{"vector": [1] * 16, "dtype": "i4"}]}}),
         ("post", "/most_similar", {"json": {"positive": [{"weird": 1}]}}),
@@ -278,8 +277,14 @@ def test_no_default_model_is_422(make_client, model):
     assert "model=" in body["detail"]
 
 
-def test_cosmul_without_positive_is_400(client):
-    assert_error(client.post("/most_similar", json={"negative": ["w1"], "cosmul": True}), 400)
+@pytest.mark.parametrize(
+    "body",
+    [{"negative": ["w1"], "cosmul": True}, {}, {"positive": [], "negative": []}],
+)
+def test_queries_gensim_rejects_are_400(client, body):
+    assert_error(client.post("/most_similar", json=body), 400, "ValueError")
+    batch = {"queries": [body]}
+    assert_error(client.post("/most_similar/batch", json=batch), 400, "ValueError")
 
 
 def test_store_down_is_503_with_retry_after(tmp_path, vectors):

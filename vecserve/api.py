@@ -143,6 +143,10 @@ def _install_error_handlers(app: FastAPI, settings: Settings, metrics: Metrics) 
     async def bad_query(request: Request, exc: BadQuery):
         return _error(422, "BadQuery", str(exc))
 
+    @app.exception_handler(QueryRejected)
+    async def query_rejected(request: Request, exc: QueryRejected):
+        return _error(400, "ValueError", str(exc))
+
     @app.exception_handler(RequestValidationError)
     async def validation_error(request: Request, exc: RequestValidationError):
         errors = [
@@ -215,6 +219,10 @@ class BodyLimitMiddleware:
 
 class _BodyTooLarge(Exception):
     pass
+
+
+class QueryRejected(ValueError):
+    """A well-formed query the engine cannot answer (gensim raises ValueError): 400."""
 
 
 # -- request helpers -----------------------------------------------------------------------
@@ -355,7 +363,7 @@ def _most_similar(ctx: AppContext, name: str, q: MostSimilarQuery) -> dict:
     if len(pos) + len(neg) > s.max_words:
         raise BadQuery(f"{len(pos) + len(neg)} query items; the limit is {s.max_words}")
     if not pos and not neg:
-        raise BadQuery("nothing to compare: give positive and/or negative items")
+        raise QueryRejected("cannot compute mean with no input: give positive and/or negative")
     approximate = False
     try:
         if q.cosmul:
@@ -371,7 +379,7 @@ def _most_similar(ctx: AppContext, name: str, q: MostSimilarQuery) -> dict:
     except KeyError as exc:  # pragma: no cover - words are checked above
         raise TokenNotFound(str(exc.args[0]), name) from exc
     except ValueError as exc:
-        raise HTTPException(400, str(exc)) from exc
+        raise QueryRejected(str(exc)) from exc
     out = {"model": info.name, "generation": index.generation, "approximate": approximate}
     if isinstance(result, np.ndarray):
         out["similarities"] = _scores(result)
@@ -578,7 +586,7 @@ def _add_similarity_routes(app: FastAPI) -> None:
             pos = _items(q.positive, index, name, cosmul=q.cosmul)
             neg = _items(q.negative, index, name, cosmul=q.cosmul)
             if not pos and not neg:
-                raise BadQuery("nothing to compare in a query: give positive and/or negative")
+                raise QueryRejected("cannot compute mean with no input (a query of the batch)")
             queries.append(
                 {
                     "positive": pos,
@@ -591,7 +599,7 @@ def _add_similarity_routes(app: FastAPI) -> None:
         try:
             results = index.most_similar_batch(queries)
         except ValueError as exc:
-            raise HTTPException(400, str(exc)) from exc
+            raise QueryRejected(str(exc)) from exc
         return _json(
             {
                 "model": info.name,

@@ -1,0 +1,191 @@
+"""Similarity endpoints equal gensim's answers on gensim's own test vector files; ANN."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+
+from vecserve.api import create_app
+from vecserve.loader import load_arrays
+from vecserve.settings import Settings
+
+from .api_support import AppClient
+from .conftest import gensim_data
+
+FILES = ["euclidean_vectors.bin", "lee_fasttext.vec", "toy-model.vec", "crime-and-punishment.vec"]
+
+
+def _gensim(name: str):
+    from gensim.models import KeyedVectors
+
+    return KeyedVectors.load_word2vec_format(gensim_data(name), binary=name.endswith(".bin"))
+
+
+@pytest.fixture
+def client_for(redis_url, store, tmp_path):
+    opened = []
+
+    def make(kv, *, name="G", **overrides) -> AppClient:
+        load_arrays(kv.index_to_key, kv.vectors, name=name, store=store, progress=False)
+        settings = Settings(
+            redis_url=redis_url,
+            default_model=name,
+            cache_dir=tmp_path / "cache",
+            model_ttl=0,
+            **overrides,
+        )
+        client = AppClient(create_app(settings)).__enter__()
+        opened.append(client)
+        return client
+
+    yield make
+    for client in reversed(opened):
+        client.__exit__(None, None, None)
+
+
+def _vec(v: np.ndarray) -> dict:
+    return {"vector": v.astype(np.float64).tolist(), "dtype": v.dtype.str}
+
+
+def _pairs(results) -> list[tuple[str, float]]:
+    return [(w, s) for w, s in results]
+
+
+@pytest.mark.parametrize("fname", FILES)
+def test_most_similar_equals_gensim(client_for, fname):
+    kv = _gensim(fname)
+    client = client_for(kv)
+    words = kv.index_to_key
+    a, b, c, d = words[1], words[2], words[3], words[len(words) // 2]
+    cases = [
+        ({"positive": [a]}, dict(positive=[a])),
+        ({"positive": [a, b], "negative": [c], "topn": 5},
+         dict(positive=[a, b], negative=[c], topn=5)),
+        ({"positive": [d], "restrict_vocab": 20}, dict(positive=[d], restrict_vocab=20)),
+        ({"positive": [[a, 2.0], 3], "negative": [[c, 0.5]]},
+         dict(positive=[(a, 2.0), 3], negative=[(c, 0.5)])),
+        ({"positive": [_vec(kv[b])], "topn": 4}, dict(positive=[kv[b]], topn=4)),
+        ({"positive": [_vec(kv[b].astype(np.float64) * 3)]},
+         dict(positive=[kv[b].astype(np.float64) * 3])),
+        ({"positive": a, "topn": 0}, dict(positive=a, topn=0)),
+    ]  # fmt: skip
+    for body, kwargs in cases:
+        got = client.post("/most_similar", json=body)
+        assert got.status_code == 200, (body, got.text)
+        assert _pairs(got.json()["results"]) == kv.most_similar(**kwargs), body
+    # topn=None: every similarity, exactly
+    got = client.post("/most_similar", json={"positive": [a], "topn": None}).json()
+    np.testing.assert_array_equal(
+        np.asarray(got["similarities"], dtype=np.float32), kv.most_similar(a, topn=None)
+    )
+    # cosmul
+    got = client.post("/most_similar", json={"positive": [a, b], "negative": [c], "cosmul": True})
+    assert _pairs(got.json()["results"]) == kv.most_similar_cosmul([a, b], [c])
+    # GET form
+    got = client.get("/most_similar", params={"positive": f"{a},{b}", "negative": c, "topn": 3})
+    assert _pairs(got.json()["results"]) == kv.most_similar([a, b], [c], topn=3)
+
+
+@pytest.mark.parametrize("fname", FILES)
+def test_small_queries_equal_gensim(client_for, fname):
+    kv = _gensim(fname)
+    client = client_for(kv)
+    w = kv.index_to_key
+    r = client.get("/similarity", params={"w1": w[0], "w2": w[5]}).json()
+    assert r["similarity"] == float(kv.similarity(w[0], w[5]))
+    body = {"ws1": [w[0], w[1], "zz-missing"], "ws2": [w[4], w[7]]}
+    r = client.post("/n_similarity", json=body).json()
+    assert r["similarity"] == float(kv.n_similarity(body["ws1"], body["ws2"]))
+    assert r["missing"] == ["zz-missing"]
+    group = [w[3], w[9], w[10], w[-1]]
+    r = client.post("/doesnt_match", json={"words": [*group, "zz-missing"]}).json()
+    assert r["word"] == kv.doesnt_match(group) and r["ignored"] == ["zz-missing"]
+    r = client.get("/analogy", params={"a": w[1], "b": w[2], "c": w[3], "topn": 3}).json()
+    want = kv.most_similar(positive=[w[2], w[3]], negative=[w[1]], topn=3)
+    assert _pairs(r["results"]) == want and r["answer"] == want[0][0]
+    r = client.get("/analogy", params={"a": w[1], "b": w[2], "c": w[3], "cosmul": True}).json()
+    assert r["answer"] == kv.most_similar_cosmul([w[2], w[3]], [w[1]], topn=1)[0][0]
+
+
+def test_batch_equals_single_queries(client_for):
+    kv = _gensim("lee_fasttext.vec")
+    client = client_for(kv)
+    w = kv.index_to_key
+    rng = np.random.default_rng(1)
+    queries = []
+    for _ in range(40):
+        i, j, k = rng.choice(len(w), 3, replace=False)
+        queries.append({"positive": [w[i], w[j]], "negative": [w[k]], "topn": 10})
+    queries += [
+        {"positive": [w[5]], "restrict_vocab": 100, "topn": 5},
+        {"positive": [_vec(kv[w[9]])], "topn": 3},
+        {"positive": [w[1], w[2]], "negative": [w[3]], "cosmul": True},
+        {"positive": [w[4]], "topn": None},
+    ]
+    batch = client.post("/most_similar/batch", json={"queries": queries}).json()["results"]
+    assert len(batch) == len(queries)
+    for q, got in zip(queries, batch, strict=True):
+        single = client.post("/most_similar", json=q).json()
+        if q.get("topn", 10) is None:
+            np.testing.assert_allclose(got, single["similarities"], atol=1e-6)
+            continue
+        want = single["results"]
+        np.testing.assert_allclose([s for _, s in got], [s for _, s in want], atol=1e-6)
+        # words agree except where two scores are within rounding of each other
+        scores = np.array([s for _, s in want])
+        gaps = np.diff(scores, prepend=np.inf, append=-np.inf)
+        clear = (np.abs(gaps[:-1]) > 1e-5) & (np.abs(gaps[1:]) > 1e-5)
+        assert [x[0] for x, ok in zip(got, clear, strict=True) if ok] == [
+            x[0] for x, ok in zip(want, clear, strict=True) if ok
+        ]
+
+
+def _wait_ann_ready(client, name="G", timeout=60.0) -> dict:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        ann = client.get(f"/models/{name}").json()["ann"]
+        if ann.get("state") in ("ready", "failed"):
+            return ann
+        time.sleep(0.05)
+    raise AssertionError(f"ANN index not built in {timeout}s: {ann}")
+
+
+def test_ann_opt_in_recall_reported_and_shared_from_disk(client_for, redis_url, tmp_path):
+    pytest.importorskip("usearch")
+    from gensim.models import KeyedVectors
+
+    rng = np.random.default_rng(5)
+    centers = rng.standard_normal((40, 32)).astype(np.float32)
+    vectors = centers[rng.integers(0, 40, 3000)] + 0.4 * rng.standard_normal((3000, 32))
+    kv = KeyedVectors(32, count=0)
+    kv.add_vectors([f"t{i}" for i in range(3000)], vectors.astype(np.float32))
+    client = client_for(kv, ann=True)
+    exact = client.post("/most_similar", json={"positive": ["t7"], "approx": True}).json()
+    assert exact["approximate"] is False  # not built yet: answered exactly meanwhile
+    assert _pairs(exact["results"]) == kv.most_similar("t7")
+    ann = _wait_ann_ready(client)
+    assert ann["state"] == "ready", ann
+    assert ann["recall_at_10"] >= 0.9 and ann["recall_queries"] == 200
+    assert ann["params"]["connectivity"] == 16 and ann["library"].startswith("usearch")
+    got = client.post("/most_similar", json={"positive": ["t7"], "approx": True}).json()
+    assert got["approximate"] is True
+    words = [w for w, _ in got["results"]]
+    assert len(set(words) & {w for w, _ in kv.most_similar("t7")}) >= 8
+    for w, s in got["results"]:  # scores are exact cosines
+        assert s == pytest.approx(float(kv.similarity("t7", w)), abs=1e-6)
+    r = client.get("/analogy", params={"a": "t1", "b": "t2", "c": "t3", "approx": True}).json()
+    assert r["approximate"] is True and r["answer"]
+    # restrict_vocab and cosmul are answered exactly
+    r = client.post(
+        "/most_similar", json={"positive": ["t7"], "approx": True, "restrict_vocab": 50}
+    )
+    assert r.json()["approximate"] is False
+    # a second process (here: a second app) maps the same file instead of rebuilding
+    settings = Settings(redis_url=redis_url, default_model="G", cache_dir=tmp_path / "cache")
+    with AppClient(create_app(settings)) as other:
+        got2 = other.post("/most_similar", json={"positive": ["t7"], "approx": True}).json()
+        assert got2["approximate"] is True and got2["results"] == got["results"]
+        assert other.get("/models/G").json()["ann"]["build_seconds"] == ann["build_seconds"]
+    assert "vecserve_ann_recall_at_10" in client.get("/metrics").text
