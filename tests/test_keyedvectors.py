@@ -259,3 +259,63 @@ def test_evaluations_equal_gensim(store, tmp_path):
     got = rkv.evaluate_word_pairs(pairs, restrict_vocab=1000)
     want = kv.evaluate_word_pairs(pairs, restrict_vocab=1000)
     assert repr(got) == repr(want)
+
+
+def test_similarity_url_uses_the_http_contract(store, tmp_path):
+    """A stand-in service speaking the JSON contract of vecserve.similarity."""
+    import json
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from vecserve.similarity import SimilarityIndex, decode_items
+
+    kv = load_gensim("lee_fasttext.vec")
+    load_arrays(kv.index_to_key, kv.vectors, name="M", store=store)
+    index = SimilarityIndex.from_arrays(kv.index_to_key, kv.vectors)
+    seen = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self):
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            seen.append(body)
+            pos, neg = decode_items(body["positive"]), decode_items(body["negative"])
+            call = index.most_similar_cosmul if body["cosmul"] else index.most_similar
+            try:
+                res = call(pos, neg, topn=body["topn"], restrict_vocab=body["restrict_vocab"])
+                out = {"model": "M", "generation": 1}
+                if isinstance(res, np.ndarray):
+                    out["similarities"] = res.tolist()
+                else:
+                    out["results"] = res
+                code = 200
+            except KeyError as exc:
+                code, out = 404, {"error": "TokenNotFound", "detail": exc.args[0]}
+            data = json.dumps(out).encode()
+            self.send_response(code)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}"
+        rkv = RedisKeyedVectors("M", store=store, similarity_url=url, cache_dir=tmp_path)
+        vec = kv["of"] * 2
+        same(rkv.most_similar("the", topn=5), kv.most_similar("the", topn=5))
+        same(
+            rkv.most_similar([("the", 2.0), vec], ["of"], restrict_vocab=100),
+            kv.most_similar([("the", 2.0), vec], ["of"], restrict_vocab=100),
+        )
+        same(rkv.similar_by_vector(vec, topn=None), kv.similar_by_vector(vec, topn=None))
+        same(rkv.most_similar_cosmul(["the", vec]), kv.most_similar_cosmul(["the", vec]))
+        with pytest.raises(KeyError) as got:
+            rkv.most_similar("nope")
+        assert got.value.args[0] == "Key 'nope' not present in vocabulary"
+        assert len(seen) == 5 and not list(tmp_path.iterdir())  # no local snapshot built
+    finally:
+        server.shutdown()
+        server.server_close()

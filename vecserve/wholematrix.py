@@ -1,0 +1,126 @@
+"""The calls of :class:`~vecserve.keyedvectors.RedisKeyedVectors` that need the whole matrix.
+
+``most_similar`` (all argument forms), ``most_similar_cosmul`` and ``similar_by_*`` go to
+the vecserve HTTP service when ``similarity_url`` is set (request/response JSON in
+:mod:`vecserve.similarity`); otherwise, and always for ``closer_than``, ``rank`` and the
+evaluations, they run on the local memory-mapped
+:class:`~vecserve.similarity.SimilarityIndex` of the current generation, which gives
+gensim's exact results. Kept apart from the lookups so each module stays one concept.
+
+>>> kv.most_similar(positive=["king", "woman"], negative=["man"], topn=1)  # doctest: +SKIP
+[('queen', 0.7118192911148071)]
+"""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+
+import numpy as np
+
+from .errors import ModelNotFound, StoreUnavailable
+from .similarity import SimilarityIndex, encode_items, mean_vector, split_weights
+
+__all__ = ["WholeMatrixCalls"]
+
+REAL = np.float32
+
+
+class WholeMatrixCalls:
+    """Mixin: needs ``name``, ``similarity_url``, ``_index()`` and ``_vectors_of()``."""
+
+    def snapshot(self) -> SimilarityIndex:
+        """The local memory-mapped snapshot of the current generation (built if needed)."""
+        return self._index()
+
+    def _remote(self, positive, negative, topn, restrict_vocab, cosmul: bool):
+        body = {
+            "model": self.name,
+            "positive": encode_items(positive),
+            "negative": encode_items(negative),
+            "topn": topn,
+            "restrict_vocab": restrict_vocab,
+            "cosmul": cosmul,
+        }
+        url = self.similarity_url.rstrip("/") + "/most_similar"  # type: ignore[union-attr]
+        req = urllib.request.Request(
+            url, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}
+        )
+        try:
+            with urllib.request.urlopen(req, timeout=60) as resp:
+                out = json.loads(resp.read())
+        except urllib.error.HTTPError as exc:
+            try:
+                err = json.loads(exc.read())
+            except ValueError:
+                err = {}
+            detail = err.get("detail", str(exc))
+            kind = err.get("error", "")
+            if kind == "TokenNotFound":
+                raise KeyError(detail) from None
+            if kind == "ModelNotFound":
+                raise ModelNotFound(self.name) from None
+            if exc.code == 400:
+                raise ValueError(detail) from None
+            raise StoreUnavailable(f"similarity service {url}: {detail}") from exc
+        except (urllib.error.URLError, OSError) as exc:
+            raise StoreUnavailable(f"similarity service {url} unreachable: {exc}") from exc
+        if "similarities" in out:
+            return np.asarray(out["similarities"], dtype=REAL)
+        return [(k, float(s)) for k, s in out["results"]]
+
+    def most_similar(self, positive=None, negative=None, topn=10, clip_start=0, clip_end=None,
+                     restrict_vocab=None, indexer=None):  # fmt: skip
+        """gensim's ``most_similar`` (all argument forms); see the module docstring for where
+        it is computed. ``[(key, similarity), ...]``, or an array when ``topn=None``."""
+        if isinstance(topn, int) and topn < 1:
+            return []
+        if indexer is not None and isinstance(topn, int):
+            keys, weight = split_weights(positive, negative)
+            normed = self._vectors_of(keys, norm=True)
+            return indexer.most_similar(mean_vector(keys, weight, normed, self.vector_size), topn)
+        if self.similarity_url and not clip_start and clip_end is None:
+            return self._remote(positive, negative, topn, restrict_vocab, False)
+        return self._index().most_similar(
+            positive, negative, topn, clip_start, clip_end, restrict_vocab
+        )
+
+    def most_similar_cosmul(self, positive=None, negative=None, topn=10, restrict_vocab=None):
+        """gensim's 3CosMul (``restrict_vocab`` ignored, as in gensim 4.4)."""
+        if isinstance(topn, int) and topn < 1:
+            return []
+        if self.similarity_url:
+            return self._remote(positive, negative, topn, restrict_vocab, True)
+        return self._index().most_similar_cosmul(positive, negative, topn, restrict_vocab)
+
+    def similar_by_key(self, key, topn=10, restrict_vocab=None):
+        return self.most_similar(positive=[key], topn=topn, restrict_vocab=restrict_vocab)
+
+    similar_by_word = similar_by_key
+
+    def similar_by_vector(self, vector, topn=10, restrict_vocab=None):
+        return self.most_similar(positive=[vector], topn=topn, restrict_vocab=restrict_vocab)
+
+    def closer_than(self, key1, key2) -> list[str]:
+        return self._index().closer_than(key1, key2)
+
+    def rank(self, key1, key2) -> int:
+        return self._index().rank(key1, key2)
+
+    def evaluate_word_analogies(self, analogies, restrict_vocab=300000, case_insensitive=True,
+                                dummy4unknown=False,
+                                similarity_function="most_similar"):  # fmt: skip
+        """gensim's own evaluation on a zero-copy view of the first ``restrict_vocab`` rows."""
+        view = self._index().as_keyedvectors(limit=restrict_vocab)
+        return view.evaluate_word_analogies(
+            analogies, restrict_vocab, case_insensitive, dummy4unknown, similarity_function
+        )
+
+    def evaluate_word_pairs(self, pairs, delimiter="\t", encoding="utf8", restrict_vocab=300000,
+                            case_insensitive=True, dummy4unknown=False):  # fmt: skip
+        """gensim's own evaluation on a zero-copy view of the first ``restrict_vocab`` rows."""
+        view = self._index().as_keyedvectors(limit=restrict_vocab)
+        return view.evaluate_word_pairs(
+            pairs, delimiter, encoding, restrict_vocab, case_insensitive, dummy4unknown
+        )
