@@ -50,6 +50,8 @@ def start_cluster(base: Path, n: int = 3) -> list[ValkeyProcess]:
     nodes = []
     for i in range(n):
         port = free_port()
+        while port > 55535:  # the cluster bus listens on port + 10000
+            port = free_port()
         nodes.append(
             ValkeyProcess(
                 base / f"node{i}",
@@ -117,7 +119,7 @@ def write_w2v(path: Path, tokens, vectors, *, binary: bool = True) -> Path:
     """Write a word2vec file with gensim (the reference writer)."""
     from gensim.models import KeyedVectors
 
-    kv = KeyedVectors(vectors.shape[1], count=len(tokens))
+    kv = KeyedVectors(vectors.shape[1])
     kv.add_vectors(list(tokens), np.asarray(vectors, dtype=np.float32))
     kv.save_word2vec_format(str(path), binary=binary)
     return path

@@ -35,7 +35,7 @@ import time
 import uuid
 import zlib
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 
 import numpy as np
 import redis
@@ -594,11 +594,13 @@ class LoadSession:
         size = encoded.shape[1]
         buf = encoded.tobytes()
         values = [buf[i : i + size] for i in range(0, len(buf), size)]
-        s.written += len(tokens)
-        s.resume = dict(resume or {})
-        s.updated = time.time()
-        if counts is not None:
-            s.has_counts = True
+        after = replace(
+            s,
+            written=s.written + len(tokens),
+            resume=dict(resume or {}),
+            updated=time.time(),
+            has_counts=s.has_counts or counts is not None,
+        )
         pipe = store.client.pipeline(transaction=False)
         pipe.rpush(f"{NS}:vocab:{s.prefix}", *raw)
         if counts is not None:
@@ -613,15 +615,14 @@ class LoadSession:
             args: list[bytes] = [b""] * (2 * len(keys))
             args[0::2], args[1::2] = keys, values
             pipe.execute_command("MSET", *args)
-        pipe.hset(LOADS, s.name, s.to_json())
+        pipe.hset(LOADS, s.name, after.to_json())
         now = time.monotonic()
         if now - self._last_refresh > LEASE_SECONDS / 3:
             pipe.set(self.lease.key, self.lease.token, ex=LEASE_SECONDS)
             self._last_refresh = now
-        with store._errors(
-            f"writing vectors {s.written - len(tokens):,}-{s.written:,} of {s.name!r}"
-        ):
+        with store._errors(f"writing vectors {s.written:,}-{after.written:,} of {s.name!r}"):
             pipe.execute()
+        self.state = after
 
     def _as_info(self, *, count: int, **extra) -> ModelInfo:
         s = self.state

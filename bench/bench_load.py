@@ -1,0 +1,196 @@
+"""Bulk-load benchmark: vecserve's loader vs the old approach vs the raw-MSET ceiling.
+
+Generates a GoogleNews-shaped word2vec ``.bin`` (300 dims; ``--vectors`` of them, 1M by
+default), starts a throw-away valkey-server, and reports in one run, beside each other:
+
+- ``vecserve load`` end to end (parse + encode + write), run as the real CLI in a child
+  process so its wall time and peak RSS are the user's, for each codec asked for;
+- gensim ``KeyedVectors.load_word2vec_format`` of the same file (what each worker pays
+  today), wall time and peak RSS, also in a child process;
+- the old approach, one ``SET`` of ``bz2(pickle(vector))`` per token, on a sample;
+- the ceiling: pipelined ``MSET`` batches of pre-encoded bytes, nothing else.
+
+Run::
+
+    python bench/bench_load.py --vectors 1000000 --out /tmp/vecserve-bench
+
+Quote ratios, not absolute times: the machine is shared and noisy.
+"""
+
+from __future__ import annotations
+
+import argparse
+import bz2
+import os
+import pickle
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import redis
+
+from vecserve.embedded import ValkeyProcess, free_port
+
+
+def make_tokens(n: int, seed: int = 1) -> list[str]:
+    """GoogleNews-like tokens: words and Phrases_Like_This, unique, mixed lengths."""
+    rng = np.random.default_rng(seed)
+    syll = ["ka", "lo", "mer", "tin", "sa", "ve", "ron", "di", "que", "ba", "st", "el"]
+    out = []
+    for i in range(n):
+        k = int(rng.integers(1, 5))
+        word = "".join(syll[j] for j in rng.integers(0, len(syll), size=k))
+        if i % 4 == 0:
+            word = word.capitalize() + "_" + "".join(syll[j] for j in rng.integers(0, 12, 2))
+        out.append(f"{word}{i}")
+    return out
+
+
+def write_bin(path: Path, n: int, dim: int) -> Path:
+    """Write an ``n x dim`` word2vec binary file in chunks (constant memory)."""
+    if path.exists():
+        return path
+    tokens = make_tokens(n)
+    rng = np.random.default_rng(0)
+    tmp = path.with_suffix(".part")
+    with open(tmp, "wb") as f:
+        f.write(f"{n} {dim}\n".encode())
+        for lo in range(0, n, 50_000):
+            hi = min(lo + 50_000, n)
+            vecs = (rng.standard_normal((hi - lo, dim)) * 0.1).astype("<f4")
+            pairs = zip(tokens[lo:hi], vecs, strict=True)
+            f.write(b"".join(t.encode() + b" " + v.tobytes() for t, v in pairs))
+    tmp.rename(path)
+    return path
+
+
+def run_child(argv: list[str], env: dict | None = None) -> tuple[float, float, str]:
+    """Run a command; return (wall seconds, peak RSS MB, stdout+stderr)."""
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env)
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - t0
+    out = proc.stdout.read().decode()
+    proc.stdout.close()
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode != 0:
+        raise SystemExit(f"{argv} failed ({proc.returncode}):\n{out}")
+    return wall, usage.ru_maxrss / 1024, out
+
+
+GENSIM_CHILD = """
+import sys
+from gensim.models import KeyedVectors
+kv = KeyedVectors.load_word2vec_format(sys.argv[1], binary=True)
+print(len(kv))
+"""
+
+
+def bench_old(client: redis.Redis, path: Path, sample: int) -> float:
+    """The old approach: one SET of bz2(pickle(vector)) per token, no pipeline."""
+    from vecserve.readers import open_vectors
+
+    with open_vectors(path, batch_size=sample) as reader:
+        batch = next(iter(reader))
+    t0 = time.perf_counter()
+    for tok, vec in zip(batch.tokens, batch.vectors, strict=False):
+        client.set(f"OLD:{tok}", bz2.compress(pickle.dumps(vec)))
+    return len(batch.tokens) / (time.perf_counter() - t0)
+
+
+def bench_raw_mset(client: redis.Redis, path: Path, batch: int) -> float:
+    """Ceiling: pipelined MSETs of keys and values prepared before the clock starts."""
+    from vecserve.readers import open_vectors
+
+    commands = []
+    with open_vectors(path, batch_size=batch) as reader:
+        for b in reader:
+            args: list[bytes] = []
+            for tok, vec in zip(b.tokens, b.vectors, strict=False):
+                args += [b"RAW:" + tok.encode(), vec.astype("<f4").tobytes()]
+            commands.append(args)
+    n = sum(len(a) // 2 for a in commands)
+    t0 = time.perf_counter()
+    for args in commands:
+        client.execute_command("MSET", *args)
+    return n / (time.perf_counter() - t0)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--vectors", type=int, default=1_000_000)
+    ap.add_argument("--dim", type=int, default=300)
+    ap.add_argument("--old-sample", type=int, default=20_000)
+    ap.add_argument("--codecs", default="f32,f16,i8")
+    ap.add_argument("--out", default=os.path.join(tempfile.gettempdir(), "vecserve-bench"))
+    ap.add_argument("--unix", action="store_true", help="unix socket instead of TCP loopback")
+    args = ap.parse_args()
+
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    t0 = time.perf_counter()
+    path = write_bin(out / f"gnews-shaped-{args.vectors}x{args.dim}.bin", args.vectors, args.dim)
+    size_mb = path.stat().st_size / 1e6
+    print(f"file: {path} ({size_mb:,.0f} MB, made in {time.perf_counter() - t0:.0f}s)")
+
+    server_dir = Path(tempfile.mkdtemp(prefix="vecserve-bench-server-"))
+    if args.unix:
+        server = ValkeyProcess(server_dir, unixsocket=server_dir / "s.sock").start()
+    else:
+        server = ValkeyProcess(server_dir, port=free_port()).start()
+    client = redis.Redis.from_url(server.url)
+    env = dict(os.environ, VECSERVE_REDIS_URL=server.url)
+    vecserve = [sys.executable, "-m", "vecserve.cli"]
+    rows = []
+    try:
+        for codec in args.codecs.split(","):
+            client.flushall()
+            base = client.info("memory")["used_memory"]
+            wall, rss, _ = run_child(
+                [*vecserve, "-q", "load", str(path), "--key", "BENCH", "--codec", codec,
+                 "--no-progress"],
+                env,
+            )  # fmt: skip
+            per_vec = (client.info("memory")["used_memory"] - base) / args.vectors
+            rows.append((f"vecserve load ({codec})", args.vectors / wall, rss, per_vec))
+        client.flushall()
+
+        wall, rss, _ = run_child([sys.executable, "-c", GENSIM_CHILD, str(path)])
+        rows.append(("gensim load_word2vec_format (in RAM)", args.vectors / wall, rss, None))
+
+        base = client.info("memory")["used_memory"]
+        rate = bench_old(client, path, args.old_sample)
+        per_vec = (client.info("memory")["used_memory"] - base) / args.old_sample
+        rows.append((f"old: SET bz2(pickle) per key ({args.old_sample:,} sample)", rate, None,
+                     per_vec))  # fmt: skip
+        client.flushall()
+
+        base = client.info("memory")["used_memory"]
+        rate = bench_raw_mset(client, path, batch=1700)
+        per_vec = (client.info("memory")["used_memory"] - base) / args.vectors
+        rows.append(("ceiling: raw MSET of pre-encoded f32", rate, None, per_vec))
+    finally:
+        client.close()
+        server.stop()
+
+    ours = rows[0][1]
+    print()
+    print(
+        f"{args.vectors:,} x {args.dim} float32, {'unix socket' if args.unix else 'TCP loopback'}"
+    )
+    print(f"| {'method':<48} | {'vectors/s':>11} | {'vs ours f32':>11} | {'peak RSS MB':>11} "
+          f"| {'Redis B/vector':>14} |")  # fmt: skip
+    print(f"|{'-' * 50}|{'-' * 13}|{'-' * 13}|{'-' * 13}|{'-' * 16}|")
+    for name, rate, rss, per in rows:
+        rss_s = "" if rss is None else f"{rss:,.0f}"
+        per_s = "" if per is None else f"{per:,.0f}"
+        print(
+            f"| {name:<48} | {rate:>11,.0f} | {rate / ours:>10.3f}x | {rss_s:>11} | {per_s:>14} |"
+        )
+
+
+if __name__ == "__main__":
+    main()

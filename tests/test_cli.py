@@ -1,0 +1,115 @@
+"""The real ``vecserve`` command, run as a subprocess the way a user runs it."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from tests.conftest import write_w2v
+from vecserve.cli import cli
+
+VECSERVE = shutil.which("vecserve") or ""
+
+
+def run(*args, env=None, check=True):
+    argv = [VECSERVE] if VECSERVE else [sys.executable, "-m", "vecserve.cli"]
+    proc = subprocess.run([*argv, *args], capture_output=True, text=True, env=env, timeout=120)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"exit {proc.returncode}\n{proc.stdout}\n{proc.stderr}")
+    return proc
+
+
+@pytest.fixture
+def env(redis_url, store):
+    e = dict(os.environ, VECSERVE_REDIS_URL=redis_url)
+    return e
+
+
+def test_load_models_info_get_delete(env, small_bin):
+    path, _tokens, vectors = small_bin
+    out = run("load", str(path), "--key", "SMALL", env=env).stdout
+    assert "SMALL: 500 vectors x 20 (f32, w2v-bin) committed as generation 1" in out
+    listing = run("models", env=env).stdout
+    assert "SMALL" in listing and "500" in listing
+    info = json.loads(run("models", "info", "SMALL", env=env).stdout)
+    assert info["count"] == 500 and info["dim"] == 20 and info["prefix"] == "SMALL"
+    got = json.loads(run("get", "w1", "café", "--key", "SMALL", "--json", env=env).stdout)
+    assert np.allclose(got["w1"], vectors[1]) and np.allclose(got["café"], vectors[497])
+    assert "deleted SMALL (500 vectors)" in run("models", "delete", "SMALL", env=env).stdout
+    assert "no models" in run("models", env=env).stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["load", "/nonexistent/v.bin", "--key", "X"], "/nonexistent/v.bin"),
+        (["models", "info", "NOPE"], "model 'NOPE' not found"),
+        (["load", "{bad}", "--key", "a:b"], "invalid model name"),
+        (["get", "zzz", "--key", "NOPE"], "model 'NOPE' not found"),
+    ],
+)
+def test_errors_are_one_line_and_nonzero(env, args, message):
+    proc = run(*args, env=env, check=False)
+    assert proc.returncode == 1
+    assert message in proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+
+
+def test_corrupt_file_via_cli(env, tmp_path):
+    bad = tmp_path / "bad.txt"
+    bad.write_text("2 3\na 1 2 3\nb 1 2\n")
+    proc = run("load", str(bad), "--key", "BAD", env=env, check=False)
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    assert str(bad) in proc.stderr and "line 3" in proc.stderr
+    assert "no models" in run("models", env=env).stdout
+
+
+def test_unreachable_redis_is_one_line(small_bin):
+    path, _, _ = small_bin
+    e = dict(os.environ, VECSERVE_REDIS_URL="redis://127.0.0.1:1")
+    proc = run("load", str(path), "--key", "X", env=e, check=False)
+    assert proc.returncode == 1 and "unreachable" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_embedded_default_persists_between_commands(tmp_path, small_bin):
+    path, _, _ = small_bin
+    e = {k: v for k, v in os.environ.items() if k != "VECSERVE_REDIS_URL"}
+    e["VECSERVE_DATA_DIR"] = str(tmp_path / "data")
+    run("load", str(path), "--key", "EMB", env=e)
+    assert not (tmp_path / "data" / "valkey.sock").exists(), "server stopped after the command"
+    assert "EMB" in run("models", env=e).stdout  # a new process, a restarted server
+    demo = run("demo", env=e).stdout
+    assert "DEMO:" in demo and "vectors x" in demo
+    assert "DEMO" in run("models", env=e).stdout
+
+
+def test_incomplete_load_is_listed_and_cleaned(env, store, tmp_path):
+    path = write_w2v(tmp_path / "v.bin", ["a", "b"], np.ones((2, 3), np.float32))
+    s = store.begin_load("HALF", dim=3, codec="f32", source=str(path))
+    s.write(["a"], np.ones((1, 3), np.float32))
+    s.lease.release()
+    listing = run("models", env=env).stdout
+    assert "HALF" in listing and "INCOMPLETE" in listing and "--resume" in listing
+    proc = run("load", str(path), "--key", "HALF", env=env, check=False)
+    assert proc.returncode == 1 and "--resume" in proc.stderr
+    assert "dropped interrupted load of HALF" in run("models", "cleanup", env=env).stdout
+    assert "no models" in run("models", env=env).stdout
+
+
+def test_every_command_documents_an_example():
+    def walk(group, prefix=()):
+        for name, cmd in group.commands.items():
+            yield (*prefix, name), cmd
+            if hasattr(cmd, "commands"):
+                yield from walk(cmd, (*prefix, name))
+
+    for path, cmd in walk(cli):
+        assert "Example" in (cmd.help or ""), f"`vecserve {' '.join(path)}` lacks an example"

@@ -1,0 +1,329 @@
+"""The ``vecserve`` command line: thin over the library.
+
+Each command parses its flags, calls one library function and turns the library's root
+exception (:class:`~vecserve.errors.VecserveError`) into a one-line message and a
+non-zero exit; a traceback means a bug.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+import sys
+import time
+
+import click
+
+from .errors import VecserveError
+
+log = logging.getLogger("vecserve")
+
+FORMATS = ["auto", "w2v-bin", "w2v-text", "glove", "fasttext", "gensim"]
+CODECS = ["f32", "f16", "i8"]
+
+
+def redis_url_option(f):
+    return click.option(
+        "--redis-url",
+        envvar="VECSERVE_REDIS_URL",
+        default=None,
+        metavar="URL",
+        help="Redis/Valkey URL (redis://, rediss://, unix://); a cluster node URL works too. "
+        "Default: $VECSERVE_REDIS_URL, else vecserve's embedded server.",
+    )(f)
+
+
+def friendly_errors(f):
+    """Turn vecserve's errors into one line on stderr and exit status 1 (130 on Ctrl-C)."""
+
+    @functools.wraps(f)
+    def wrapper(*args, **kwargs):
+        try:
+            return f(*args, **kwargs)
+        except VecserveError as exc:
+            raise click.ClickException(str(exc)) from exc
+        except KeyboardInterrupt:
+            click.echo("vecserve: interrupted", err=True)
+            sys.exit(130)
+
+    return wrapper
+
+
+class _Formatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        return f"vecserve: {record.getMessage()}"
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="vecserve")
+@click.option("-q", "--quiet", is_flag=True, help="Only print errors.")
+def cli(quiet: bool) -> None:
+    """Serve word vectors out of Redis; train word2vec into it.
+
+    \b
+    Example:
+        vecserve load GoogleNews-vectors-negative300.bin --key GOOGLE_W2V
+        vecserve models
+    """
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(_Formatter())
+    root = logging.getLogger("vecserve")
+    root.handlers[:] = [handler]
+    root.setLevel(logging.WARNING if quiet else logging.INFO)
+    root.propagate = False
+
+
+@cli.command()
+@click.argument("file", type=click.Path(dir_okay=False, path_type=str))
+@click.option("--key", "-k", "name", required=True, help="Model name: keys are NAME:token.")
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default="auto", show_default=True)
+@click.option(
+    "--codec",
+    type=click.Choice(CODECS),
+    default="f32",
+    show_default=True,
+    help="f32 exact; f16 2x smaller; i8 4x smaller.",
+)
+@click.option(
+    "--limit", type=click.IntRange(min=1), default=None, help="Load only the first N vectors."
+)
+@click.option(
+    "--unicode-errors",
+    type=click.Choice(["strict", "ignore", "replace"]),
+    default="strict",
+    show_default=True,
+    help="What to do with token bytes that are not valid UTF-8 (as gensim).",
+)
+@click.option("--encoding", default="utf-8", show_default=True, help="Token encoding.")
+@click.option("--resume", is_flag=True, help="Continue an interrupted load of this model.")
+@click.option("--restart", is_flag=True, help="Drop an interrupted load of it and start again.")
+@click.option(
+    "--batch-size",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Vectors per pipelined write (default: ~2 MB worth).",
+)
+@click.option(
+    "--progress/--no-progress", default=None, help="Progress bar (default: on a terminal)."
+)
+@redis_url_option
+@friendly_errors
+def load(file, name, fmt, codec, limit, unicode_errors, encoding, resume, restart, batch_size,
+         progress, redis_url):  # fmt: skip
+    """Load a vector FILE into Redis as model --key.
+
+    Streams word2vec .bin/.txt (also .gz/.bz2), GloVe, fastText .vec and gensim
+    KeyedVectors files in constant memory. The model becomes visible only when every
+    vector is in; re-loading an existing model replaces it atomically.
+
+    \b
+    Example:
+        vecserve load GoogleNews-vectors-negative300.bin.gz --key GOOGLE_W2V
+        vecserve load glove.840B.300d.txt --key GLOVE --codec f16
+    """
+    from .loader import load_file
+
+    if resume and restart:
+        raise click.UsageError("--resume and --restart exclude each other")
+    info = load_file(
+        file, name=name, redis_url=redis_url, format=fmt, codec=codec, limit=limit,
+        unicode_errors=unicode_errors, encoding=encoding, batch_size=batch_size,
+        resume=resume, restart=restart, progress=progress,
+    )  # fmt: skip
+    click.echo(
+        f"{info.name}: {info.count:,} vectors x {info.dim} ({info.codec}, {info.source_format}) "
+        f"committed as generation {info.generation} in {info.load_seconds:.1f}s"
+        + (f"; {info.duplicates} duplicate tokens skipped" if info.duplicates else "")
+    )
+
+
+@cli.group(invoke_without_command=True)
+@redis_url_option
+@click.pass_context
+@friendly_errors
+def models(ctx, redis_url):
+    """List models and unfinished loads (subcommands: info, delete, cleanup).
+
+    \b
+    Example:
+        vecserve models
+        vecserve models info GOOGLE_W2V
+        vecserve models delete OLD_MODEL
+        vecserve models cleanup
+    """
+    ctx.ensure_object(dict)
+    ctx.obj["redis_url"] = redis_url
+    if ctx.invoked_subcommand is not None:
+        return
+    from .loader import open_store
+
+    with open_store(redis_url) as store:
+        rows = store.list_models()
+        loads = store.list_loads()
+        if not rows and not loads:
+            click.echo("no models")
+            return
+        if rows:
+            click.echo(f"{'MODEL':<24} {'VECTORS':>12} {'DIM':>5} {'CODEC':<5} {'GEN':>4}  SOURCE")
+        for m in rows:
+            click.echo(
+                f"{m.name:<24} {m.count:>12,} {m.dim:>5} {m.codec:<5} {m.generation:>4}  {m.source}"
+            )
+        for s in loads:
+            running = store.lock_holder(s.name)
+            status = f"loading now ({running})" if running else "INCOMPLETE (interrupted)"
+            total = f"/{s.declared_count:,}" if s.declared_count else ""
+            click.echo(
+                f"{s.name:<24} {s.written:>12,}{total} vectors written, {status}; source {s.source}"
+            )
+        if any(not store.lock_holder(s.name) for s in loads):
+            click.echo(
+                "resume with `vecserve load FILE --key NAME --resume`, "
+                "or drop with `vecserve models cleanup`"
+            )
+
+
+def _store_url(ctx, redis_url):
+    return redis_url or (ctx.obj or {}).get("redis_url")
+
+
+@models.command("info")
+@click.argument("name")
+@redis_url_option
+@click.pass_context
+@friendly_errors
+def models_info(ctx, name, redis_url):
+    """Show a model's metadata as JSON.
+
+    \b
+    Example:
+        vecserve models info GOOGLE_W2V
+    """
+    from dataclasses import asdict
+
+    from .loader import open_store
+
+    with open_store(_store_url(ctx, redis_url)) as store:
+        info = store.get_model(name)
+        data = asdict(info)
+        data["created_iso"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(info.created))
+        click.echo(json.dumps(data, indent=2, sort_keys=True))
+
+
+@models.command("delete")
+@click.argument("name")
+@redis_url_option
+@click.pass_context
+@friendly_errors
+def models_delete(ctx, name, redis_url):
+    """Delete a model: it disappears for readers at once, then its keys are removed.
+
+    \b
+    Example:
+        vecserve models delete OLD_MODEL
+    """
+    from .loader import open_store
+
+    with open_store(_store_url(ctx, redis_url)) as store:
+        info = store.delete_model(name)
+    click.echo(f"deleted {info.name} ({info.count:,} vectors)")
+
+
+@models.command("cleanup")
+@redis_url_option
+@click.pass_context
+@friendly_errors
+def models_cleanup(ctx, redis_url):
+    """Drop interrupted loads and finish deleting replaced generations.
+
+    \b
+    Example:
+        vecserve models cleanup
+    """
+    from .loader import open_store
+
+    with open_store(_store_url(ctx, redis_url)) as store:
+        done = store.cleanup()
+    click.echo("\n".join(done) if done else "nothing to clean up")
+
+
+@cli.command()
+@click.argument("words", nargs=-1, required=True)
+@click.option("--key", "-k", "name", required=True, help="Model name.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON {word: vector}.")
+@redis_url_option
+@friendly_errors
+def get(words, name, as_json, redis_url):
+    """Print the vectors of WORDS from model --key (one round trip).
+
+    \b
+    Example:
+        vecserve get king queen --key GOOGLE_W2V
+    """
+    from .loader import open_store
+
+    with open_store(redis_url) as store:
+        info = store.get_model(name)
+        values = store.fetch(info, list(words))
+        matrix, found = info.codec_obj.decode_values(values, info.dim, what=words)
+    missing = [w for w, ok in zip(words, found, strict=True) if not ok]
+    if as_json:
+        click.echo(
+            json.dumps({w: v.tolist() for w, v, ok in zip(words, matrix, found, strict=True) if ok})
+        )
+    else:
+        for w, v, ok in zip(words, matrix, found, strict=True):
+            if ok:
+                shown = " ".join(f"{x:.4f}" for x in v[:8])
+                click.echo(f"{w}\t[{shown}{' ...' if info.dim > 8 else ''}] ({info.dim} dims)")
+    if missing:
+        raise click.ClickException(f"not in {name}: {', '.join(missing)}")
+
+
+@cli.command()
+@redis_url_option
+@friendly_errors
+def demo(redis_url):
+    """Load a small model that ships with gensim and show it answering.
+
+    Uses the embedded server unless --redis-url / $VECSERVE_REDIS_URL is set.
+
+    \b
+    Example:
+        vecserve demo
+    """
+    from gensim.test.utils import datapath
+
+    from .loader import load_file, open_store
+
+    path = datapath("lee_fasttext.vec")
+    with open_store(redis_url) as store:
+        click.echo(f"loading {path} into {store.url} as DEMO ...")
+        info = load_file(path, name="DEMO", store=store, progress=False, restart=True)
+        click.echo(f"DEMO: {info.count:,} vectors x {info.dim}, generation {info.generation}")
+        words = ["government", "police", "australia"]
+        values = store.fetch(info, words)
+        matrix, _ = info.codec_obj.decode_values(values, info.dim)
+        for w, v in zip(words, matrix, strict=True):
+            click.echo(f"  DEMO:{w} -> [{' '.join(f'{x:.3f}' for x in v[:5])} ...]")
+        click.echo(f"try: vecserve get {' '.join(words)} --key DEMO")
+
+
+def _register_optional() -> None:
+    try:
+        from .train.cli import train
+    except ImportError:  # the trainer's compiled kernels are not built
+        return
+    cli.add_command(train)
+
+
+_register_optional()
+
+
+def main() -> None:
+    cli(prog_name="vecserve")
+
+
+if __name__ == "__main__":
+    main()
