@@ -1,0 +1,48 @@
+"""Streaming readers for word-vector files: batches of (tokens, vectors), constant memory.
+
+==========  =======================================================  =======================
+format      layout                                                   gensim parity reference
+==========  =======================================================  =======================
+w2v-bin     ``count dim`` line, then ``token<space><dim x <f4>``     ``load_word2vec_format``
+                                                                     ``(binary=True)``
+w2v-text    ``count dim`` line, then ``token f1 ... fdim`` lines     ``load_word2vec_format``
+fasttext    ``.vec``: w2v-text whose lines often end with a space    ``load_word2vec_format``
+glove       no header; ``token f1 ... fdim`` lines                   ``load_word2vec_format``
+                                                                     ``(no_header=True)``
+gensim      a ``KeyedVectors.save()`` pickle (+ ``.npy`` files)      ``KeyedVectors.load``
+==========  =======================================================  =======================
+
+For the word2vec-family formats the tokens, their order and the float32 values are
+bit-identical to gensim 4.4's ``load_word2vec_format`` on the same file with the same
+``limit=`` and ``unicode_errors=``: text values are parsed by ``float`` then cast to
+float32 (which is what ``np.float32(str)`` does), binary tokens lose leading ``\\n``, a
+repeated token keeps its first vector and is logged with `logging` (never `warnings`),
+and ``limit`` counts records, duplicates included (``limit=0`` reads all, as in gensim).
+
+Where vecserve differs on purpose: gensim 4.4 may read past ``limit`` (and then raise
+``EOFError``) when a duplicate precedes one of its 100 kB chunk boundaries; vecserve
+reads exactly ``limit`` records. A GloVe token may contain spaces (the last ``dim``
+fields are the numbers) where gensim raises. Errors are `vecserve.errors` classes that
+name the file and the position (line, vector number counted from 1, byte offset in the
+decompressed stream) instead of ``EOFError``/``ValueError``; a missing file is a
+`VectorFileError` whose ``__cause__`` is the ``FileNotFoundError``.
+
+Memory does not grow with the file: a 4 MiB read buffer, the batch being built, and 16
+bytes per distinct token for duplicate detection. A bad record raises only after every
+record before it was yielded, so a loader can stop cleanly at the first bad one.
+
+One module per concern: ``_source`` (file, decompression, checksum), ``_sniff``
+(recognising formats), ``_binary``, ``_text``, ``_gensim`` (one per format family),
+``_dedup`` (duplicates), ``_reader`` (`open_vectors`), ``_types``.
+
+>>> with open_vectors("GoogleNews-vectors-negative300.bin.gz") as reader:  # doctest: +SKIP
+...     for batch in reader:
+...         store.put(batch.tokens, batch.vectors)
+...     checksum = reader.sha256()
+"""
+
+from ._reader import VectorReader, open_vectors
+from ._sniff import FORMATS, detect_format
+from ._types import ResumePoint, VectorBatch
+
+__all__ = ["FORMATS", "ResumePoint", "VectorBatch", "VectorReader", "detect_format", "open_vectors"]

@@ -1,0 +1,153 @@
+"""word2vec binary: ``count dim`` line, then records ``token<space><dim x little-endian f4>``.
+
+Records are cut exactly as gensim 4.4's ``_add_bytes_to_kv`` cuts them: the token is
+everything up to the next space (decoded with ``unicode_errors``, then stripped of
+leading newlines), the vector the ``4 * dim`` bytes after it.
+
+Per record, Python does only ``bytes.find`` and an append (~150 ns); per buffer of a few
+MB, NumPy gathers the vectors (one fancy index on a ``V{4*dim}`` view: a memcpy each)
+and the token bytes, which are decoded in one call: a space cannot occur inside a
+token and UTF-8 (like the single-byte codecs) decodes the same either side of an ASCII
+byte, so ``b" ".join(tokens).decode().split(" ")`` equals decoding each token. Other
+codecs, and strict decoding that fails, take the per-token path, which finds the bad
+token.
+"""
+
+from __future__ import annotations
+
+import codecs
+from collections.abc import Generator
+
+import numpy as np
+
+from ..errors import CorruptVectorFile
+from ._source import Source
+from ._types import ResumePoint, VectorBatch
+
+__all__ = ["MAX_TOKEN", "binary_batches", "undecodable"]
+
+MAX_TOKEN = 1 << 16  # a longer "token" means the file is not what it claims to be
+_JOINABLE = {"utf-8", "ascii", "latin-1", "iso8859-1", "cp1252"}  # decode alike when joined
+
+
+def binary_batches(
+    src: Source, *, dim: int, count: int, records: int, batch_size: int, encoding: str, errors: str
+) -> Generator[VectorBatch, None, None]:
+    """Batches of records ``records`` to ``count`` from ``src``, positioned at a record."""
+    vb, vbp1 = 4 * dim, 4 * dim + 1
+    joinable = codecs.lookup(encoding).name in _JOINABLE
+    buf, pos, base = b"", 0, src.offset  # base: decompressed offset of buf[0]
+    src.start_readahead()
+    while records < count:
+        n = min(batch_size, count - records)
+        tokens: list[str] = []
+        pieces: list[np.ndarray] = []
+        error: CorruptVectorFile | None = None
+        while True:
+            spaces: list[int] = []
+            find, add, limit, p = buf.find, spaces.append, len(buf) - vb, pos
+            for _ in range(n - len(tokens)):  # the hot loop
+                i = find(b" ", p)
+                if i < 0 or i >= limit:
+                    break
+                add(i)
+                p = i + vbp1
+            if spaces:
+                sp = np.array(spaces, dtype=np.intp)
+                starts = np.empty_like(sp)
+                starts[0], starts[1:] = pos, sp[:-1] + vbp1
+                got, bad = _decode_tokens(buf, starts, sp, encoding, errors, joinable)
+                if bad is not None:
+                    done = records + len(tokens) + len(got)
+                    error = CorruptVectorFile(
+                        src.path, bad, record=done + 1, offset=base + int(starts[len(got)])
+                    )
+                    sp, p = sp[: len(got)], int(starts[len(got)])  # fmt: skip
+                tokens += got
+                rows = np.ndarray(
+                    (len(buf) - vb + 1,), np.dtype((np.void, vb)), buffer=buf, strides=(1,)
+                )
+                pieces.append(rows[sp + 1])
+                pos = p
+            if error is not None or len(tokens) == n:
+                break
+            if len(buf) - pos > vb + MAX_TOKEN:
+                error = CorruptVectorFile(
+                    src.path, f"no complete record within {len(buf) - pos} bytes; not word2vec "
+                    "binary?", record=records + len(tokens) + 1, offset=base + pos)  # fmt: skip
+                break
+            data = src.read(src.chunk_size)
+            if not data:
+                done = records + len(tokens)
+                error = _binary_eof(src.path, buf[pos:], vb, count, done, base + pos)
+                break
+            buf, base, pos = buf[pos:] + data, base + pos, 0
+        if tokens:
+            raw = pieces[0] if len(pieces) == 1 else np.concatenate(pieces)
+            vectors = raw.view("<f4").reshape(len(tokens), dim).astype(np.float32, copy=False)
+            records += len(tokens)
+            yield VectorBatch(tokens, vectors, None, ResumePoint(base + pos, records))
+        if error is not None:
+            raise error
+
+
+def _decode_tokens(
+    buf: bytes, starts: np.ndarray, spaces: np.ndarray, encoding: str, errors: str, joinable: bool
+) -> tuple[list[str], str | None]:
+    """The tokens ``buf[starts[k]:spaces[k]]`` as gensim decodes them, and an error message.
+
+    On an undecodable token, returns the tokens before it and the message.
+    """
+    if joinable:
+        arr = np.frombuffer(buf, np.uint8)
+        s = starts.copy()
+        while (nl := (s < spaces) & (arr[s] == 10)).any():  # leading newlines, as bytes
+            s[nl] += 1
+        lengths = spaces - s + 1  # each token with the space after it
+        ends = np.cumsum(lengths)
+        joined = arr[np.arange(int(ends[-1])) + np.repeat(s - (ends - lengths), lengths)]
+        try:
+            text = joined.tobytes().decode(encoding, errors)
+        except UnicodeDecodeError:
+            text = ""  # find the bad token below
+        tokens = text.split(" ")
+        tokens.pop()
+        if len(tokens) == len(starts):
+            # a newline left behind bytes that "ignore" dropped: strip it as gensim does
+            return ([t.lstrip("\n") for t in tokens] if "\n" in text else tokens), None
+    tokens = []
+    for a, b in zip(starts.tolist(), spaces.tolist(), strict=True):
+        try:
+            token = buf[a:b].decode(encoding, errors)
+        except UnicodeDecodeError as exc:
+            return tokens, undecodable(exc, buf[a:b], encoding)
+        tokens.append(token.lstrip("\n"))
+    return tokens, None
+
+
+def undecodable(exc: UnicodeDecodeError, raw: bytes, encoding: str, what: str = "token") -> str:
+    """The message for bytes that do not decode with ``unicode_errors="strict"``."""
+    return (
+        f"{raw[max(0, exc.start - 40) : exc.start + 40]!r} is not valid {encoding} "
+        f"({exc.reason} at byte {exc.start} of the {what}); "
+        "pass unicode_errors='replace' or 'ignore' to load it anyway"
+    )
+
+
+def _binary_eof(
+    path: str, rest: bytes, vb: int, count: int, done: int, offset: int
+) -> CorruptVectorFile:
+    """The error for a binary file that ends before its header's ``count`` records."""
+    where = {"record": done + 1, "offset": offset}
+    if not rest.strip():
+        return CorruptVectorFile(
+            path, f"the header promises {count} vectors but the file ends after {done}", **where
+        )
+    token, space, floats = rest.lstrip(b"\n").partition(b" ")
+    if not space:
+        return CorruptVectorFile(path, f"the file ends inside a token ({token[:80]!r})", **where)
+    return CorruptVectorFile(
+        path,
+        f"the file is truncated: the vector of {token[:80]!r} has {len(floats)} of its {vb} bytes",
+        **where,
+    )

@@ -1,0 +1,277 @@
+"""`open_vectors` and the `VectorReader` it returns: metadata at once, batches on iteration."""
+
+from __future__ import annotations
+
+import codecs
+import logging
+import os
+from collections.abc import Callable, Generator, Iterable, Iterator
+from itertools import islice
+from types import TracebackType
+from typing import Any
+
+from ..errors import CorruptVectorFile, UnknownFormat
+from ._binary import binary_batches
+from ._dedup import TokenSet
+from ._gensim import gensim_batches, load_keyed_vectors, side_files
+from ._sniff import FORMATS, glove_dim, parse_header, sniff
+from ._source import SNIFF, Source
+from ._text import text_batches
+from ._types import ResumePoint, VectorBatch
+
+__all__ = ["VectorReader", "open_vectors"]
+
+logger = logging.getLogger("vecserve.readers")
+
+_MAX_DUP_LOGGED = 20  # duplicates logged one by one per file; the others are only counted
+
+
+class VectorReader:
+    """An open vector file: ``format``, ``dim``, ``count`` now, `VectorBatch` es on iteration.
+
+    Made by `open_vectors`; iterate it once. ``count`` is the number of records the
+    header declares, after ``limit`` (None for GloVe, which has no header);
+    ``size_bytes`` the on-disk size (compressed size for ``.gz``/``.bz2``; for gensim
+    files including their ``.npy`` side files) and ``bytes_read`` how much of it was
+    consumed, for a progress bar. ``duplicates`` counts the tokens dropped as repeats.
+
+    Examples
+    --------
+    >>> with open_vectors("vectors.vec") as reader:  # doctest: +SKIP
+    ...     print(reader.format, reader.dim, reader.count)
+    ...     n = sum(len(batch.tokens) for batch in reader)
+    fasttext 300 2000000
+    """
+
+    def __init__(
+        self,
+        src: Source,
+        batches: Generator[VectorBatch, None, None],
+        *,
+        format: str,
+        dim: int,
+        count: int | None,
+        seen: TokenSet | None,
+        extra_files: list[str] | None = None,
+        bytes_read: Callable[[], int] | None = None,
+    ):
+        self.path = src.path
+        self.format = format
+        self.dim = dim
+        self.count = count
+        self.duplicates = 0
+        self._src = src
+        self._seen = seen
+        self._extra_files = extra_files or []
+        self.size_bytes = src.size_bytes + sum(os.path.getsize(f) for f in self._extra_files)
+        self._bytes_read = bytes_read or (lambda: src.bytes_read)
+        self._batches = self._dedup(batches) if seen is not None else batches
+
+    @property
+    def bytes_read(self) -> int:
+        """On-disk bytes consumed so far."""
+        return self._bytes_read()
+
+    def __iter__(self) -> Iterator[VectorBatch]:
+        return self._batches
+
+    def _dedup(self, batches: Iterator[VectorBatch]) -> Generator[VectorBatch, None, None]:
+        """Drop tokens seen before (in this file or ``seen_tokens``), keeping the first."""
+        assert self._seen is not None
+        for batch in batches:
+            keep = self._seen.add_new(batch.tokens)
+            if keep is not None:
+                first = batch.resume.records - len(batch.tokens) + 1  # vector number of [0]
+                for i in sorted(set(range(len(batch.tokens))) - set(keep.tolist())):
+                    self.duplicates += 1
+                    if self.duplicates <= _MAX_DUP_LOGGED:
+                        logger.warning(
+                            "duplicate word %r in %s (vector #%d), ignoring all but the first%s",
+                            batch.tokens[i], self.path, first + i,
+                            "; further duplicates are counted, not logged"
+                            if self.duplicates == _MAX_DUP_LOGGED else "",
+                        )  # fmt: skip
+                counts = None if batch.counts is None else batch.counts[keep]
+                batch = VectorBatch(
+                    [batch.tokens[i] for i in keep], batch.vectors[keep], counts, batch.resume
+                )
+            if batch.tokens:
+                yield batch
+        if self.duplicates:
+            logger.info("%s: %d duplicate words ignored", self.path, self.duplicates)
+
+    def sha256(self) -> str:
+        """Hex sha256 of the whole on-disk file (then of a gensim file's ``.npy`` files).
+
+        Reads whatever iteration has not (the rest after ``limit``, say) without
+        disturbing it.
+        """
+        return self._src.sha256(self._extra_files)
+
+    def close(self) -> None:
+        """Close the file; iteration stops."""
+        self._batches.close()
+        self._src.close()
+
+    def __enter__(self) -> VectorReader:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"<VectorReader {self.format} {self.path!r} dim={self.dim} count={self.count}>"
+
+
+def open_vectors(
+    path: str | os.PathLike[str],
+    *,
+    format: str = "auto",
+    limit: int | None = None,
+    unicode_errors: str = "strict",
+    encoding: str = "utf-8",
+    batch_size: int = 2000,
+    resume: ResumePoint | None = None,
+    seen_tokens: Iterable[str] = (),
+) -> VectorReader:
+    """Open a word-vector file for streaming; see `vecserve.readers` for the formats.
+
+    Parameters
+    ----------
+    path : str or PathLike
+        The file; gzip and bz2 compression are recognised by content.
+    format : str, optional
+        One of `FORMATS`, or "auto" (default) to recognise it with `detect_format`.
+    limit : int, optional
+        Read at most this many records (duplicates included), like gensim's ``limit``;
+        None or 0 reads all.
+    unicode_errors : str, optional
+        How to decode token bytes: "strict" (default) raises `CorruptVectorFile`,
+        "ignore"/"replace" give gensim's tokens.
+    encoding : str, optional
+        The tokens' encoding (an ASCII-compatible one), "utf-8" by default.
+    batch_size : int, optional
+        Records per batch (a batch holds fewer tokens when some are duplicates).
+    resume : ResumePoint, optional
+        Continue after the batch whose ``resume`` this is: the bytes before it are read
+        (for the checksum) but not parsed.
+    seen_tokens : iterable of str, optional
+        With ``resume``: the tokens already loaded, for duplicate detection.
+
+    Returns
+    -------
+    VectorReader
+        Use it as a context manager; ``dim`` and ``count`` are known at once.
+
+    Raises
+    ------
+    VectorFileError
+        The file does not exist (wrapping ``FileNotFoundError``) or is a directory.
+    UnknownFormat
+        ``format="auto"`` cannot recognise it, or ``format`` is not one of `FORMATS`.
+    CorruptVectorFile
+        The file is empty, its header is not two integers, or, during iteration, a
+        record does not parse (`DimensionMismatch` for a wrong number of numbers).
+
+    Examples
+    --------
+    >>> from gensim.test.utils import datapath
+    >>> with open_vectors(datapath("euclidean_vectors.bin"), batch_size=10) as reader:
+    ...     batch = next(iter(reader))
+    >>> reader.format, reader.dim, reader.count, len(batch.tokens), batch.vectors.shape
+    ('w2v-bin', 10, 2747, 10, (10, 10))
+    """
+    path = os.fspath(path)
+    if format != "auto" and format not in FORMATS:
+        raise UnknownFormat(path, f"unknown format {format!r}; choose auto or {', '.join(FORMATS)}")
+    if limit is not None and limit < 0:
+        raise ValueError(f"limit must be >= 0 or None, not {limit}")
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be >= 1, not {batch_size}")
+    codecs.lookup(encoding)  # LookupError for an unknown encoding or error handler
+    codecs.lookup_error(unicode_errors)
+    src = Source(path)
+    try:
+        return _open(
+            src, format, limit=limit or None, unicode_errors=unicode_errors, encoding=encoding,
+            batch_size=batch_size, resume=resume, seen_tokens=seen_tokens,
+        )  # fmt: skip
+    except BaseException:
+        src.close()
+        raise
+
+
+def _open(
+    src: Source,
+    format: str,
+    *,
+    limit: int | None,
+    unicode_errors: str,
+    encoding: str,
+    batch_size: int,
+    resume: ResumePoint | None,
+    seen_tokens: Iterable[str],
+) -> VectorReader:
+    path = src.path
+    prefix = src.peek(2)
+    if not prefix:
+        raise CorruptVectorFile(path, "the file is empty", offset=0)
+    fmt = sniff(prefix, path, encoding) if format == "auto" else format
+    records = resume.records if resume else 0
+    if fmt == "gensim":
+        kv = load_keyed_vectors(path, compressed=src.compression is not None)
+        count = min(len(kv), limit) if limit else len(kv)
+        done = [records]
+        batches = gensim_batches(
+            kv, count=count, records=records, batch_size=batch_size, progress=done
+        )
+        extra = side_files(path)
+        return VectorReader(
+            src, batches, format=fmt, dim=int(kv.vector_size), count=count, seen=None,
+            extra_files=extra,
+            bytes_read=lambda: (src.size_bytes + sum(map(os.path.getsize, extra))) * done[0]
+            // max(count, 1),
+        )  # fmt: skip
+    first, newline, _ = prefix.partition(b"\n")
+    if fmt == "glove":
+        dim, count, header = glove_dim(first, encoding), None, False
+        if dim < 1:
+            raise CorruptVectorFile(path, f"{first[:60]!r} is not a GloVe line", line=1, offset=0)
+    else:
+        parsed = parse_header(first, encoding)
+        if parsed is None or (not newline and len(prefix) >= SNIFF):
+            raise CorruptVectorFile(
+                path, f"{first[:60]!r} is not a 'count dim' header of two integers",
+                line=1, offset=0)  # fmt: skip
+        count, dim = parsed
+        count, header = min(count, limit) if limit else count, True
+        src.skip(len(first) + len(newline))
+    if resume is not None:
+        if resume.offset < src.offset or resume.records < 0:
+            raise ValueError(f"{resume} is before the first record (byte {src.offset})")
+        if not src.skip(resume.offset - src.offset):
+            raise CorruptVectorFile(
+                path, f"the file ends before the resume point {resume}; did it change?",
+                offset=src.offset)  # fmt: skip
+    seen = TokenSet()
+    it = iter(seen_tokens)
+    while chunk := list(islice(it, 1 << 16)):
+        seen.add_new(chunk)
+    options: dict[str, Any] = {
+        "records": records, "batch_size": batch_size, "encoding": encoding,
+        "errors": unicode_errors,
+    }  # fmt: skip
+    if fmt == "w2v-bin":
+        assert count is not None
+        batches = binary_batches(src, dim=dim, count=count, **options)
+    else:
+        batches = text_batches(
+            src, dim=dim, count=count if header else limit, header=header,
+            glove=fmt == "glove", **options,
+        )  # fmt: skip
+    return VectorReader(src, batches, format=fmt, dim=dim, count=count, seen=seen)

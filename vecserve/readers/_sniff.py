@@ -1,0 +1,104 @@
+"""Recognising a file's format from its first bytes, and parsing its first line."""
+
+from __future__ import annotations
+
+import os
+
+from ..errors import CorruptVectorFile, UnknownFormat
+from ._source import SNIFF, Source
+
+__all__ = ["FORMATS", "detect_format", "glove_dim", "parse_header", "sniff"]
+
+#: The formats `open_vectors` reads, by the names its ``format=`` accepts besides "auto".
+FORMATS = ("w2v-bin", "w2v-text", "glove", "fasttext", "gensim")
+
+_PICKLE_PROTOCOLS = b"\x02\x03\x04\x05"
+_FASTTEXT_MAGIC = (793712314).to_bytes(4, "little")  # fastText's own .bin models
+
+
+def parse_header(line: bytes, encoding: str) -> tuple[int, int] | None:
+    """``(count, dim)`` from a ``count dim`` line (as gensim parses it), or None."""
+    try:
+        fields = line.decode(encoding).split()
+        count, dim = (int(x) for x in fields) if len(fields) == 2 else (-1, -1)
+    except (UnicodeDecodeError, ValueError):
+        return None
+    return (count, dim) if count >= 0 and dim >= 1 else None
+
+
+def _is_float(field: str | bytes) -> bool:
+    try:
+        float(field)
+    except ValueError:
+        return False
+    return True
+
+
+def glove_dim(line: bytes, encoding: str) -> int:
+    """Number of trailing numeric fields of a GloVe line (a token keeps >= 1 field)."""
+    parts = line.rstrip().decode(encoding, "replace").split(" ")
+    dim = 0
+    while dim < len(parts) - 1 and _is_float(parts[-1 - dim]):
+        dim += 1
+    return dim
+
+
+def sniff(prefix: bytes, path: str, encoding: str) -> str:
+    """The format of a file whose decompressed stream starts with ``prefix``."""
+    if not prefix:
+        raise CorruptVectorFile(path, "the file is empty", offset=0)
+    if prefix[:1] == b"\x80" and prefix[1:2] and prefix[1] in _PICKLE_PROTOCOLS:
+        return "gensim"
+    if prefix[:4] == _FASTTEXT_MAGIC:
+        raise UnknownFormat(
+            path, "a native fastText .bin model, not word2vec binary: load its .vec file, or "
+            "save it with gensim's KeyedVectors.save() (format 'gensim')")  # fmt: skip
+    first, _, rest = prefix.partition(b"\n")
+    if parse_header(first, encoding) is not None:
+        name = path.lower().removesuffix(".gz").removesuffix(".bz2")
+        text = "fasttext" if name.endswith(".vec") else "w2v-text"
+        if not rest:  # a header and nothing else: the extension decides
+            return "w2v-bin" if name.endswith(".bin") else text
+        line2, newline, _ = rest.partition(b"\n")
+        parts = line2.rstrip().split(b" ")
+        if not newline and len(prefix) >= SNIFF and len(parts) > 2:
+            del parts[-1]  # cut short by the sniffing limit
+        looks_text = len(parts) >= 2 and all(_is_float(p) for p in parts[1:])
+        return text if looks_text else "w2v-bin"
+    if glove_dim(first, encoding) >= 1:
+        return "glove"
+    raise UnknownFormat(
+        path,
+        f"cannot detect the format: line 1 ({first[:60]!r}) is neither a 'count dim' header "
+        f"nor a GloVe line of a token and numbers; pass format= one of {', '.join(FORMATS)}",
+    )
+
+
+def detect_format(path: str | os.PathLike[str], *, encoding: str = "utf-8") -> str:
+    """Recognise a vector file's format from its content (decompressing gzip/bz2).
+
+    A pickle is a gensim ``KeyedVectors.save()`` file; a first line of two integers is a
+    word2vec header, followed by a text line (``w2v-text``, or ``fasttext`` for a
+    ``.vec`` name) or by binary floats (``w2v-bin``); a first line of a token and numbers
+    is GloVe.
+
+    Raises
+    ------
+    UnknownFormat
+        When the content fits none of `FORMATS`.
+    CorruptVectorFile
+        When the file is empty or its compression is damaged.
+    VectorFileError
+        When the file does not exist (wrapping ``FileNotFoundError``) or is a directory.
+
+    Examples
+    --------
+    >>> detect_format("GoogleNews-vectors-negative300.bin.gz")  # doctest: +SKIP
+    'w2v-bin'
+    """
+    path = os.fspath(path)
+    src = Source(path)
+    try:
+        return sniff(src.peek(2), path, encoding)
+    finally:
+        src.close()
