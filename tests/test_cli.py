@@ -105,11 +105,20 @@ def test_incomplete_load_is_listed_and_cleaned(env, store, tmp_path):
 
 
 def test_every_command_documents_an_example():
+    import click
+
+    ctx = click.Context(cli)
+
     def walk(group, prefix=()):
-        for name, cmd in group.commands.items():
+        for name in group.list_commands(ctx):
+            cmd = group.get_command(ctx, name)
+            if cmd is None:
+                continue
             yield (*prefix, name), cmd
-            if hasattr(cmd, "commands"):
+            if isinstance(cmd, click.Group):
                 yield from walk(cmd, (*prefix, name))
 
+    names = {p for p, _ in walk(cli)}
+    assert {("load",), ("models",), ("models", "cleanup"), ("serve",)} <= names
     for path, cmd in walk(cli):
         assert "Example" in (cmd.help or ""), f"`vecserve {' '.join(path)}` lacks an example"

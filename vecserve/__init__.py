@@ -25,6 +25,16 @@ from .errors import (
 
 __version__ = "0.1.0"
 
+
+def __getattr__(name: str):
+    # Imported on first use, so `import vecserve` (and the CLI) stay fast.
+    if name == "RedisKeyedVectors":
+        from .keyedvectors import RedisKeyedVectors
+
+        return RedisKeyedVectors
+    raise AttributeError(f"module 'vecserve' has no attribute {name!r}")
+
+
 __all__ = [
     "CodecError",
     "CorruptVectorFile",
@@ -33,6 +43,7 @@ __all__ = [
     "InvalidModelName",
     "LoadInProgress",
     "ModelNotFound",
+    "RedisKeyedVectors",
     "StoreUnavailable",
     "TokenNotFound",
     "TrainingError",

@@ -8,6 +8,7 @@ non-zero exit; a traceback means a bug.
 from __future__ import annotations
 
 import functools
+import importlib
 import json
 import logging
 import sys
@@ -55,7 +56,31 @@ class _Formatter(logging.Formatter):
         return f"vecserve: {record.getMessage()}"
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class LazyGroup(click.Group):
+    """A group whose heavier commands are imported only when used (fast start-up)."""
+
+    lazy = {  # noqa: RUF012
+        "serve": "vecserve.serve:serve",
+        "train": "vecserve.train.cli:train",
+    }
+
+    def list_commands(self, ctx):
+        return sorted({*super().list_commands(ctx), *self.lazy})
+
+    def get_command(self, ctx, name):
+        if name in self.lazy and name not in self.commands:
+            module, attr = self.lazy[name].split(":")
+            try:
+                mod = importlib.import_module(module)
+            except ModuleNotFoundError as exc:
+                if exc.name != module:
+                    raise
+                return None  # that part of vecserve is not installed/built here
+            self.add_command(getattr(mod, attr), name)
+        return super().get_command(ctx, name)
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="vecserve")
 @click.option("-q", "--quiet", is_flag=True, help="Only print errors.")
 def cli(quiet: bool) -> None:
@@ -308,17 +333,6 @@ def demo(redis_url):
         for w, v in zip(words, matrix, strict=True):
             click.echo(f"  DEMO:{w} -> [{' '.join(f'{x:.3f}' for x in v[:5])} ...]")
         click.echo(f"try: vecserve get {' '.join(words)} --key DEMO")
-
-
-def _register_optional() -> None:
-    try:
-        from .train.cli import train
-    except ImportError:  # the trainer's compiled kernels are not built
-        return
-    cli.add_command(train)
-
-
-_register_optional()
 
 
 def main() -> None:

@@ -247,10 +247,7 @@ class RedisKeyedVectors(WholeMatrixCalls):
         return self._info  # type: ignore[return-value]
 
     def _refresh_info(self) -> ModelInfo:
-        store = self._get_store()
-        with store._errors(f"reading model {self.name!r}"):
-            raw = store.client.hget(MODELS, self.name)
-        return self._set_info(raw)
+        return self._set_info(self._get_store().registry_entry(self.name))
 
     def _current_info(self) -> ModelInfo:
         """The registry entry, re-read if older than REGISTRY_TTL or the cache saw a change."""
@@ -285,12 +282,7 @@ class RedisKeyedVectors(WholeMatrixCalls):
             return info, np.zeros((0, info.dim), dtype=REAL), np.zeros(0, dtype=bool)
         for _ in range(5):
             if not store.is_cluster:
-                keys = Store.vector_keys(info.prefix, tokens, info.buckets)
-                pipe = store.client.pipeline(transaction=False)
-                pipe.execute_command("MGET", *keys)
-                pipe.execute_command("HGET", MODELS, self.name)
-                with store._errors(f"reading {len(keys)} vectors of {self.name!r}"):
-                    values, raw = pipe.execute()
+                values, raw = store.fetch_checked(info, tokens)
                 new = self._set_info(raw)
             else:
                 values = store.fetch(info, tokens)

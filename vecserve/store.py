@@ -271,6 +271,30 @@ class Store:
                 return self.client.mget(keys)
             return self._cluster_mget(keys)
 
+    def registry_entry(self, name: str) -> bytes | None:
+        """The raw registry JSON of ``name`` (None if not committed); cheap change check."""
+        with self._errors(f"reading model {name!r}"):
+            return self.client.hget(MODELS, name)
+
+    def fetch_checked(
+        self, model: ModelInfo, tokens: Sequence[str]
+    ) -> tuple[list[bytes | None], bytes | None]:
+        """:meth:`fetch` plus the model's current raw registry entry.
+
+        On a single server both travel in one pipelined round trip, so a caller can tell
+        whether a re-load committed while it read (the generation in the entry changed).
+        On a cluster the entry is read with a second call.
+        """
+        if self.is_cluster:
+            return self.fetch(model, tokens), self.registry_entry(model.name)
+        keys = self.vector_keys(model.prefix, tokens, model.buckets)
+        pipe = self.client.pipeline(transaction=False)
+        pipe.execute_command("MGET", *keys)
+        pipe.execute_command("HGET", MODELS, model.name)
+        with self._errors(f"reading {len(keys)} vectors of {model.name!r}"):
+            values, raw = pipe.execute()
+        return values, raw
+
     def _cluster_mget(self, keys: list[bytes]) -> list[bytes | None]:
         groups: dict[bytes, list[int]] = {}
         for i, k in enumerate(keys):
