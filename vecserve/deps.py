@@ -208,17 +208,19 @@ def fetch_consistent(
     return info, values
 
 
-def get_context(request: Request) -> AppContext:
+async def get_context(request: Request) -> AppContext:
     ctx = getattr(request.state, "ctx", None)
     if ctx is None:  # pragma: no cover - only without the lifespan
         raise StoreUnavailable("the service is starting or stopping")
     return ctx
 
 
+# Dependencies that do no I/O are ``async def``: FastAPI runs sync ones in the thread pool,
+# one thread hop each, which costs more than the whole /vectors lookup.
 ContextDep = Annotated[AppContext, Depends(get_context)]
 
 
-def get_settings(ctx: ContextDep) -> Settings:
+async def get_settings(ctx: ContextDep) -> Settings:
     return ctx.settings
 
 
@@ -238,7 +240,7 @@ def resolve_model_name(name: str | None, settings: Settings) -> str:
     return validate_model_name(name)
 
 
-def get_model_name(
+async def get_model_name(
     settings: SettingsDep,
     model: Annotated[
         str | None,

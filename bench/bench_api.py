@@ -1,0 +1,287 @@
+"""HTTP service benchmark: /vectors throughput, most_similar latency exact/approximate vs gensim.
+
+One run, beside each other:
+
+- ``/vectors`` with 1, 10 and 100 words, JSON and binary (raw float32): requests/s and
+  p50/p99 latency under ``wrk`` (``--connections`` concurrent, ``--seconds`` per case)
+  against one uvicorn worker on 127.0.0.1;
+- ``most_similar`` (topn=10, one word) on an ``--vectors`` x 300 model: the service
+  exact (POST /most_similar) and approximate (``approx=true``, usearch HNSW) one request
+  at a time, against gensim's ``KeyedVectors.most_similar`` on the same matrix in memory
+  in this process; recall@10 of approximate vs exact over the same queries.
+
+The model is synthetic and clustered (``--clusters`` centres plus noise: neighbours exist,
+as in real embeddings; uniform random vectors would have none), loaded into a throw-away
+valkey-server. Similarity snapshot and ANN index are built by this script into the cache
+dir first (timed), then the server maps them from disk, as a second worker would.
+
+Run (the machine is shared: take the lock)::
+
+    flock /tmp/vecserve-bench.lock python bench/bench_api.py --vectors 1000000 \\
+        --out bench/RESULTS-api.md
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+import numpy as np
+
+from vecserve.ann import AnnManager, AnnParams, recall_at_k
+from vecserve.embedded import ValkeyProcess, free_port
+from vecserve.loader import load_arrays
+from vecserve.similarity import IndexManager
+from vecserve.store import Store
+
+DIM = 300
+
+
+def make_model(n: int, dim: int, clusters: int, seed: int = 0) -> tuple[list[str], np.ndarray]:
+    rng = np.random.default_rng(seed)
+    centres = rng.standard_normal((clusters, dim)).astype(np.float32)
+    out = np.empty((n, dim), dtype=np.float32)
+    step = 100_000
+    for lo in range(0, n, step):
+        hi = min(lo + step, n)
+        k = rng.integers(0, clusters, hi - lo)
+        out[lo:hi] = centres[k] + 0.8 * rng.standard_normal((hi - lo, dim), dtype=np.float32)
+    return [f"w{i}" for i in range(n)], out
+
+
+def percentile_ms(samples: list[float], q: float) -> float:
+    return float(np.percentile(np.asarray(samples) * 1000, q))
+
+
+def parse_wrk(text: str) -> dict:
+    def ms(v: str) -> float:
+        num, unit = re.match(r"([\d.]+)(\w+)", v).groups()
+        return float(num) * {"us": 1e-3, "ms": 1.0, "s": 1e3}[unit]
+
+    rps = float(re.search(r"Requests/sec:\s+([\d.]+)", text).group(1))
+    p50 = ms(re.search(r"\s50%\s+(\S+)", text).group(1))
+    p99 = ms(re.search(r"\s99%\s+(\S+)", text).group(1))
+    transfer = re.search(r"Transfer/sec:\s+(\S+)", text).group(1)
+    errors = re.search(r"Non-2xx or 3xx responses: (\d+)", text)
+    return {"rps": rps, "p50": p50, "p99": p99, "transfer": transfer,
+            "errors": int(errors.group(1)) if errors else 0}  # fmt: skip
+
+
+def wrk(url: str, *, accept: str, connections: int, seconds: int, threads: int = 1) -> dict:
+    cmd = ["wrk", f"-t{threads}", f"-c{connections}", f"-d{seconds}s", "--latency",
+           "-H", f"Accept: {accept}", url]  # fmt: skip
+    out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+    return parse_wrk(out)
+
+
+def start_server(env: dict, port: int) -> subprocess.Popen:
+    cmd = [sys.executable, "-m", "uvicorn", "vecserve.api:create_app", "--factory",
+           "--host", "127.0.0.1", "--port", str(port), "--log-level", "warning",
+           "--no-access-log"]  # fmt: skip
+    proc = subprocess.Popen(cmd, env={**os.environ, **env})
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=2).status_code == 200:
+                return proc
+        except httpx.HTTPError:
+            pass
+        if proc.poll() is not None:
+            raise RuntimeError("uvicorn exited")
+        time.sleep(0.2)
+    proc.kill()
+    raise RuntimeError("uvicorn did not become ready")
+
+
+def bench_vectors(base: str, tokens: list[str], args) -> list[dict]:
+    rng = np.random.default_rng(1)
+    rows = []
+    for n in (1, 10, 100):
+        words = ",".join(tokens[i] for i in rng.choice(len(tokens), n, replace=False))
+        for fmt, accept in (("JSON", "application/json"), ("binary", "application/octet-stream")):
+            url = f"{base}/vectors?words={words}"
+            r = httpx.get(url, headers={"accept": accept})
+            r.raise_for_status()
+            res = wrk(url, accept=accept, connections=args.connections, seconds=args.seconds)
+            res.update(words=n, format=fmt, bytes=len(r.content))
+            rows.append(res)
+            print(f"/vectors {n:>3} words {fmt:<6} {res['rps']:>8.0f} req/s  "
+                  f"p50 {res['p50']:.2f} ms  p99 {res['p99']:.2f} ms", flush=True)  # fmt: skip
+    return rows
+
+
+def timed_http(client: httpx.Client, base: str, words: list[str], *, approx: bool):
+    lat, results = [], []
+    for w in words:
+        t = time.perf_counter()
+        r = client.post(f"{base}/most_similar", json={"positive": [w], "topn": 10,
+                                                      "approx": approx})  # fmt: skip
+        lat.append(time.perf_counter() - t)
+        body = r.json()
+        assert body["approximate"] is approx, body
+        results.append([x[0] for x in body["results"]])
+    return lat, results
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--vectors", type=int, default=1_000_000)
+    ap.add_argument("--clusters", type=int, default=2000)
+    ap.add_argument("--queries", type=int, default=200)
+    ap.add_argument("--connections", type=int, default=16)
+    ap.add_argument("--seconds", type=int, default=8)
+    ap.add_argument("--expansion-search", type=int, default=AnnParams.expansion_search)
+    ap.add_argument("--work", default=None, help="Work dir (default: a temp dir, removed).")
+    ap.add_argument("--out", default=None, help="Write the markdown results here.")
+    args = ap.parse_args()
+
+    work = Path(args.work or tempfile.mkdtemp(prefix="vecserve-bench-api-"))
+    server = ValkeyProcess(work / "valkey", port=free_port()).start()
+    uvicorn_proc = None
+    try:
+        store = Store.from_url(server.url)
+        t = time.perf_counter()
+        tokens, vectors = make_model(args.vectors, DIM, args.clusters)
+        print(f"generated {args.vectors:,} x {DIM} in {time.perf_counter() - t:.1f}s", flush=True)
+        t = time.perf_counter()
+        info = load_arrays(tokens, vectors, name="BENCH", store=store, progress=False)
+        load_s = time.perf_counter() - t
+        print(f"loaded into Redis in {load_s:.1f}s", flush=True)
+
+        cache = work / "cache"
+        t = time.perf_counter()
+        index = IndexManager(store, cache_dir=cache).get("BENCH", info=info)
+        snap_s = time.perf_counter() - t
+        print(f"exact snapshot built from Redis in {snap_s:.1f}s", flush=True)
+        params = AnnParams(expansion_search=args.expansion_search)
+        t = time.perf_counter()
+        ann = AnnManager(enabled=True, params=params).get(index, wait=True)
+        ann_s = time.perf_counter() - t
+        print(f"ANN built in {ann_s:.1f}s, recall@10 at build {ann.recall_at_10}", flush=True)
+
+        port = free_port()
+        env = {
+            "VECSERVE_REDIS_URL": server.url,
+            "VECSERVE_DEFAULT_MODEL": "BENCH",
+            "VECSERVE_CACHE_DIR": str(cache),
+            "VECSERVE_PRELOAD": "true",
+        }
+        t = time.perf_counter()
+        uvicorn_proc = start_server(env, port)
+        ready_s = time.perf_counter() - t
+        base = f"http://127.0.0.1:{port}"
+        print(f"server ready (index mapped from disk) in {ready_s:.1f}s", flush=True)
+
+        vec_rows = bench_vectors(base, tokens, args)
+
+        rng = np.random.default_rng(2)
+        qwords = [tokens[i] for i in rng.choice(len(tokens), args.queries, replace=False)]
+        from gensim.models import KeyedVectors
+
+        kv = KeyedVectors(DIM, count=0)
+        kv.index_to_key = tokens
+        kv.key_to_index = {w: i for i, w in enumerate(tokens)}
+        kv.vectors = vectors
+        kv.fill_norms()
+        with httpx.Client(timeout=60) as client:
+            for w in qwords[:5]:  # warm the page cache and the ANN view
+                client.post(f"{base}/most_similar", json={"positive": [w]})
+                client.post(f"{base}/most_similar", json={"positive": [w], "approx": True})
+            exact_lat, exact_res = timed_http(client, base, qwords, approx=False)
+            approx_lat, approx_res = timed_http(client, base, qwords, approx=True)
+            model_info = client.get(f"{base}/models/BENCH").json()
+        gensim_lat, gensim_res = [], []
+        for w in qwords:
+            t = time.perf_counter()
+            res = kv.most_similar(w, topn=10)
+            gensim_lat.append(time.perf_counter() - t)
+            gensim_res.append([x[0] for x in res])
+        same = sum(a == b for a, b in zip(exact_res, gensim_res, strict=True))
+        recall = recall_at_k(exact_res, approx_res, 10)
+        print(f"exact == gensim for {same}/{len(qwords)} queries; approx recall@10 {recall:.4f}")
+        sim_rows = [
+            ("gensim `most_similar` (in memory, no HTTP)", gensim_lat, "1 (reference)"),
+            ("vecserve exact, HTTP POST /most_similar", exact_lat, f"{same}/{len(qwords)} same"),
+            ("vecserve approximate (usearch HNSW), HTTP", approx_lat, f"recall@10 {recall:.3f}"),
+        ]
+        for name, lat, note in sim_rows:
+            print(f"{name}: p50 {percentile_ms(lat, 50):.2f} ms p99 {percentile_ms(lat, 99):.2f}"
+                  f" ms  {note}")  # fmt: skip
+
+        md = render(args, vec_rows, sim_rows, load_s, snap_s, ann_s, ready_s, model_info)
+        print(md)
+        if args.out:
+            Path(args.out).write_text(md)
+    finally:
+        if uvicorn_proc is not None:
+            uvicorn_proc.terminate()
+            uvicorn_proc.wait(timeout=30)
+        server.stop()
+        if args.work is None:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+def render(args, vec_rows, sim_rows, load_s, snap_s, ann_s, ready_s, model_info) -> str:
+    lines = [
+        "# HTTP service benchmark",
+        "",
+        f"Command: `flock /tmp/vecserve-bench.lock python bench/bench_api.py "
+        f"--vectors {args.vectors} --connections {args.connections} --seconds {args.seconds} "
+        f"--out bench/RESULTS-api.md`",
+        "",
+        f"Machine: {os.cpu_count()} cores shared with other jobs; valkey-server, one uvicorn "
+        f"worker and the load generator (`wrk`, 1 thread, {args.connections} connections, "
+        f"{args.seconds} s per case) all on 127.0.0.1. Quote the ratios.",
+        "",
+        "## /vectors (model of 300-d float32)",
+        "",
+        "| words | format | req/s | p50 ms | p99 ms | body bytes | binary/JSON req/s |",
+        "|---:|---|---:|---:|---:|---:|---:|",
+    ]
+    by = {(r["words"], r["format"]): r for r in vec_rows}
+    for r in vec_rows:
+        ratio = ""
+        if r["format"] == "binary":
+            ratio = f"**{r['rps'] / by[(r['words'], 'JSON')]['rps']:.2f}x**"
+        lines.append(
+            f"| {r['words']} | {r['format']} | {r['rps']:,.0f} | {r['p50']:.2f} | "
+            f"{r['p99']:.2f} | {r['bytes']:,} | {ratio} |"
+        )
+    g50 = percentile_ms(sim_rows[0][1], 50)
+    lines += [
+        "",
+        f"## most_similar, {args.vectors:,} x 300, topn=10, {len(sim_rows[0][1])} one-word "
+        "queries, one at a time",
+        "",
+        "| engine | p50 ms | p99 ms | p50 vs gensim | agreement |",
+        "|---|---:|---:|---:|---|",
+    ]
+    for name, lat, note in sim_rows:
+        p50 = percentile_ms(lat, 50)
+        lines.append(
+            f"| {name} | {p50:.2f} | {percentile_ms(lat, 99):.2f} | "
+            f"{g50 / p50:.2f}x faster | {note} |"
+        )
+    ann = model_info.get("ann") or {}
+    lines += [
+        "",
+        f"Setup times: load into Redis {load_s:.1f} s; exact snapshot built from Redis "
+        f"{snap_s:.1f} s; HNSW build {ann.get('build_seconds', ann_s)} s (params "
+        f"{ann.get('params')}); recall@10 measured at build over "
+        f"{ann.get('recall_queries')} words: {ann.get('recall_at_10')}; server start with "
+        f"both indexes mapped from the disk cache: {ready_s:.1f} s.",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    main()
