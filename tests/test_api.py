@@ -224,6 +224,8 @@ def test_limits(make_client, model):
     assert_error(client.get("/most_similar", params={"positive": "w1", "topn": 6}), 422)
     big = {"words": ["x" * 100] * 30}
     assert_error(client.post("/vectors", json=big), 413, "PayloadTooLarge")
+    wide = {"queries": [{"positive": ["w1", "w2"], "negative": ["w3", "w4"]}]}
+    assert_error(client.post("/most_similar/batch", json=wide), 422, "BadQuery")
     small_batch = {"queries": [{"positive": ["w1"]}] * 3}
     assert_error(make_client(max_batch=2).post("/most_similar/batch", json=small_batch), 422)
 

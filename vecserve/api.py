@@ -585,6 +585,10 @@ def _add_similarity_routes(app: FastAPI) -> None:
                 raise BadQuery(f"topn={q.topn} is over the limit of {s.max_topn}")
             pos = _items(q.positive, index, name, cosmul=q.cosmul)
             neg = _items(q.negative, index, name, cosmul=q.cosmul)
+            if len(pos) + len(neg) > s.max_words:
+                raise BadQuery(
+                    f"{len(pos) + len(neg)} items in a query; the limit is {s.max_words}"
+                )
             if not pos and not neg:
                 raise QueryRejected("cannot compute mean with no input (a query of the batch)")
             queries.append(
