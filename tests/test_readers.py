@@ -23,7 +23,15 @@ from gensim.models import KeyedVectors
 from gensim.test.utils import datapath
 
 from vecserve.errors import CorruptVectorFile, DimensionMismatch, UnknownFormat, VectorFileError
-from vecserve.readers import FORMATS, ResumePoint, VectorBatch, _source, detect_format, open_vectors
+from vecserve.readers import (
+    FORMATS,
+    ResumePoint,
+    VectorBatch,
+    _binary,
+    _source,
+    detect_format,
+    open_vectors,
+)
 from vecserve.readers._dedup import TokenSet
 
 # ------------------------------------------------------------------------------ helpers
@@ -574,3 +582,15 @@ def test_runaway_lines_and_records_stop_early(tmp_path, small_chunks):
     path.write_bytes(b"2 2\na " + bytes(8) + b"x" * 70_000)
     got, exc = _good_then_error(path, CorruptVectorFile)
     assert got == ["a"] and "no complete record" in str(exc) and exc.record == 2
+
+
+def test_records_across_big_chunks(tmp_path, monkeypatch):
+    """Big chunks: the record cut by a chunk boundary is parsed from a small bridge."""
+    monkeypatch.setattr(_source, "CHUNK", 1000)
+    monkeypatch.setattr(_binary, "MAX_TOKEN", 40)
+    toks = [f"w{i}" for i in range(300)] + ["ü" * 30, b"caf\xc3", "long" * 10]
+    path = write_bin(tmp_path / "b.bin", toks, vecs(len(toks)), newline=True)
+    for batch_size in (1, 7, 1000):
+        assert_parity(path, "w2v-bin", batch_size=batch_size, unicode_errors="replace")
+    got, exc = _good_then_error(path, CorruptVectorFile, batch_size=64)
+    assert exc.record == 302 and got == toks[:301]

@@ -37,6 +37,8 @@ def binary_batches(
     vb, vbp1 = 4 * dim, 4 * dim + 1
     joinable = codecs.lookup(encoding).name in _JOINABLE
     buf, pos, base = b"", 0, src.offset  # base: decompressed offset of buf[0]
+    chunk: bytes | None = None  # a new chunk while ``buf`` is only a bridge into it
+    rest = 0  # the bytes of ``buf`` before the chunk, in the bridge
     src.start_readahead()
     while records < count:
         n = min(batch_size, count - records)
@@ -46,7 +48,7 @@ def binary_batches(
         while True:
             spaces: list[int] = []
             find, add, limit, p = buf.find, spaces.append, len(buf) - vb, pos
-            for _ in range(n - len(tokens)):  # the hot loop
+            for _ in range(1 if chunk is not None else n - len(tokens)):  # the hot loop
                 i = find(b" ", p)
                 if i < 0 or i >= limit:
                     break
@@ -69,6 +71,14 @@ def binary_batches(
                 )
                 pieces.append(rows[sp + 1])
                 pos = p
+            if chunk is not None:  # leave the bridge for the chunk it leads into
+                if pos >= rest:  # the record across the boundary was parsed
+                    buf, base, pos = chunk, base + rest, pos - rest
+                else:  # it was not (a decoding error, a token that long): join them
+                    buf = buf[:rest] + chunk
+                chunk = None
+                if error is None and len(tokens) < n:
+                    continue  # parse on in the chunk
             if error is not None or len(tokens) == n:
                 break
             if len(buf) - pos > vb + MAX_TOKEN:
@@ -81,7 +91,13 @@ def binary_batches(
                 done = records + len(tokens)
                 error = _binary_eof(src.path, buf[pos:], vb, count, done, base + pos)
                 break
-            buf, base, pos = buf[pos:] + data, base + pos, 0
+            rest = len(buf) - pos
+            if rest and len(data) > 4 * (vb + MAX_TOKEN):
+                # parse the record cut by the chunk boundary from a small bridge, rather
+                # than copying the whole chunk behind its first bytes
+                buf, base, pos, chunk = buf[pos:] + data[: vb + MAX_TOKEN + 1], base + pos, 0, data
+            else:
+                buf, base, pos = buf[pos:] + data, base + pos, 0
         if tokens:
             raw = pieces[0] if len(pieces) == 1 else np.concatenate(pieces)
             vectors = raw.view("<f4").reshape(len(tokens), dim).astype(np.float32, copy=False)
