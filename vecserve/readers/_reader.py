@@ -254,6 +254,7 @@ def _open(
     if resume is not None:
         if resume.offset < src.offset or resume.records < 0:
             raise ValueError(f"{resume} is before the first record (byte {src.offset})")
+        src.start_readahead()  # hash and decompress what is skipped on another thread
         if not src.skip(resume.offset - src.offset):
             raise CorruptVectorFile(
                 path, f"the file ends before the resume point {resume}; did it change?",

@@ -48,6 +48,7 @@ def text_batches(
     taken, pending, eof, too_long = 0, b"", False, False
     offset = src.offset  # decompressed offset of the start of the next record
     where = {"line": records + header + 1, "record": records + 1, "offset": offset}
+    src.start_readahead()
     while count is None or records < count:
         n = batch_size if count is None else min(batch_size, count - records)
         batch: list[bytes] = []
