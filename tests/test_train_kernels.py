@@ -1,0 +1,177 @@
+"""The word2vec kernels against NumPy reference implementations of one update step."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from vecserve.train import _kernels
+from vecserve.train.vocab import alias_table, huffman_tree, sample_thresholds
+
+TABLE = _kernels.sigmoid_table()
+MAX_EXP = _kernels.MAX_EXP_VALUE
+SCALE = _kernels.EXP_TABLE_LEN // MAX_EXP // 2  # integer, like word2vec.c
+V, D = 12, 16
+RTOL, ATOL = 1e-5, 1e-6
+
+
+def sigmoid(f):
+    return TABLE[int((f + MAX_EXP) * SCALE)]
+
+
+def neg_grad(f, label, alpha):
+    if f >= MAX_EXP:
+        return (label - 1.0) * alpha
+    if f <= -MAX_EXP:
+        return label * alpha
+    return (label - sigmoid(f)) * alpha
+
+
+def ref_neg(l1, syn1neg, outs, alpha, work):
+    for d, w in enumerate(outs):
+        if d > 0 and w == outs[0]:
+            continue
+        g = np.float32(neg_grad(float(l1 @ syn1neg[w]), 1.0 if d == 0 else 0.0, alpha))
+        work += g * syn1neg[w]
+        syn1neg[w] += g * l1
+
+
+def ref_hs(l1, syn1, tree, target, alpha, work):
+    for k in range(tree.codelens[target]):
+        row = tree.points[target, k]
+        f = float(l1 @ syn1[row])
+        if f <= -MAX_EXP or f >= MAX_EXP:
+            continue
+        g = np.float32((1 - tree.codes[target, k] - sigmoid(f)) * alpha)
+        work += g * syn1[row]
+        syn1[row] += g * l1
+
+
+@pytest.fixture
+def weights():
+    rng = np.random.default_rng(0)
+    counts = np.arange(V, 0, -1, dtype=np.int64) * 10
+    return {
+        "syn0": rng.normal(0, 0.3, (V, D)).astype(np.float32),
+        "syn1": rng.normal(0, 0.3, (V - 1, D)).astype(np.float32),
+        "syn1neg": rng.normal(0, 0.3, (V, D)).astype(np.float32),
+        "counts": counts,
+        "tree": huffman_tree(counts),
+    }
+
+
+def make_worker(w, *, sg=1, hs=0, negative=3, batch=0, cbow_mean=1):
+    tree = w["tree"]
+    return _kernels.KernelWorker(
+        w["syn0"], w["syn1"] if hs else None, w["syn1neg"] if negative else None,
+        sample_thresholds(w["counts"], 0), *alias_table(w["counts"]),
+        tree.codes, tree.points, tree.codelens,
+        sg=sg, hs=hs, negative=negative, window=3, cbow_mean=cbow_mean, batch=batch,
+    )  # fmt: skip
+
+
+def assert_close(a, b):
+    np.testing.assert_allclose(a, b, rtol=RTOL, atol=ATOL)
+
+
+@pytest.mark.parametrize("negatives", [[4, 7, 9], [2, 5, 2]])  # 2 is the target itself
+def test_sg_negative_step(weights, negatives):
+    syn0, syn1neg = weights["syn0"].copy(), weights["syn1neg"].copy()
+    make_worker(weights).sg_step(3, 2, negatives, alpha=0.1)
+    work = np.zeros(D, np.float32)
+    ref_neg(syn0[3].copy(), syn1neg, [2, *negatives], 0.1, work)
+    syn0[3] += work
+    assert_close(weights["syn0"], syn0)
+    assert_close(weights["syn1neg"], syn1neg)
+
+
+def test_sg_hs_step(weights):
+    syn0, syn1 = weights["syn0"].copy(), weights["syn1"].copy()
+    make_worker(weights, hs=1, negative=0).sg_step(5, 8, alpha=0.2)
+    work = np.zeros(D, np.float32)
+    ref_hs(syn0[5].copy(), syn1, weights["tree"], 8, 0.2, work)
+    syn0[5] += work
+    assert_close(weights["syn0"], syn0)
+    assert_close(weights["syn1"], syn1)
+
+
+@pytest.mark.parametrize("cbow_mean", [1, 0])
+@pytest.mark.parametrize("hs", [0, 1])
+def test_cbow_step(weights, cbow_mean, hs):
+    syn0, syn1, syn1neg = (weights[k].copy() for k in ("syn0", "syn1", "syn1neg"))
+    ctx, target, negs = [1, 4, 4, 10], 6, [0, 11, 3]
+    make_worker(weights, sg=0, hs=hs, cbow_mean=cbow_mean).cbow_step(ctx, target, negs, 0.1)
+    neu1 = syn0[ctx].sum(axis=0)
+    if cbow_mean:
+        neu1 /= len(ctx)
+    work = np.zeros(D, np.float32)
+    if hs:
+        ref_hs(neu1, syn1, weights["tree"], target, 0.1, work)
+    ref_neg(neu1, syn1neg, [target, *negs], 0.1, work)
+    for c in ctx:
+        syn0[c] += work
+    assert_close(weights["syn0"], syn0)
+    assert_close(weights["syn1neg"], syn1neg)
+    if hs:
+        assert_close(weights["syn1"], syn1)
+
+
+@pytest.mark.parametrize("negatives", [[0, 9, 11], [7, 3, 0]])  # 7: the target again
+def test_hogbatch_step(weights, negatives):
+    syn0, syn1neg = weights["syn0"].copy(), weights["syn1neg"].copy()
+    ctx, target = [2, 5, 5, 8, 1], 7
+    make_worker(weights, batch=1).hogbatch_step(ctx, target, negatives, alpha=0.05)
+    outs = [target, *negatives]
+    inp, out = syn0[ctx], syn1neg[outs]
+    scores = inp @ out.T
+    labels = np.zeros(len(outs), np.float32)
+    labels[0] = 1
+    g = np.array(
+        [[neg_grad(float(f), labels[o], 0.05) for o, f in enumerate(row)] for row in scores],
+        dtype=np.float32,
+    )
+    g[:, 1:][:, np.array(negatives) == target] = 0
+    np.add.at(syn0, ctx, g @ out)
+    np.add.at(syn1neg, outs, g.T @ inp)
+    assert_close(weights["syn0"], syn0)
+    assert_close(weights["syn1neg"], syn1neg)
+
+
+def test_hogbatch_with_one_context_equals_a_skipgram_pair(weights):
+    w2 = {k: (v.copy() if isinstance(v, np.ndarray) else v) for k, v in weights.items()}
+    make_worker(weights, batch=1).hogbatch_step([4], 1, [6, 9, 10], alpha=0.1)
+    make_worker(w2).sg_step(4, 1, [6, 9, 10], alpha=0.1)
+    assert_close(weights["syn0"], w2["syn0"])
+    assert_close(weights["syn1neg"], w2["syn1neg"])
+
+
+def test_negative_draws_follow_unigram_075(weights):
+    draws = make_worker(weights).draw_negatives(200_000, seed=5)
+    expected = weights["counts"] ** 0.75
+    expected = expected / expected.sum()
+    observed = np.bincount(draws, minlength=V) / len(draws)
+    np.testing.assert_allclose(observed, expected, atol=0.005)
+
+
+def test_worker_checks_dtypes(weights):
+    with pytest.raises(TypeError, match="syn0"):
+        _kernels.KernelWorker(
+            weights["syn0"].astype(np.float64), None, weights["syn1neg"],
+            sample_thresholds(weights["counts"], 0), *alias_table(weights["counts"]),
+            sg=1, hs=0, negative=3, window=3,
+        )  # fmt: skip
+    with pytest.raises(ValueError, match="HogBatch"):
+        make_worker(weights, sg=0, batch=1)
+
+
+def test_train_range_checks(weights):
+    kw = make_worker(weights)
+    words = np.zeros(10, np.int32)
+    with pytest.raises(ValueError, match="outside"):
+        kw.train(words, np.array([0, 10], np.int64), 0, 2, 0.025, 0.025, 1)
+    assert kw.train(words, np.array([0, 10], np.int64), 0, 1, 0.025, 0.025, 1) == 10
+
+
+def test_mix_seed_differs():
+    seeds = {_kernels.mix_seed(1, e, j) for e in range(4) for j in range(50)}
+    assert len(seeds) == 200 and 0 not in seeds

@@ -1,0 +1,428 @@
+# cython: language_level=3
+"""word2vec kernels: skip-gram / CBOW, negative sampling / hierarchical softmax, HogBatch.
+
+Everything here runs without the GIL on raw pointers held in one :c:type:`W2VState`.
+:class:`KernelWorker` is the Python face: one per thread, it owns that thread's buffers
+and trains a range of sentences of the encoded corpus in ONE ``with nogil:`` block.
+Weights are shared between workers and updated with no lock (Hogwild).
+
+The ``*_step`` functions run a single update on given indices, so tests can compare the
+kernels with NumPy reference implementations.
+
+Semantics follow the original C word2vec and gensim: the input of a skip-gram pair is
+the *context* word's syn0 row and the predicted word is the window's centre; subsampling
+keeps word ``w`` with probability ``(sqrt(f/t) + 1) * t/f`` (``t = sample * total``);
+windows shrink by a uniform random ``b`` in ``[0, window)``; gradients go through a
+sigmoid table clamped at +-6 (negative sampling) or skip the node (hierarchical softmax).
+
+HogBatch (Ji et al., 2016): for one centre word, its ``B`` context rows of syn0 and the
+``1 + K`` output rows of syn1neg (the centre and K negatives shared by all contexts) are
+gathered into small matrices; scores ``(B, 1+K)``, the syn0 updates ``(B, D)`` and the
+syn1neg updates ``(1+K, D)`` are three ``sgemm`` calls; the updates are added back.
+"""
+
+import numpy as np
+
+cimport numpy as cnp
+from libc.math cimport exp
+from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
+from libc.string cimport memcpy, memset
+from scipy.linalg.cython_blas cimport saxpy, sdot, sgemm, sscal
+
+cnp.import_array()
+
+cdef int ONE = 1
+cdef real ONEF = 1.0
+cdef real ZEROF = 0.0
+cdef char TRANS = b"T"
+cdef char NOTRANS = b"N"
+
+cdef real EXP_TABLE[EXP_TABLE_SIZE]
+for _i in range(EXP_TABLE_SIZE):
+    _e = np.exp((_i / <double>EXP_TABLE_SIZE * 2.0 - 1.0) * MAX_EXP)
+    EXP_TABLE[_i] = <real>(_e / (_e + 1.0))
+
+cdef inline real sigmoid(real f) noexcept nogil:
+    """Table sigmoid for |f| < MAX_EXP (callers clamp or skip outside)."""
+    return EXP_TABLE[<int>((f + MAX_EXP) * (EXP_TABLE_SIZE / MAX_EXP / 2))]
+
+cdef inline real neg_gradient(real f, real label, real alpha) noexcept nogil:
+    if f >= MAX_EXP:
+        return (label - 1.0) * alpha
+    if f <= -MAX_EXP:
+        return label * alpha
+    return (label - sigmoid(f)) * alpha
+
+
+# ---------------------------------------------------------------- random numbers
+
+cdef inline uint64_t rng_next(W2VState *s) noexcept nogil:
+    """xorshift64*: one 64-bit draw from the thread's generator."""
+    cdef uint64_t x = s.rng
+    x ^= x >> 12
+    x ^= x << 25
+    x ^= x >> 27
+    s.rng = x
+    return x * <uint64_t>2685821657736338717ULL
+
+cdef inline uint32_t rand_below(W2VState *s, uint32_t n) noexcept nogil:
+    return <uint32_t>(((rng_next(s) >> 32) * <uint64_t>n) >> 32)
+
+cdef inline int32_t draw_negative(W2VState *s) noexcept nogil:
+    """One word from the unigram^0.75 distribution (alias method, O(1), cache-friendly)."""
+    cdef uint64_t r = rng_next(s)
+    cdef int32_t i = <int32_t>(((r >> 32) * <uint64_t>s.vocab_size) >> 32)
+    if <uint32_t>r < s.alias_prob[i]:
+        return i
+    return s.alias_idx[i]
+
+cpdef uint64_t mix_seed(uint64_t seed, uint64_t a, uint64_t b):
+    """A well-mixed non-zero 64-bit seed from (seed, a, b) (splitmix64 rounds)."""
+    cdef uint64_t z = seed
+    cdef uint64_t part
+    for part in (a, b, 0x5EED):
+        z += part * <uint64_t>0x9E3779B97F4A7C15ULL + <uint64_t>0x632BE59BD9B4E019ULL
+        z = (z ^ (z >> 30)) * <uint64_t>0xBF58476D1CE4E5B9ULL
+        z = (z ^ (z >> 27)) * <uint64_t>0x94D049BB133111EBULL
+        z = z ^ (z >> 31)
+    return z if z else <uint64_t>0x9E3779B97F4A7C15ULL
+
+
+# ---------------------------------------------------------------- kernels
+
+cdef inline void hs_accumulate(W2VState *s, const real *l1, int32_t target) noexcept nogil:
+    """Hierarchical softmax along target's Huffman path: grads into s.work, syn1 updated."""
+    cdef int D = s.size
+    cdef int k
+    cdef int64_t row
+    cdef real f, g
+    cdef const uint8_t *code = &s.codes[<int64_t>target * s.max_code]
+    cdef const int32_t *point = &s.points[<int64_t>target * s.max_code]
+    for k in range(s.codelens[target]):
+        row = <int64_t>point[k] * D
+        f = sdot(&D, <real *>l1, &ONE, &s.syn1[row], &ONE)
+        if f <= -MAX_EXP or f >= MAX_EXP:
+            continue
+        g = (1 - code[k] - sigmoid(f)) * s.alpha
+        saxpy(&D, &g, &s.syn1[row], &ONE, s.work, &ONE)
+        saxpy(&D, &g, <real *>l1, &ONE, &s.syn1[row], &ONE)
+
+cdef inline void neg_accumulate(W2VState *s, const real *l1, int n_out) noexcept nogil:
+    """Negative sampling on s.outs[:n_out] (target first): grads into s.work."""
+    cdef int D = s.size
+    cdef int d
+    cdef int32_t target = s.outs[0], w
+    cdef int64_t row
+    cdef real f, g
+    for d in range(n_out):
+        w = s.outs[d]
+        if d > 0 and w == target:
+            continue
+        row = <int64_t>w * D
+        f = sdot(&D, <real *>l1, &ONE, &s.syn1neg[row], &ONE)
+        g = neg_gradient(f, 1.0 if d == 0 else 0.0, s.alpha)
+        saxpy(&D, &g, &s.syn1neg[row], &ONE, s.work, &ONE)
+        saxpy(&D, &g, <real *>l1, &ONE, &s.syn1neg[row], &ONE)
+
+cdef void sg_pair(W2VState *s, int32_t inp, int32_t target, int n_out) noexcept nogil:
+    """One skip-gram pair: syn0[inp] predicts target (HS if s.hs; negatives s.outs[:n_out])."""
+    cdef int D = s.size
+    cdef real *l1 = &s.syn0[<int64_t>inp * D]
+    memset(s.work, 0, D * sizeof(real))
+    if s.hs:
+        hs_accumulate(s, l1, target)
+    if n_out > 0:
+        neg_accumulate(s, l1, n_out)
+    saxpy(&D, &ONEF, s.work, &ONE, l1, &ONE)
+
+cdef void cbow_window(W2VState *s, int n_ctx, int32_t target, int n_out) noexcept nogil:
+    """One CBOW window: the mean (or sum) of syn0[s.ctx[:n_ctx]] predicts target."""
+    cdef int D = s.size
+    cdef int c
+    cdef real inv
+    memset(s.neu1, 0, D * sizeof(real))
+    for c in range(n_ctx):
+        saxpy(&D, &ONEF, &s.syn0[<int64_t>s.ctx[c] * D], &ONE, s.neu1, &ONE)
+    if s.cbow_mean and n_ctx > 1:
+        inv = 1.0 / n_ctx
+        sscal(&D, &inv, s.neu1, &ONE)
+    memset(s.work, 0, D * sizeof(real))
+    if s.hs:
+        hs_accumulate(s, s.neu1, target)
+    if n_out > 0:
+        neg_accumulate(s, s.neu1, n_out)
+    # like word2vec.c and gensim, every context row gets the whole error (mean or sum)
+    for c in range(n_ctx):
+        saxpy(&D, &ONEF, s.work, &ONE, &s.syn0[<int64_t>s.ctx[c] * D], &ONE)
+
+cdef void hogbatch_window(W2VState *s, int n_ctx, int n_out) noexcept nogil:
+    """HogBatch: contexts s.ctx[:n_ctx] x outputs s.outs[:n_out] (centre + shared negatives)."""
+    cdef int D = s.size
+    cdef int B = n_ctx
+    cdef int O = n_out
+    cdef int b, o
+    cdef int32_t target = s.outs[0]
+    cdef real *g
+    for b in range(B):
+        memcpy(&s.inputM[b * D], &s.syn0[<int64_t>s.ctx[b] * D], D * sizeof(real))
+    for o in range(O):
+        memcpy(&s.outputM[o * D], &s.syn1neg[<int64_t>s.outs[o] * D], D * sizeof(real))
+    # corrM (B x O, row-major) = inputM . outputM^T
+    sgemm(&TRANS, &NOTRANS, &O, &B, &D, &ONEF, s.outputM, &D, s.inputM, &D,
+          &ZEROF, s.corrM, &O)
+    for b in range(B):
+        g = &s.corrM[b * O]
+        g[0] = neg_gradient(g[0], 1.0, s.alpha)
+        for o in range(1, O):
+            if s.outs[o] == target:
+                g[o] = 0.0
+            else:
+                g[o] = neg_gradient(g[o], 0.0, s.alpha)
+    # inputMd (B x D) = G . outputM ;  outputMd (O x D) = G^T . inputM
+    sgemm(&NOTRANS, &NOTRANS, &D, &B, &O, &ONEF, s.outputM, &D, s.corrM, &O,
+          &ZEROF, s.inputMd, &D)
+    sgemm(&NOTRANS, &TRANS, &D, &O, &B, &ONEF, s.inputM, &D, s.corrM, &O,
+          &ZEROF, s.outputMd, &D)
+    for b in range(B):
+        saxpy(&D, &ONEF, &s.inputMd[b * D], &ONE, &s.syn0[<int64_t>s.ctx[b] * D], &ONE)
+    for o in range(O):
+        saxpy(&D, &ONEF, &s.outputMd[o * D], &ONE, &s.syn1neg[<int64_t>s.outs[o] * D], &ONE)
+
+cdef inline int draw_outputs(W2VState *s, int32_t target) noexcept nogil:
+    cdef int d
+    s.outs[0] = target
+    for d in range(1, s.negative + 1):
+        s.outs[d] = draw_negative(s)
+    return s.negative + 1 if s.negative > 0 else 0
+
+cdef int64_t train_sentences(W2VState *s, const int32_t *words, const int64_t *bounds,
+                             int64_t s0, int64_t s1, real alpha0, real alpha1) noexcept nogil:
+    """Train sentences [s0, s1); alpha falls linearly from alpha0 to alpha1 across them.
+
+    Returns the number of words left after subsampling (the words trained on).
+    """
+    cdef int64_t sent, k, total = bounds[s1] - bounds[s0], done = 0, effective = 0
+    cdef int n, i, j, b, lo, hi, n_ctx, n_out
+    cdef int32_t w, word
+    cdef int window = s.window
+    for sent in range(s0, s1):
+        s.alpha = alpha0 + (alpha1 - alpha0) * (<real>done / <real>total)
+        n = 0
+        for k in range(bounds[sent], bounds[sent + 1]):
+            w = words[k]
+            if s.sample_int[w] < <uint32_t>(rng_next(s) >> 32):
+                continue
+            s.sent[n] = w
+            n += 1
+        done += bounds[sent + 1] - bounds[sent]
+        effective += n
+        for i in range(n):
+            word = s.sent[i]
+            b = <int>rand_below(s, window)
+            lo = i - window + b
+            if lo < 0:
+                lo = 0
+            hi = i + window + 1 - b
+            if hi > n:
+                hi = n
+            if s.sg and not s.batch:
+                for j in range(lo, hi):
+                    if j != i:
+                        n_out = draw_outputs(s, word)
+                        sg_pair(s, s.sent[j], word, n_out)
+                continue
+            n_ctx = 0
+            for j in range(lo, hi):
+                if j != i:
+                    s.ctx[n_ctx] = s.sent[j]
+                    n_ctx += 1
+            if n_ctx == 0:
+                continue
+            n_out = draw_outputs(s, word)
+            if s.sg:
+                hogbatch_window(s, n_ctx, n_out)
+            else:
+                cbow_window(s, n_ctx, word, n_out)
+    return effective
+
+
+# ---------------------------------------------------------------- Python face
+
+cdef inline real *_rows(cnp.ndarray a):
+    return <real *>cnp.PyArray_DATA(a) if a is not None and a.shape[0] > 0 else NULL
+
+cdef _check(name, a, dtype, ndim, writable=False):
+    if not isinstance(a, np.ndarray):
+        raise TypeError(f"{name} must be a numpy array")
+    if a.dtype != dtype or a.ndim != ndim or not a.flags.c_contiguous:
+        raise TypeError(f"{name} must be a C-contiguous {ndim}-d {np.dtype(dtype)} array, "
+                        f"got {a.dtype} with shape {a.shape}")
+    if writable and not a.flags.writeable:
+        raise TypeError(f"{name} must be writable")
+
+
+cdef class KernelWorker:
+    """One thread's trainer: shared weights and tables, private buffers.
+
+    Parameters
+    ----------
+    syn0, syn1, syn1neg : float32 arrays (vocab, size); syn1/syn1neg may be ``None``.
+    sample_int : uint32 (vocab,) subsampling thresholds.
+    alias_prob, alias_idx : uint32 / int32 (vocab,) negative-sampling alias table.
+    codes, points, codelens : Huffman tree (uint8/int32 (vocab, max_code), int32 (vocab,)),
+        or ``None`` without hierarchical softmax.
+    """
+
+    cdef W2VState st
+    cdef list _keep
+
+    def __init__(self, syn0, syn1, syn1neg, sample_int, alias_prob, alias_idx,
+                 codes=None, points=None, codelens=None, *, int sg, int hs, int negative,
+                 int window, int cbow_mean=1, int batch=0):
+        cdef int size = syn0.shape[1]
+        _check("syn0", syn0, np.float32, 2, True)
+        if window < 1 or size < 1:
+            raise ValueError("window and vector size must be >= 1")
+        for name, a in (("syn1", syn1), ("syn1neg", syn1neg)):
+            if a is not None:
+                _check(name, a, np.float32, 2, True)
+                if a.shape[1] != size:
+                    raise ValueError(f"{name} has {a.shape[1]} columns, syn0 {size}")
+        _check("sample_int", sample_int, np.uint32, 1)
+        _check("alias_prob", alias_prob, np.uint32, 1)
+        _check("alias_idx", alias_idx, np.int32, 1)
+        if hs:
+            if syn1 is None or codes is None:
+                raise ValueError("hs=1 needs syn1 and a Huffman tree")
+            _check("codes", codes, np.uint8, 2)
+            _check("points", points, np.int32, 2)
+            _check("codelens", codelens, np.int32, 1)
+        if negative and syn1neg is None:
+            raise ValueError("negative > 0 needs syn1neg")
+        if batch and not (sg and negative > 0 and not hs):
+            raise ValueError("HogBatch needs sg=1, negative > 0 and hs=0")
+        bufs = {
+            "neu1": np.zeros(size, np.float32),
+            "work": np.zeros(size, np.float32),
+            "sent": np.zeros(MAX_SENTENCE, np.int32),
+            "ctx": np.zeros(2 * window, np.int32),
+            "outs": np.zeros(negative + 1, np.int32),
+            "inputM": np.zeros((2 * window, size), np.float32),
+            "outputM": np.zeros((negative + 1, size), np.float32),
+            "corrM": np.zeros((2 * window, negative + 1), np.float32),
+            "inputMd": np.zeros((2 * window, size), np.float32),
+            "outputMd": np.zeros((negative + 1, size), np.float32),
+        }
+        self._keep = [syn0, syn1, syn1neg, sample_int, alias_prob, alias_idx,
+                      codes, points, codelens, bufs]
+        memset(&self.st, 0, sizeof(W2VState))
+        self.st.syn0 = _rows(syn0)
+        self.st.syn1 = _rows(syn1)
+        self.st.syn1neg = _rows(syn1neg)
+        self.st.size = size
+        self.st.window = window
+        self.st.negative = negative
+        self.st.hs = hs
+        self.st.sg = sg
+        self.st.cbow_mean = cbow_mean
+        self.st.batch = batch
+        self.st.vocab_size = syn0.shape[0]
+        self.st.sample_int = <uint32_t *>cnp.PyArray_DATA(sample_int)
+        self.st.alias_prob = <uint32_t *>cnp.PyArray_DATA(alias_prob)
+        self.st.alias_idx = <int32_t *>cnp.PyArray_DATA(alias_idx)
+        if hs:
+            self.st.codes = <uint8_t *>cnp.PyArray_DATA(codes)
+            self.st.points = <int32_t *>cnp.PyArray_DATA(points)
+            self.st.codelens = <int32_t *>cnp.PyArray_DATA(codelens)
+            self.st.max_code = codes.shape[1]
+        self.st.rng = 1
+        self.st.neu1 = <real *>cnp.PyArray_DATA(bufs["neu1"])
+        self.st.work = <real *>cnp.PyArray_DATA(bufs["work"])
+        self.st.sent = <int32_t *>cnp.PyArray_DATA(bufs["sent"])
+        self.st.ctx = <int32_t *>cnp.PyArray_DATA(bufs["ctx"])
+        self.st.outs = <int32_t *>cnp.PyArray_DATA(bufs["outs"])
+        self.st.inputM = <real *>cnp.PyArray_DATA(bufs["inputM"])
+        self.st.outputM = <real *>cnp.PyArray_DATA(bufs["outputM"])
+        self.st.corrM = <real *>cnp.PyArray_DATA(bufs["corrM"])
+        self.st.inputMd = <real *>cnp.PyArray_DATA(bufs["inputMd"])
+        self.st.outputMd = <real *>cnp.PyArray_DATA(bufs["outputMd"])
+
+    def train(self, const int32_t[::1] words, const int64_t[::1] bounds, int64_t s0,
+              int64_t s1, float alpha0, float alpha1, uint64_t seed):
+        """Train sentences ``[s0, s1)`` (``words[bounds[i]:bounds[i+1]]`` is sentence i).
+
+        The GIL is released for the whole range. Returns the number of words trained on
+        (after subsampling).
+        """
+        cdef int64_t effective, k
+        if s0 < 0 or s1 < s0 or s1 >= bounds.shape[0]:
+            raise ValueError(f"sentence range [{s0}, {s1}) outside 0..{bounds.shape[0] - 1}")
+        if bounds[s1] > words.shape[0]:
+            raise ValueError("bounds point past the end of words")
+        if s1 == s0 or bounds[s1] == bounds[s0]:
+            return 0
+        for k in (s0, s1 - 1):
+            if bounds[k + 1] - bounds[k] > MAX_SENTENCE or bounds[k + 1] < bounds[k]:
+                raise ValueError(f"sentence {k} is longer than {MAX_SENTENCE} words")
+        self.st.rng = seed if seed else 1
+        with nogil:
+            effective = train_sentences(&self.st, &words[0], &bounds[0], s0, s1,
+                                        alpha0, alpha1)
+        return effective
+
+    # ------------------------------------------------------------ test wrappers
+
+    def _set_outs(self, target, negatives):
+        cdef int n = len(negatives)
+        if n > self.st.negative:
+            raise ValueError(f"at most {self.st.negative} negatives")
+        self.st.outs[0] = target
+        for d in range(n):
+            self.st.outs[d + 1] = negatives[d]
+        return n + 1 if self.st.negative > 0 else 0
+
+    def sg_step(self, int inp, int target, negatives=(), float alpha=0.025):
+        """One skip-gram pair update: syn0[inp] predicts target."""
+        n_out = self._set_outs(target, negatives)
+        self.st.alpha = alpha
+        sg_pair(&self.st, inp, target, n_out)
+
+    def cbow_step(self, contexts, int target, negatives=(), float alpha=0.025):
+        """One CBOW update: contexts predict target."""
+        if not 0 < len(contexts) <= 2 * self.st.window:
+            raise ValueError(f"1 to {2 * self.st.window} contexts")
+        for c in range(len(contexts)):
+            self.st.ctx[c] = contexts[c]
+        n_out = self._set_outs(target, negatives)
+        self.st.alpha = alpha
+        cbow_window(&self.st, len(contexts), target, n_out)
+
+    def hogbatch_step(self, contexts, int target, negatives, float alpha=0.025):
+        """One HogBatch update: every context predicts target against shared negatives."""
+        if not 0 < len(contexts) <= 2 * self.st.window:
+            raise ValueError(f"1 to {2 * self.st.window} contexts")
+        for c in range(len(contexts)):
+            self.st.ctx[c] = contexts[c]
+        n_out = self._set_outs(target, negatives)
+        self.st.alpha = alpha
+        hogbatch_window(&self.st, len(contexts), n_out)
+
+    def draw_negatives(self, int n, uint64_t seed):
+        """n draws from the negative-sampling table (for tests of the distribution)."""
+        out = np.empty(n, np.int32)
+        cdef int32_t[::1] o = out
+        self.st.rng = seed if seed else 1
+        with nogil:
+            for i in range(n):
+                o[i] = draw_negative(&self.st)
+        return out
+
+
+def sigmoid_table():
+    """The sigmoid table the kernels use: float32 array of EXP_TABLE_SIZE values."""
+    return np.array([EXP_TABLE[i] for i in range(EXP_TABLE_SIZE)], dtype=np.float32)
+
+
+EXP_TABLE_LEN = EXP_TABLE_SIZE
+MAX_EXP_VALUE = MAX_EXP
+SENTENCE_MAX = MAX_SENTENCE

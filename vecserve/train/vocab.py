@@ -1,0 +1,266 @@
+"""The vocabulary pass, the corpus encoding pass, and the tables built from the counts.
+
+:func:`build_vocab` counts tokens (pruning like gensim's ``max_vocab_size`` while it
+reads), applies ``min_count`` / ``max_final_vocab`` and sorts by frequency;
+:func:`encode_corpus` turns the corpus into one int32 array of word ids plus sentence
+bounds, in memory or in a memory-mapped temporary file. Then per-word tables for the
+kernels: subsampling thresholds, the unigram^0.75 alias table, the Huffman tree.
+
+>>> v = build_vocab([["a", "b", "a"], ["a", "c"]], min_count=1)
+>>> v.words, v.counts.tolist()
+(['a', 'b', 'c'], [3, 1, 1])
+>>> enc = encode_corpus([["a", "b", "a"], ["a", "c"]], v)
+>>> enc.words.tolist(), enc.bounds.tolist()
+([0, 1, 0, 0, 2], [0, 3, 5])
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import tempfile
+from collections import Counter
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..errors import TrainingError
+from .corpus import Corpus, iter_sentences
+
+__all__ = [
+    "EncodedCorpus",
+    "HuffmanTree",
+    "Vocab",
+    "alias_table",
+    "build_vocab",
+    "encode_corpus",
+    "huffman_tree",
+    "sample_thresholds",
+]
+
+#: Tokens gathered before one ``Counter.update`` / one encoding batch.
+BATCH_TOKENS = 1 << 20
+#: Encoded corpora larger than this many bytes go to a memory-mapped temporary file.
+MEMMAP_BYTES = 2 << 30
+
+
+@dataclass
+class Vocab:
+    """Words sorted by decreasing count, and the raw corpus statistics."""
+
+    words: list[str]
+    counts: np.ndarray  # int64, same order as words
+    keys: list = field(repr=False)  # the tokens as the reader yields them (bytes or str)
+    raw_words: int = 0  # tokens read, all words
+    raw_vocab: int = 0  # distinct tokens seen (after max_vocab_size pruning)
+
+    def __len__(self) -> int:
+        return len(self.words)
+
+
+@dataclass
+class EncodedCorpus:
+    """The corpus as word ids: sentence i is ``words[bounds[i]:bounds[i + 1]]``."""
+
+    words: np.ndarray  # int32, possibly an np.memmap
+    bounds: np.ndarray  # int64, n_sentences + 1
+
+    @property
+    def n_words(self) -> int:
+        return int(self.bounds[-1])
+
+    @property
+    def n_sentences(self) -> int:
+        return len(self.bounds) - 1
+
+
+def _batches(corpus: Corpus):
+    """Yield (tokens, sentence_lengths) batches of about BATCH_TOKENS tokens."""
+    toks: list = []
+    lens: list[int] = []
+    for sentence in iter_sentences(corpus):
+        toks.extend(sentence)
+        lens.append(len(sentence))
+        if len(toks) >= BATCH_TOKENS:
+            yield toks, lens
+            toks, lens = [], []
+    if lens:
+        yield toks, lens
+
+
+def build_vocab(
+    corpus: Corpus,
+    *,
+    min_count: int = 5,
+    max_vocab_size: int | None = None,
+    max_final_vocab: int | None = None,
+) -> Vocab:
+    """Count the corpus and keep the words to train, most frequent first.
+
+    ``max_vocab_size`` bounds memory while counting: whenever more distinct tokens are
+    held, those seen fewer than ``n`` times are dropped (``n`` = 1, 2, ... each time, as
+    gensim does). ``max_final_vocab`` raises ``min_count`` until at most that many words
+    remain. Ties keep first-seen order.
+    """
+    counter: Counter = Counter()
+    raw = 0
+    min_reduce = 1
+    for toks, _ in _batches(corpus):
+        counter.update(toks)
+        raw += len(toks)
+        if max_vocab_size and len(counter) > max_vocab_size:
+            counter = Counter({w: c for w, c in counter.items() if c > min_reduce})
+            min_reduce += 1
+    if raw == 0:
+        raise TrainingError("corpus is empty: no tokens to train on")
+    effective_min = max(min_count, 1)
+    if max_final_vocab is not None and max_final_vocab < len(counter):
+        nth = sorted(counter.values(), reverse=True)[max_final_vocab]
+        effective_min = max(effective_min, nth + 1)
+    kept = [(w, c) for w, c in counter.items() if c >= effective_min]
+    if not kept:
+        top = max(counter.values())
+        raise TrainingError(
+            f"no word occurs at least min_count={effective_min} times "
+            f"(corpus has {raw} tokens, {len(counter)} distinct, most frequent seen {top} "
+            "times); lower min_count"
+        )
+    kept.sort(key=lambda wc: wc[1], reverse=True)
+    keys = [w for w, _ in kept]
+    words = []
+    for k in keys:
+        if isinstance(k, bytes):
+            try:
+                k = k.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise TrainingError(
+                    f"corpus token {k[:40]!r} is not valid UTF-8; is this a text file?"
+                ) from exc
+        elif not isinstance(k, str):
+            raise TrainingError(f"corpus tokens must be str, got {type(k).__name__}")
+        words.append(k)
+    counts = np.fromiter((c for _, c in kept), dtype=np.int64, count=len(kept))
+    return Vocab(words=words, counts=counts, keys=keys, raw_words=raw, raw_vocab=len(counter))
+
+
+def encode_corpus(corpus: Corpus, vocab: Vocab, *, memmap_bytes: int = MEMMAP_BYTES):
+    """Encode *corpus* into word ids; out-of-vocabulary tokens are dropped.
+
+    The array is allocated once at its final size (the vocabulary counts give it); above
+    ``memmap_bytes`` it lives in an unlinked temporary file, so the page cache, not the
+    process heap, holds it.
+    """
+    index = {k: i for i, k in enumerate(vocab.keys)}
+    total = int(vocab.counts.sum())
+    if total * 4 > memmap_bytes:
+        with tempfile.TemporaryFile(prefix="vecserve-w2v-") as fh:  # the map outlives it
+            words = np.memmap(fh, np.int32, "w+", shape=(total,))
+    else:
+        words = np.empty(total, np.int32)
+    ends_parts = [np.zeros(1, np.int64)]
+    pos = 0
+    get = index.get
+    for toks, lens in _batches(corpus):
+        ids = np.fromiter(map(get, toks, itertools.repeat(-1)), np.int32, count=len(toks))
+        keep = ids >= 0
+        kept_cum = np.concatenate(([0], np.cumsum(keep, dtype=np.int64)))[np.cumsum(lens)]
+        kept_lens = np.diff(kept_cum, prepend=0)
+        n = int(kept_cum[-1])
+        if pos + n > total:
+            raise TrainingError("corpus changed between the vocabulary and encoding passes")
+        words[pos : pos + n] = ids[keep]
+        ends_parts.append(pos + np.cumsum(kept_lens[kept_lens > 0]))  # empty ones dropped
+        pos += n
+    if pos != total:
+        raise TrainingError("corpus changed between the vocabulary and encoding passes")
+    bounds = np.concatenate(ends_parts)
+    return EncodedCorpus(words=words, bounds=bounds)
+
+
+def sample_thresholds(counts: np.ndarray, sample: float) -> np.ndarray:
+    """uint32 keep thresholds: word w survives a draw u if ``thresholds[w] >= u``.
+
+    Keep probability ``(sqrt(c/t) + 1) * t/c`` with ``t = sample * total`` (C word2vec,
+    gensim); ``sample=0`` keeps everything.
+    """
+    counts = np.asarray(counts, dtype=np.float64)
+    if not sample:
+        return np.full(len(counts), 2**32 - 1, np.uint32)
+    t = sample * counts.sum() if sample < 1.0 else float(sample)
+    p = np.minimum((np.sqrt(counts / t) + 1.0) * (t / counts), 1.0)
+    return (p * (2**32 - 1)).astype(np.uint32)
+
+
+def alias_table(counts: np.ndarray, exponent: float = 0.75) -> tuple[np.ndarray, np.ndarray]:
+    """Walker/Vose alias table for sampling word w with probability ~ counts[w]**exponent.
+
+    Returns ``(prob, alias)``: draw i uniformly and a uniform uint32 u; the sample is i if
+    ``u < prob[i]`` else ``alias[i]``.
+    """
+    w = np.asarray(counts, dtype=np.float64) ** exponent
+    n = len(w)
+    scaled = w * (n / w.sum())
+    prob = np.ones(n)
+    alias = np.arange(n, dtype=np.int32)
+    small = [i for i in range(n) if scaled[i] < 1.0]
+    large = [i for i in range(n) if scaled[i] >= 1.0]
+    sc = scaled.tolist()
+    while small and large:
+        s, g = small.pop(), large.pop()
+        prob[s] = sc[s]
+        alias[s] = g
+        sc[g] -= 1.0 - sc[s]
+        (small if sc[g] < 1.0 else large).append(g)
+    prob_u = np.minimum(prob * 2.0**32, 2.0**32 - 1).astype(np.uint32)
+    prob_u[prob >= 1.0] = 2**32 - 1
+    return prob_u, alias
+
+
+@dataclass
+class HuffmanTree:
+    """Codes and inner-node paths per word, padded to ``max_code`` columns."""
+
+    codes: np.ndarray  # uint8 (vocab, max_code)
+    points: np.ndarray  # int32 (vocab, max_code)
+    codelens: np.ndarray  # int32 (vocab,)
+
+
+def huffman_tree(counts: np.ndarray) -> HuffmanTree:
+    """The Huffman tree over counts (inner nodes numbered 0..vocab-2, root vocab-2)."""
+    n = len(counts)
+    if n < 2:
+        return HuffmanTree(
+            np.zeros((n, 1), np.uint8), np.zeros((n, 1), np.int32), np.zeros(n, np.int32)
+        )
+    heap = [(int(c), i) for i, c in enumerate(counts)]
+    heapq.heapify(heap)
+    parent = np.zeros(2 * n - 1, np.int64)
+    binary = np.zeros(2 * n - 1, np.uint8)
+    for k in range(n - 1):
+        c1, a = heapq.heappop(heap)
+        c2, b = heapq.heappop(heap)
+        node = n + k
+        parent[a], parent[b] = node, node
+        binary[b] = 1
+        heapq.heappush(heap, (c1 + c2, node))
+    root = 2 * n - 2
+    codes_l, points_l = [], []
+    for w in range(n):
+        code, path = [], []
+        node = w
+        while node != root:
+            code.append(binary[node])
+            node = parent[node]
+            path.append(node - n)
+        codes_l.append(code[::-1])
+        points_l.append(path[::-1])
+    max_code = max(len(c) for c in codes_l)
+    codes = np.zeros((n, max_code), np.uint8)
+    points = np.zeros((n, max_code), np.int32)
+    lens = np.zeros(n, np.int32)
+    for w in range(n):
+        k = len(codes_l[w])
+        codes[w, :k] = codes_l[w]
+        points[w, :k] = points_l[w]
+        lens[w] = k
+    return HuffmanTree(codes, points, lens)
