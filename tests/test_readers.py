@@ -314,6 +314,14 @@ def test_gensim_kv_without_counts_and_full_models(tmp_path):
     assert tokens == model.wv.index_to_key and np.array_equal(vectors, model.wv.vectors)
 
 
+def test_gensim_kv_missing_its_npy_file(tmp_path):
+    _, path = _saved_kv(tmp_path, sep_limit=0)
+    for npy in tmp_path.glob("model.kv.*.npy"):
+        npy.unlink()
+    with pytest.raises(VectorFileError, match="missing"):
+        open_vectors(path)
+
+
 def test_corrupt_gensim_pickle(tmp_path):
     path = tmp_path / "bad.kv"
     path.write_bytes(b"\x80\x04\x95garbage")

@@ -21,14 +21,17 @@ and ``limit`` counts records, duplicates included (``limit=0`` reads all, as in 
 
 Where vecserve differs on purpose: gensim 4.4 may read past ``limit`` (and then raise
 ``EOFError``) when a duplicate precedes one of its 100 kB chunk boundaries; vecserve
-reads exactly ``limit`` records. A GloVe token may contain spaces (the last ``dim``
+reads exactly ``limit`` records. For each duplicate gensim also leaves a ``None`` key
+with a zero vector at the end of ``index_to_key``; vecserve yields only real tokens. A
+GloVe token may contain spaces (the last ``dim``
 fields are the numbers) where gensim raises. Errors are `vecserve.errors` classes that
 name the file and the position (line, vector number counted from 1, byte offset in the
 decompressed stream) instead of ``EOFError``/``ValueError``; a missing file is a
 `VectorFileError` whose ``__cause__`` is the ``FileNotFoundError``.
 
-Memory does not grow with the file: a 4 MiB read buffer, the batch being built, and 16
-bytes per distinct token for duplicate detection. A bad record raises only after every
+Memory does not grow with the file: a 4 MiB parse buffer and up to three more read
+ahead (a thread reads, hashes and decompresses them), the batch being built, and at
+most 16 bytes per distinct token for duplicate detection. A bad record raises only after every
 record before it was yielded, so a loader can stop cleanly at the first bad one.
 
 One module per concern: ``_source`` (file, decompression, checksum), ``_sniff``

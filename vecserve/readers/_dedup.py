@@ -117,10 +117,7 @@ class TokenSet:
         self._set_bits(b1)
         while self._runs and len(self._runs[-1][0]) <= 2 * len(b1):
             a1, a2 = self._runs.pop()
-            at = np.searchsorted(a1, b1) + np.arange(len(b1))
-            m1, m2 = np.empty(len(a1) + len(b1), a1.dtype), np.empty(len(a1) + len(b1), a2.dtype)
-            rest = np.ones(len(m1), dtype=bool)
-            rest[at] = False
-            m1[at], m2[at], m1[rest], m2[rest] = b1, b2, a1, a2
-            b1, b2 = m1, m2
+            b1, b2 = np.concatenate((a1, b1)), np.concatenate((a2, b2))
+            order = np.argsort(b1, kind="stable")  # timsort merges the two runs: ~10 ns/item
+            b1, b2 = b1[order], b2[order]
         self._runs.append((b1, b2))
