@@ -1,0 +1,47 @@
+"""The store: the one place that knows Redis key names (see :mod:`.layout`).
+
+- :mod:`.layout` — key names, the metadata records (:class:`ModelInfo`,
+  :class:`LoadState`), the vocabulary blob encoding, and the translation of redis-py's
+  errors into :class:`~vecserve.errors.StoreUnavailable` (the one boundary for it).
+- :mod:`.registry` — :class:`Store`: the model registry, reads of vectors and
+  vocabularies, deletes; works with ``redis.Redis`` and ``redis.RedisCluster`` alike.
+- :mod:`.session` — :class:`LoadSession`: writes one generation batch by batch, then
+  commits it.
+
+Visibility: readers look a model up in ``vecserve:models`` only, so a load is invisible
+until :meth:`LoadSession.commit` writes that one hash field. Every load writes a new
+generation; its prefix ``P`` is the model name itself when no other generation of the
+name uses it (so a model loaded once lives at exactly ``NAME:token``), and
+``NAME~<generation>`` otherwise. Re-loading therefore writes next to the live generation,
+flips the registry in one ``HSET``, then deletes the old one: readers never see a mix.
+
+>>> store = Store.from_url("redis://localhost:6379/0")     # doctest: +SKIP
+>>> [m.name for m in store.list_models()]                  # doctest: +SKIP
+['GOOGLE_W2V']
+"""
+
+from .layout import (
+    DEFAULT_CLUSTER_BUCKETS,
+    EVENTS,
+    LOADS,
+    MODELS,
+    NS,
+    LoadState,
+    ModelInfo,
+    validate_model_name,
+)
+from .registry import Store
+from .session import LoadSession
+
+__all__ = [
+    "DEFAULT_CLUSTER_BUCKETS",
+    "EVENTS",
+    "LOADS",
+    "MODELS",
+    "NS",
+    "LoadSession",
+    "LoadState",
+    "ModelInfo",
+    "Store",
+    "validate_model_name",
+]

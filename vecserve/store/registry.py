@@ -1,0 +1,400 @@
+"""The Store: the model registry and reads of a model's vectors and vocabulary."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import socket
+import time
+from collections.abc import Iterator, Sequence
+
+import numpy as np
+import redis
+from redis.cluster import RedisCluster
+
+from ..codec import get_codec
+from ..errors import LoadInProgress, ModelNotFound, StoreUnavailable
+from .layout import (
+    DEFAULT_CLUSTER_BUCKETS,
+    EVENTS,
+    GENERATION,
+    LOADS,
+    MODELS,
+    TRASH,
+    LoadState,
+    ModelInfo,
+    bucket_tag,
+    counts_key,
+    decode_tokens,
+    describe_client,
+    encode_tokens,
+    lock_key,
+    translate_errors,
+    unpack_vocab,
+    validate_model_name,
+    vector_keys,
+    vocab_key,
+    vocab_sizes_key,
+)
+from .session import LoadSession
+
+__all__ = ["Store"]
+
+
+class Store:
+    """Model registry and vector keys on a ``redis.Redis`` or ``redis.RedisCluster``.
+
+    Parameters
+    ----------
+    client : redis.Redis or redis.cluster.RedisCluster
+        A client created with ``decode_responses=False``.
+    url : str, optional
+        Shown in error messages.
+
+    Examples
+    --------
+    >>> store = Store.from_url("redis://localhost:6379/0")     # doctest: +SKIP
+    >>> [m.name for m in store.list_models()]                  # doctest: +SKIP
+    ['GOOGLE_W2V']
+    """
+
+    def __init__(self, client: redis.Redis | RedisCluster, *, url: str = ""):
+        self.client = client
+        self.url = url or describe_client(client)
+        self.is_cluster = isinstance(client, RedisCluster)
+
+    # -- connecting ---------------------------------------------------------------------
+
+    @classmethod
+    def from_url(cls, url: str, **kwargs) -> Store:
+        """Connect to ``url``; a Redis Cluster node URL gives a cluster client."""
+        kwargs.setdefault("socket_connect_timeout", 5)
+        kwargs.setdefault("health_check_interval", 30)
+        client = redis.Redis.from_url(url, **kwargs)
+        try:
+            with translate_errors(url, "connecting"):
+                cluster = client.info("cluster").get("cluster_enabled") in (1, "1")
+        except StoreUnavailable:
+            client.close()
+            raise
+        if cluster:
+            client.close()
+            kwargs.pop("health_check_interval", None)
+            client = RedisCluster.from_url(url, **kwargs)
+        return cls(client, url=url)
+
+    def close(self) -> None:
+        self.client.close()
+
+    def ping(self) -> bool:
+        with self._errors("PING"):
+            return bool(self.client.ping())
+
+    def _errors(self, what: str):
+        return translate_errors(self.url, what)
+
+    # -- key names ----------------------------------------------------------------------
+
+    @staticmethod
+    def vector_keys(prefix: str, tokens: Sequence[str], buckets: int = 0) -> list[bytes]:
+        """Key names of ``tokens`` in the generation with this prefix.
+
+        >>> Store.vector_keys("M", ["car", "λ"])
+        [b'M:car', b'M:\\xce\\xbb']
+        >>> Store.vector_keys("M", ["car"], buckets=128)
+        [b'M:{29}:car']
+        """
+        return vector_keys(prefix, encode_tokens(tokens), buckets)
+
+    # -- reading the registry -----------------------------------------------------------
+
+    def list_models(self) -> list[ModelInfo]:
+        """Committed models, sorted by name."""
+        with self._errors("listing models"):
+            raw = self.client.hgetall(MODELS)
+        return sorted((ModelInfo.from_json(v) for v in raw.values()), key=lambda m: m.name)
+
+    def get_model(self, name: str) -> ModelInfo:
+        """The committed generation of ``name``; ModelNotFound (a KeyError) if none."""
+        with self._errors(f"reading model {name!r}"):
+            raw = self.client.hget(MODELS, name)
+        if raw is None:
+            hint = ""
+            with contextlib.suppress(StoreUnavailable):
+                if self.get_load(name) is not None:
+                    hint = "a load of it is unfinished (see `vecserve models`)"
+            raise ModelNotFound(name, hint)
+        return ModelInfo.from_json(raw)
+
+    def list_loads(self) -> list[LoadState]:
+        """Unfinished (running or interrupted) loads."""
+        with self._errors("listing loads"):
+            raw = self.client.hgetall(LOADS)
+        return sorted((LoadState.from_json(v) for v in raw.values()), key=lambda s: s.name)
+
+    def get_load(self, name: str) -> LoadState | None:
+        with self._errors(f"reading load state of {name!r}"):
+            raw = self.client.hget(LOADS, name)
+        return LoadState.from_json(raw) if raw is not None else None
+
+    def lock_holder(self, name: str) -> str | None:
+        with self._errors("reading lock"):
+            raw = self.client.get(lock_key(name))
+        return raw.decode() if raw is not None else None
+
+    # -- reading vectors ----------------------------------------------------------------
+
+    def fetch(self, model: ModelInfo, tokens: Sequence[str]) -> list[bytes | None]:
+        """Raw values of ``tokens`` (``None`` where missing), one round trip per node."""
+        if not tokens:
+            return []
+        keys = self.vector_keys(model.prefix, tokens, model.buckets)
+        with self._errors(f"reading {len(keys)} vectors of {model.name!r}"):
+            if not self.is_cluster:
+                return self.client.mget(keys)
+            return self._cluster_mget(keys)
+
+    def registry_entry(self, name: str) -> bytes | None:
+        """The raw registry JSON of ``name`` (None if not committed); cheap change check."""
+        with self._errors(f"reading model {name!r}"):
+            return self.client.hget(MODELS, name)
+
+    def fetch_checked(
+        self, model: ModelInfo, tokens: Sequence[str]
+    ) -> tuple[list[bytes | None], bytes | None]:
+        """:meth:`fetch` plus the model's current raw registry entry.
+
+        On a single server both travel in one pipelined round trip, so a caller can tell
+        whether a re-load committed while it read (the generation in the entry changed).
+        On a cluster the entry is read with a second call.
+        """
+        if self.is_cluster:
+            return self.fetch(model, tokens), self.registry_entry(model.name)
+        keys = self.vector_keys(model.prefix, tokens, model.buckets)
+        pipe = self.client.pipeline(transaction=False)
+        pipe.execute_command("MGET", *keys)
+        pipe.execute_command("HGET", MODELS, model.name)
+        with self._errors(f"reading {len(keys)} vectors of {model.name!r}"):
+            values, raw = pipe.execute()
+        return values, raw
+
+    def _cluster_mget(self, keys: list[bytes]) -> list[bytes | None]:
+        groups: dict[bytes, list[int]] = {}
+        for i, k in enumerate(keys):
+            groups.setdefault(bucket_tag(k), []).append(i)
+        pipe = self.client.pipeline(transaction=False)
+        order = list(groups.values())
+        for idx in order:
+            pipe.execute_command("MGET", *[keys[i] for i in idx])
+        out: list[bytes | None] = [None] * len(keys)
+        for idx, values in zip(order, pipe.execute(), strict=True):
+            for i, v in zip(idx, values, strict=True):
+                out[i] = v
+        return out
+
+    def vocab(self, model: ModelInfo, start: int = 0, stop: int | None = None) -> list[str]:
+        """Tokens ``start:stop`` in model order (only the blobs that hold them are read)."""
+        stop = model.count if stop is None else min(stop, model.count)
+        if start >= stop:
+            return []
+        with self._errors(f"reading the vocabulary of {model.name!r}"):
+            sizes = np.frombuffer(
+                self.client.get(vocab_sizes_key(model.prefix)) or b"", dtype="<u4"
+            )
+            bounds = np.concatenate(([0], np.cumsum(sizes, dtype=np.int64)))
+            first = int(np.searchsorted(bounds, start, side="right")) - 1
+            last = int(np.searchsorted(bounds, stop, side="left"))
+            raw: list[bytes] = []
+            for lo in range(first, last, 64):  # 64 blobs (~100k tokens) per LRANGE
+                for blob in self.client.lrange(vocab_key(model.prefix), lo, min(lo + 64, last) - 1):
+                    raw.extend(unpack_vocab(blob))
+        skip = start - int(bounds[first])
+        return decode_tokens(raw[skip : skip + stop - start])
+
+    def iter_vocab(self, model: ModelInfo, *, chunk: int = 100_000) -> Iterator[list[str]]:
+        """The vocabulary in chunks, for bounded-memory scans of big models."""
+        for lo in range(0, model.count, chunk):
+            yield self.vocab(model, lo, lo + chunk)
+
+    def counts(self, model: ModelInfo) -> np.ndarray | None:
+        """Per-token counts in vocab order, or None if the source had none."""
+        if not model.has_counts:
+            return None
+        with self._errors(f"reading counts of {model.name!r}"):
+            raw = self.client.get(model.counts_key) or b""
+        return np.frombuffer(raw, dtype="<i8").astype(np.int64)
+
+    # -- loading ------------------------------------------------------------------------
+
+    def begin_load(
+        self,
+        name: str,
+        *,
+        dim: int,
+        codec: str,
+        source: str = "",
+        source_format: str = "",
+        fingerprint: str = "",
+        declared_count: int | None = None,
+        resume: bool = False,
+        restart: bool = False,
+    ) -> LoadSession:
+        """Start (or with ``resume=True`` continue) a load of model ``name``.
+
+        Raises LoadInProgress when another live process holds the model's lease, or when an
+        interrupted load exists and neither ``resume`` nor ``restart`` says what to do.
+        """
+        validate_model_name(name)
+        codec_obj = get_codec(codec)
+        lease = LoadSession.take_lease(self, name)
+        try:
+            state = self.get_load(name)
+            if state is not None and resume:
+                if fingerprint and state.fingerprint and state.fingerprint != fingerprint:
+                    raise LoadInProgress(
+                        f"cannot resume the load of {name!r}: it was reading {state.source} "
+                        f"and that file has changed since; use --restart to load it afresh"
+                    )
+                if state.dim != dim or state.codec != codec:
+                    raise LoadInProgress(
+                        f"cannot resume the load of {name!r}: it was dim {state.dim} codec "
+                        f"{state.codec}, now dim {dim} codec {codec}; use --restart"
+                    )
+                session = LoadSession(self, state, codec_obj, lease)
+                session.rewind()
+                return session
+            if state is not None:
+                if not restart:
+                    raise LoadInProgress(
+                        f"an interrupted load of {name!r} exists ({state.written:,} vectors "
+                        f"of {state.source or 'unknown source'} written); pass --resume to "
+                        f"continue it or --restart to drop it and start again"
+                    )
+                self.drop_load(name, _lease_held=True)
+            self._purge_trash(name)
+            with self._errors(f"starting a load of {name!r}"):
+                generation = int(self.client.hincrby(GENERATION, name, 1))
+                busy = {m.prefix for m in self.list_models()}
+                busy |= {s.prefix for s in self.list_loads()}
+                busy |= {p.decode() for p in self.client.smembers(TRASH)}
+            prefix = name if name not in busy else f"{name}~{generation}"
+            now = time.time()
+            state = LoadState(
+                name=name,
+                dim=dim,
+                codec=codec,
+                generation=generation,
+                prefix=prefix,
+                buckets=DEFAULT_CLUSTER_BUCKETS if self.is_cluster else 0,
+                source=source,
+                source_format=source_format,
+                fingerprint=fingerprint,
+                declared_count=declared_count,
+                started=now,
+                updated=now,
+                host=socket.gethostname(),
+                pid=os.getpid(),
+            )
+            session = LoadSession(self, state, codec_obj, lease)
+            self.delete_generation(prefix, state.buckets)  # leftovers of a crash, if any
+            with self._errors(f"starting a load of {name!r}"):
+                self.client.hset(LOADS, name, state.to_json())
+            return session
+        except BaseException:
+            lease.release()
+            raise
+
+    # -- deleting -----------------------------------------------------------------------
+
+    def delete_model(self, name: str) -> ModelInfo:
+        """Unregister ``name`` (readers stop seeing it at once), then delete its keys."""
+        info = self.get_model(name)
+        with self._errors(f"deleting {name!r}"):
+            self.client.sadd(TRASH, info.prefix)
+            self.client.hdel(MODELS, name)
+            self.client.publish(EVENTS, json.dumps({"event": "delete", "model": name}))
+        self.delete_generation(info.prefix, info.buckets)
+        return info
+
+    def drop_load(self, name: str, *, _lease_held: bool = False) -> LoadState | None:
+        """Delete an unfinished load's keys and state."""
+        lease = None if _lease_held else LoadSession.take_lease(self, name)
+        try:
+            state = self.get_load(name)
+            if state is None:
+                return None
+            with self._errors(f"dropping the load of {name!r}"):
+                self.client.sadd(TRASH, state.prefix)
+                self.client.hdel(LOADS, name)
+            self.delete_generation(state.prefix, state.buckets)
+            return state
+        finally:
+            if lease is not None:
+                lease.release()
+
+    def cleanup(self) -> list[str]:
+        """Drop every interrupted load whose lease expired, and finish pending deletes."""
+        done = []
+        for state in self.list_loads():
+            try:
+                self.drop_load(state.name)
+                done.append(f"dropped interrupted load of {state.name} ({state.written:,} vectors)")
+            except LoadInProgress:
+                done.append(f"skipped {state.name}: a load is running")
+        with self._errors("reading trash"):
+            trash = [p.decode() for p in self.client.smembers(TRASH)]
+        for prefix in trash:
+            self.delete_generation(prefix, DEFAULT_CLUSTER_BUCKETS if self.is_cluster else 0)
+            done.append(f"deleted leftover keys of {prefix}")
+        return done
+
+    def _purge_trash(self, name: str) -> None:
+        with self._errors("reading trash"):
+            trash = [p.decode() for p in self.client.smembers(TRASH)]
+        for prefix in trash:
+            if prefix == name or prefix.startswith(f"{name}~"):
+                self.delete_generation(prefix, DEFAULT_CLUSTER_BUCKETS if self.is_cluster else 0)
+
+    def delete_generation(self, prefix: str, buckets: int, *, blobs: int = 8) -> int:
+        """Delete every key of a generation (its vocabulary names them) and its metadata."""
+        vkey = vocab_key(prefix)
+        deleted = 0
+        with self._errors(f"deleting generation {prefix!r}"):
+            while True:
+                # Pop from the tail so an interrupted delete can simply be run again.
+                chunk = self.client.lrange(vkey, -blobs, -1)
+                if not chunk:
+                    break
+                raw = [t for blob in chunk for t in unpack_vocab(blob)]
+                self._unlink(vector_keys(prefix, raw, buckets))
+                self.client.ltrim(vkey, 0, -len(chunk) - 1)
+                deleted += len(raw)
+            for key in (vkey, vocab_sizes_key(prefix), counts_key(prefix)):
+                self.client.delete(key)  # one by one: they live in different cluster slots
+            self.client.srem(TRASH, prefix)
+        return deleted
+
+    def _unlink(self, keys: list[bytes]) -> None:
+        if not keys:
+            return
+        if not self.is_cluster:
+            self.client.unlink(*keys)
+            return
+        groups: dict[bytes, list[bytes]] = {}
+        for k in keys:
+            groups.setdefault(bucket_tag(k), []).append(k)
+        pipe = self.client.pipeline(transaction=False)
+        for ks in groups.values():
+            pipe.execute_command("UNLINK", *ks)
+        pipe.execute()
+
+    # -- server facts -------------------------------------------------------------------
+
+    def memory_used(self) -> int:
+        """Bytes of memory the server(s) use (sum over cluster primaries)."""
+        with self._errors("INFO memory"):
+            info = self.client.info("memory")
+        if self.is_cluster:
+            return sum(int(v["used_memory"]) for v in info.values() if isinstance(v, dict))
+        return int(info["used_memory"])
