@@ -87,7 +87,8 @@ def test_embedded_default_persists_between_commands(tmp_path, small_bin):
     assert not (tmp_path / "data" / "valkey.sock").exists(), "server stopped after the command"
     assert "EMB" in run("models", env=e).stdout  # a new process, a restarted server
     demo = run("demo", env=e).stdout
-    assert "DEMO:" in demo and "vectors x" in demo
+    assert "DEMO: 1,762 vectors x 10" in demo
+    assert demo.count("identical to gensim: True") + demo.count("same as gensim: True") == 2
     assert "DEMO" in run("models", env=e).stdout
 
 

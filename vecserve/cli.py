@@ -15,6 +15,7 @@ import sys
 import time
 
 import click
+import numpy as np
 
 from .errors import VecserveError
 
@@ -310,29 +311,44 @@ def get(words, name, as_json, redis_url):
 @redis_url_option
 @friendly_errors
 def demo(redis_url):
-    """Load a small model that ships with gensim and show it answering.
+    """Load a small model that ships with gensim and show it answering like gensim.
 
-    Uses the embedded server unless --redis-url / $VECSERVE_REDIS_URL is set.
+    Loads gensim's ``lee_fasttext.vec`` test vectors as model DEMO (into the embedded
+    server unless --redis-url / $VECSERVE_REDIS_URL is set), then reads them back through
+    RedisKeyedVectors and compares the answers with gensim's own KeyedVectors.
 
     \b
     Example:
         vecserve demo
     """
+    from gensim.models import KeyedVectors
     from gensim.test.utils import datapath
 
+    from .keyedvectors import RedisKeyedVectors
     from .loader import load_file, open_store
 
     path = datapath("lee_fasttext.vec")
     with open_store(redis_url) as store:
-        click.echo(f"loading {path} into {store.url} as DEMO ...")
+        click.echo(f"loading {path}\n  into {store.url} as model DEMO")
         info = load_file(path, name="DEMO", store=store, progress=False, restart=True)
         click.echo(f"DEMO: {info.count:,} vectors x {info.dim}, generation {info.generation}")
-        words = ["government", "police", "australia"]
-        values = store.fetch(info, words)
-        matrix, _ = info.codec_obj.decode_values(values, info.dim)
-        for w, v in zip(words, matrix, strict=True):
-            click.echo(f"  DEMO:{w} -> [{' '.join(f'{x:.3f}' for x in v[:5])} ...]")
-        click.echo(f"try: vecserve get {' '.join(words)} --key DEMO")
+        ref = KeyedVectors.load_word2vec_format(path)
+        with RedisKeyedVectors("DEMO", store=store) as kv:
+            vec = kv["government"]
+            click.echo(f"kv['government'][:4] = {np.array2string(vec[:4], precision=4)}")
+            click.echo(f"  identical to gensim: {np.array_equal(vec, ref['government'])}")
+            batch = kv[["police", "court", "minister"]]
+            click.echo(f"kv[['police', 'court', 'minister']].shape = {batch.shape}  (one MGET)")
+            sims = kv.most_similar("government", topn=5)
+            shown = ", ".join(f"{w} {s:.3f}" for w, s in sims)
+            click.echo(f"kv.most_similar('government', topn=5) = {shown}")
+            same = [w for w, _ in sims] == [w for w, _ in ref.most_similar("government", topn=5)]
+            click.echo(f"  same as gensim: {same}")
+            try:
+                kv["australia"]
+            except KeyError as exc:
+                click.echo(f"kv['australia'] -> KeyError: {exc}")
+        click.echo("next: vecserve models; vecserve get police court --key DEMO")
 
 
 def main() -> None:

@@ -353,7 +353,7 @@ class EmbeddedServer:
                     config={"save": DEFAULT_SAVE},
                     detach=True,
                 ).start()
-                log.info("started embedded valkey-server in %s", self.data_dir)
+                log.debug("started embedded valkey-server in %s", self.data_dir)
                 holder = self._connect_holder()
                 if holder is None:
                     raise EmbeddedServerError(f"embedded server at {self.socket_path} vanished")
@@ -375,9 +375,9 @@ class EmbeddedServer:
                     if c.get("name") == HOLDER_NAME and int(c["id"]) != me
                 ]
                 if others:
-                    log.info("embedded server stays up for %d other process(es)", len(others))
+                    log.debug("embedded server stays up for %d other process(es)", len(others))
                     return
-                log.info("saving and stopping the embedded valkey-server")
+                log.debug("saving and stopping the embedded valkey-server")
                 pid = read_pid(self.data_dir)
                 with contextlib.suppress(redis.ConnectionError, OSError):
                     holder.shutdown(save=True)
