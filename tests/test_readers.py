@@ -602,3 +602,10 @@ def test_records_across_big_chunks(tmp_path, monkeypatch):
         assert_parity(path, "w2v-bin", batch_size=batch_size, unicode_errors="replace")
     got, exc = _good_then_error(path, CorruptVectorFile, batch_size=64)
     assert exc.record == 302 and got == toks[:301]
+
+
+def test_public_names():
+    import vecserve.readers as readers
+
+    assert readers.__all__ == sorted(readers.__all__)
+    assert all(getattr(readers, name) is not None for name in readers.__all__)
