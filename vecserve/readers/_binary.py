@@ -35,6 +35,7 @@ def binary_batches(
 ) -> Generator[VectorBatch, None, None]:
     """Batches of records ``records`` to ``count`` from ``src``, positioned at a record."""
     vb, vbp1 = 4 * dim, 4 * dim + 1
+    row = np.dtype((np.void, vb))  # one vector's bytes, copied as one item
     joinable = codecs.lookup(encoding).name in _JOINABLE
     buf, pos, base = b"", 0, src.offset  # base: decompressed offset of buf[0]
     chunk: bytes | None = None  # a new chunk while ``buf`` is only a bridge into it
@@ -43,7 +44,7 @@ def binary_batches(
     while records < count:
         n = min(batch_size, count - records)
         tokens: list[str] = []
-        pieces: list[np.ndarray] = []
+        out = np.empty(n, dtype=row)  # the batch's vectors, gathered in place
         error: CorruptVectorFile | None = None
         while True:
             spaces: list[int] = []
@@ -65,11 +66,9 @@ def binary_batches(
                         src.path, bad, record=done + 1, offset=base + int(starts[len(got)])
                     )
                     sp, p = sp[: len(got)], int(starts[len(got)])  # fmt: skip
+                rows = np.ndarray((len(buf) - vb + 1,), row, buffer=buf, strides=(1,))
+                out[len(tokens) : len(tokens) + len(got)] = rows[sp + 1]
                 tokens += got
-                rows = np.ndarray(
-                    (len(buf) - vb + 1,), np.dtype((np.void, vb)), buffer=buf, strides=(1,)
-                )
-                pieces.append(rows[sp + 1])
                 pos = p
             if chunk is not None:  # leave the bridge for the chunk it leads into
                 if pos >= rest:  # the record across the boundary was parsed
@@ -99,8 +98,8 @@ def binary_batches(
             else:
                 buf, base, pos = buf[pos:] + data, base + pos, 0
         if tokens:
-            raw = pieces[0] if len(pieces) == 1 else np.concatenate(pieces)
-            vectors = raw.view("<f4").reshape(len(tokens), dim).astype(np.float32, copy=False)
+            vectors = out[: len(tokens)].view("<f4").reshape(len(tokens), dim)
+            vectors = vectors.astype(np.float32, copy=False)  # (a copy on big-endian hosts)
             records += len(tokens)
             yield VectorBatch(tokens, vectors, None, ResumePoint(base + pos, records))
         if error is not None:
