@@ -58,7 +58,7 @@ class AnnParams:
     """HNSW parameters (usearch names). ``dtype`` f16 halves the graph's vector copy."""
 
     connectivity: int = 16
-    expansion_add: int = 40
+    expansion_add: int = 128
     expansion_search: int = 128
     dtype: str = "f16"
     oversample: int = 2
