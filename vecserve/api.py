@@ -35,16 +35,11 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import re
 from typing import Annotated, Literal
-from urllib.parse import quote
 
 import numpy as np
-import orjson
-from fastapi import FastAPI, HTTPException, Path, Query, Request
-from fastapi.exceptions import RequestValidationError
+from fastapi import FastAPI, Path, Query, Request
 from fastapi.responses import PlainTextResponse, Response
-from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from .ann import AnnManager
 from .deps import (
@@ -58,14 +53,21 @@ from .deps import (
     resolve_model_name,
 )
 from .embedded import EmbeddedServer
-from .errors import (
-    InvalidModelName,
-    ModelNotFound,
-    StoreUnavailable,
-    TokenNotFound,
-    VecserveError,
-)
+from .errors import ModelNotFound, TokenNotFound
 from .metrics import Metrics, MetricsMiddleware
+from .responses import (
+    JSON,
+    NPY,
+    OCTET,
+    BodyLimitMiddleware,
+    QueryRejected,
+    error_response,
+    install_error_handlers,
+    json_response,
+    missing_error,
+    negotiate,
+    vectors_response,
+)
 from .schemas import (
     AnalogyResponse,
     BadQuery,
@@ -87,145 +89,14 @@ from .schemas import (
 from .settings import Settings
 from .similarity import SimilarityIndex
 
-__all__ = ["create_app"]
+__all__ = ["JSON", "NPY", "OCTET", "create_app"]
 
 log = logging.getLogger(__name__)
 
-OCTET = "application/octet-stream"
-NPY = "application/x-npy"
-JSON = "application/json"
-_FORMATS = {"json": JSON, "binary": OCTET, "npy": NPY}
-_CRED_RE = re.compile(r"(\w+://)[^@/\s]*@")
 _ERRORS = {404: {"model": ErrorBody}, 422: {"model": ErrorBody}, 503: {"model": ErrorBody}}
 
 
 # -- responses and errors ------------------------------------------------------------------
-
-
-def _json(obj, *, status: int = 200, headers: dict | None = None) -> Response:
-    body = orjson.dumps(obj, option=orjson.OPT_SERIALIZE_NUMPY)
-    return Response(body, status_code=status, media_type=JSON, headers=headers)
-
-
-def _error(status: int, error: str, detail: str, *, headers=None, **extra) -> Response:
-    return _json({"error": error, "detail": detail, **extra}, status=status, headers=headers)
-
-
-def _redact(text: str) -> str:
-    """Hide credentials of a Redis URL in a message."""
-    return _CRED_RE.sub(r"\1***@", text)
-
-
-def _install_error_handlers(app: FastAPI, settings: Settings, metrics: Metrics) -> None:
-    @app.exception_handler(VecserveError)
-    async def vecserve_error(request: Request, exc: VecserveError):
-        if isinstance(exc, StoreUnavailable):
-            metrics.inc("vecserve_store_errors_total")
-            return _error(
-                503,
-                "StoreUnavailable",
-                _redact(str(exc)),
-                headers={"Retry-After": str(settings.retry_after)},
-            )
-        if isinstance(exc, ModelNotFound):
-            return _error(404, "ModelNotFound", str(exc), model=exc.name)
-        if isinstance(exc, TokenNotFound):
-            missing = getattr(exc, "missing", [exc.token])
-            return _error(
-                404, "TokenNotFound", str(exc), token=exc.token, model=exc.model, missing=missing
-            )
-        if isinstance(exc, InvalidModelName):
-            return _error(422, "InvalidModelName", str(exc))
-        log.error("%s: %s", type(exc).__name__, exc)
-        return _error(500, type(exc).__name__, _redact(str(exc)))
-
-    @app.exception_handler(BadQuery)
-    async def bad_query(request: Request, exc: BadQuery):
-        return _error(422, "BadQuery", str(exc))
-
-    @app.exception_handler(QueryRejected)
-    async def query_rejected(request: Request, exc: QueryRejected):
-        return _error(400, "ValueError", str(exc))
-
-    @app.exception_handler(RequestValidationError)
-    async def validation_error(request: Request, exc: RequestValidationError):
-        errors = [
-            {
-                "loc": [str(p) for p in e.get("loc", ())],
-                "msg": str(e.get("msg", "")),
-                "type": str(e.get("type", "")),
-            }
-            for e in exc.errors()
-        ]
-        detail = "; ".join(f"{'.'.join(e['loc'])}: {e['msg']}" for e in errors)
-        return _error(422, "ValidationError", detail or "invalid request", errors=errors)
-
-    @app.exception_handler(StarletteHTTPException)
-    async def http_error(request: Request, exc: StarletteHTTPException):
-        detail = exc.detail if isinstance(exc.detail, str) else str(exc.detail)
-        return _error(exc.status_code, "HTTPError", detail, headers=exc.headers)
-
-    @app.exception_handler(Exception)
-    async def internal_error(request: Request, exc: Exception):
-        log.exception("unhandled error on %s %s", request.method, request.url.path)
-        return _error(500, "InternalError", "internal server error (see the service log)")
-
-
-class BodyLimitMiddleware:
-    """Refuse request bodies over ``limit`` bytes with 413 (Content-Length or streamed)."""
-
-    def __init__(self, app, *, limit: int):
-        self.app = app
-        self.limit = limit
-
-    async def __call__(self, scope, receive, send):
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        for k, v in scope["headers"]:
-            if k == b"content-length" and (not v.isdigit() or int(v) > self.limit):
-                await self._refuse(send)
-                return
-        seen = 0
-        started = False
-
-        async def limited_receive():
-            nonlocal seen
-            message = await receive()
-            seen += len(message.get("body", b""))
-            if seen > self.limit:
-                raise _BodyTooLarge
-            return message
-
-        async def tracking_send(message):
-            nonlocal started
-            started = started or message["type"] == "http.response.start"
-            await send(message)
-
-        try:
-            await self.app(scope, limited_receive, tracking_send)
-        except _BodyTooLarge:
-            if not started:
-                await self._refuse(send)
-
-    async def _refuse(self, send):
-        body = orjson.dumps(
-            {"error": "PayloadTooLarge", "detail": f"request body over {self.limit} bytes"}
-        )
-        headers = [(b"content-type", JSON.encode()), (b"content-length", b"%d" % len(body))]
-        await send({"type": "http.response.start", "status": 413, "headers": headers})
-        await send({"type": "http.response.body", "body": body})
-
-
-class _BodyTooLarge(Exception):
-    pass
-
-
-class QueryRejected(ValueError):
-    """A well-formed query the engine cannot answer (gensim raises ValueError): 400."""
-
-
-# -- request helpers -----------------------------------------------------------------------
 
 
 def _check_words(words: list[str], settings: Settings) -> list[str]:
@@ -246,42 +117,13 @@ def _split(values: list[str] | None) -> list[str]:
     return [w for v in values or () for w in v.split(",") if w]
 
 
-def _negotiate(accept: str | None, fmt: str | None) -> str:
-    """The media type of a /vectors answer: ``format=`` wins, then the Accept header."""
-    if fmt is not None:
-        return _FORMATS[fmt]
-    if not accept:
-        return JSON
-    best, best_q = None, 0.0
-    for part in accept.split(","):
-        kind, *params = (p.strip() for p in part.split(";"))
-        q = 1.0
-        for p in params:
-            if p.startswith("q="):
-                with contextlib.suppress(ValueError):
-                    q = float(p[2:])
-        kind = kind.lower()
-        match = JSON if kind in ("*/*", "application/*", JSON) else kind
-        if match in (JSON, OCTET, NPY) and q > best_q:
-            best, best_q = match, q
-    if best is None:
-        raise HTTPException(406, f"cannot answer {accept!r}: use {JSON}, {OCTET} or {NPY}")
-    return best
-
-
-def _missing_error(name: str, missing: list[str]) -> TokenNotFound:
-    exc = TokenNotFound(missing[0], name)
-    exc.missing = missing
-    return exc
-
-
 def _vectors(ctx: AppContext, name: str, words: list[str], policy: str, media: str) -> Response:
     words = _check_words(words, ctx.settings)
     info, values = fetch_consistent(ctx, name, words)
     missing_idx = [i for i, v in enumerate(values) if v is None]
     missing = [words[i] for i in missing_idx]
     if missing and policy == "error":
-        raise _missing_error(name, missing)
+        raise missing_error(name, missing)
     if policy == "omit" and missing:
         keep = [i for i, v in enumerate(values) if v is not None]
         rows, values = [words[i] for i in keep], [values[i] for i in keep]
@@ -290,41 +132,9 @@ def _vectors(ctx: AppContext, name: str, words: list[str], policy: str, media: s
     ctx.metrics.inc("vecserve_vectors_served_total", sum(v is not None for v in values))
     if missing:
         ctx.metrics.inc("vecserve_words_missing_total", len(missing))
-    codec = info.codec_obj
-    if media == JSON:
-        matrix, _ = codec.decode_values(values, info.dim, what=rows)
-        return _json(
-            {
-                "model": info.name,
-                "generation": info.generation,
-                "dim": info.dim,
-                "words": rows,
-                "vectors": matrix,
-                "missing": missing,
-            }
-        )
-    size = 4 * info.dim
-    if info.codec == "f32" and all(v is None or len(v) == size for v in values):
-        zero = bytes(size)
-        raw = b"".join(zero if v is None else v for v in values)
-    else:
-        raw = codec.decode_values(values, info.dim, what=rows)[0].astype("<f4").tobytes()
-    if media == NPY:
-        import io
-
-        head = io.BytesIO()
-        header = {"descr": "<f4", "fortran_order": False, "shape": (len(rows), info.dim)}
-        np.lib.format.write_array_header_1_0(head, header)
-        raw = head.getvalue() + raw
-    headers = {
-        "X-Vecserve-Model": info.name,
-        "X-Vecserve-Generation": str(info.generation),
-        "X-Vecserve-Shape": f"{len(rows)},{info.dim}",
-        "X-Vecserve-Dtype": "<f4",
-        "X-Vecserve-Missing": ",".join(quote(w, safe="") for w in missing),
-        "X-Vecserve-Missing-Index": ",".join(map(str, missing_idx)),
-    }
-    return Response(raw, media_type=media, headers=headers)
+    return vectors_response(
+        info, rows, values, missing=missing, missing_idx=missing_idx, media=media
+    )
 
 
 def _items(raw, index: SimilarityIndex, name: str, *, cosmul: bool = False) -> list:
@@ -448,7 +258,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         description="Word vectors served out of Redis: vectors, similarity, most_similar.",
         lifespan=lifespan,
     )
-    _install_error_handlers(app, settings, metrics)
+    install_error_handlers(app, settings, metrics)
     app.add_middleware(BodyLimitMiddleware, limit=settings.max_body_bytes)
     app.add_middleware(MetricsMiddleware, metrics=metrics)
     _add_vector_routes(app)
@@ -491,7 +301,7 @@ def _add_vector_routes(app: FastAPI) -> None:
         format: Literal["json", "binary", "npy"] | None = None,
     ):
         """Vectors of words; `Accept: application/octet-stream` or `x-npy` for binary."""
-        media = _negotiate(request.headers.get("accept"), format)
+        media = negotiate(request.headers.get("accept"), format)
         return _vectors(ctx, name, _split(words), missing, media)
 
     @app.post("/vectors", response_model=VectorsResponse, responses=_VECTOR_RESPONSES)
@@ -504,7 +314,7 @@ def _add_vector_routes(app: FastAPI) -> None:
     ):
         """Vectors of a JSON list of words (any characters, commas included)."""
         name = resolve_model_name(body.model or model, ctx.settings)
-        media = _negotiate(request.headers.get("accept"), format)
+        media = negotiate(request.headers.get("accept"), format)
         return _vectors(ctx, name, body.words, body.missing, media)
 
 
@@ -516,8 +326,8 @@ def _add_similarity_routes(app: FastAPI) -> None:
         """Cosine similarity of two words (gensim's ``similarity``)."""
         info, kv, missing = _small_kv(ctx, name, [w1, w2])
         if missing:
-            raise _missing_error(name, missing)
-        return _json(
+            raise missing_error(name, missing)
+        return json_response(
             {
                 "model": info.name,
                 "generation": info.generation,
@@ -531,9 +341,9 @@ def _add_similarity_routes(app: FastAPI) -> None:
         name = resolve_model_name(body.model or model, ctx.settings)
         info, kv, missing = _small_kv(ctx, name, body.ws1 + body.ws2)
         if not any(w in kv for w in body.ws1) or not any(w in kv for w in body.ws2):
-            raise _missing_error(name, missing)
+            raise missing_error(name, missing)
         value = float(kv.n_similarity(body.ws1, body.ws2))
-        return _json(
+        return json_response(
             {
                 "model": info.name,
                 "generation": info.generation,
@@ -562,13 +372,13 @@ def _add_similarity_routes(app: FastAPI) -> None:
             cosmul=cosmul,
             approx=approx,
         )
-        return _json(_most_similar(ctx, name, q))
+        return json_response(_most_similar(ctx, name, q))
 
     @app.post("/most_similar", response_model=MostSimilarResponse, responses=responses)
     def most_similar_post(ctx: ContextDep, body: MostSimilarRequest, model: ModelQuery = None):
         """most_similar with words, positions, vectors and ``[item, weight]`` pairs."""
         name = resolve_model_name(body.model or model, ctx.settings)
-        return _json(_most_similar(ctx, name, body))
+        return json_response(_most_similar(ctx, name, body))
 
     @app.post("/most_similar/batch", response_model=BatchResponse, responses=responses)
     def most_similar_batch(ctx: ContextDep, body: BatchRequest, model: ModelQuery = None):
@@ -604,7 +414,7 @@ def _add_similarity_routes(app: FastAPI) -> None:
             results = index.most_similar_batch(queries)
         except ValueError as exc:
             raise QueryRejected(str(exc)) from exc
-        return _json(
+        return json_response(
             {
                 "model": info.name,
                 "generation": index.generation,
@@ -615,10 +425,10 @@ def _add_similarity_routes(app: FastAPI) -> None:
     def _doesnt_match(ctx: AppContext, name: str, words: list[str]) -> Response:
         info, kv, missing = _small_kv(ctx, name, words)
         if len(kv) == 0:
-            raise _missing_error(name, missing)
+            raise missing_error(name, missing)
         present = [w for w in words if w in kv]
         word = kv.doesnt_match(present)
-        return _json(
+        return json_response(
             {"model": info.name, "generation": info.generation, "word": word, "ignored": missing}
         )
 
@@ -648,14 +458,14 @@ def _add_similarity_routes(app: FastAPI) -> None:
         out = _most_similar(ctx, name, q)
         results = out.get("results") or []
         out["answer"] = results[0][0] if results else None
-        return _json(out)
+        return json_response(out)
 
 
 def _add_service_routes(app: FastAPI, metrics: Metrics) -> None:
     @app.get("/models")
     def list_models(ctx: ContextDep):
         """Every committed model's metadata."""
-        return _json({"models": [_model_dict(m) for m in ctx.stores.get().list_models()]})
+        return json_response({"models": [_model_dict(m) for m in ctx.stores.get().list_models()]})
 
     @app.get("/models/{name}", responses=_ERRORS)
     def get_model(ctx: ContextDep, name: Annotated[str, Path(description="Model name.")]):
@@ -665,7 +475,7 @@ def _add_service_routes(app: FastAPI, metrics: Metrics) -> None:
         out = _model_dict(info)
         out["index"] = ctx.index_status(info)
         out["ann"] = ctx.ann.status(ctx.loaded_index(info)) if ctx.ann is not None else None
-        return _json(out)
+        return json_response(out)
 
     @app.get("/healthz")
     def healthz():
@@ -681,7 +491,7 @@ def _add_service_routes(app: FastAPI, metrics: Metrics) -> None:
             try:
                 info = ctx.model(settings.default_model)
             except ModelNotFound:
-                return _error(
+                return error_response(
                     503,
                     "NotReady",
                     f"default model {settings.default_model!r} is not loaded",
@@ -689,7 +499,7 @@ def _add_service_routes(app: FastAPI, metrics: Metrics) -> None:
                 )
             out["generation"] = info.generation
             if settings.preload and not ctx.preloaded(info):
-                return _error(
+                return error_response(
                     503,
                     "NotReady",
                     f"similarity index of {info.name!r} is being built",

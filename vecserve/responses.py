@@ -1,0 +1,261 @@
+"""How the API writes answers and errors: media types, vector bodies, error JSON, limits.
+
+Every error leaves the service as ``{"error": <class>, "detail": <message>, ...}``:
+:func:`install_error_handlers` maps vecserve's exceptions (ModelNotFound and TokenNotFound
+404, InvalidModelName and BadQuery 422, QueryRejected 400, StoreUnavailable 503 with
+``Retry-After``) and turns anything unexpected into a 500 without a stack trace. Redis
+URLs in messages have their credentials masked.
+
+Vector bodies (:func:`vectors_response`): JSON via orjson (float32 in shortest form, so
+``float32(parsed) == stored``), or raw little-endian float32 rows (``application/
+octet-stream``) or a ``.npy`` file (``application/x-npy``), with the shape and the missing
+words in ``X-Vecserve-*`` headers (words percent-encoded, comma-separated).
+
+>>> negotiate("application/json;q=0.5, application/octet-stream", None)
+'application/octet-stream'
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import logging
+import re
+from urllib.parse import quote
+
+import numpy as np
+import orjson
+from fastapi import FastAPI, HTTPException, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import Response
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from .errors import InvalidModelName, ModelNotFound, StoreUnavailable, TokenNotFound, VecserveError
+from .metrics import Metrics
+from .schemas import BadQuery
+from .settings import Settings
+from .store import ModelInfo
+
+__all__ = [
+    "JSON",
+    "NPY",
+    "OCTET",
+    "BodyLimitMiddleware",
+    "QueryRejected",
+    "error_response",
+    "install_error_handlers",
+    "json_response",
+    "missing_error",
+    "negotiate",
+    "redact",
+    "vectors_response",
+]
+
+log = logging.getLogger(__name__)
+
+OCTET = "application/octet-stream"
+NPY = "application/x-npy"
+JSON = "application/json"
+_FORMATS = {"json": JSON, "binary": OCTET, "npy": NPY}
+_CRED_RE = re.compile(r"(\w+://)[^@/\s]*@")
+
+
+def json_response(obj, *, status: int = 200, headers: dict | None = None) -> Response:
+    body = orjson.dumps(obj, option=orjson.OPT_SERIALIZE_NUMPY)
+    return Response(body, status_code=status, media_type=JSON, headers=headers)
+
+
+def error_response(status: int, error: str, detail: str, *, headers=None, **extra) -> Response:
+    body = {"error": error, "detail": detail, **extra}
+    return json_response(body, status=status, headers=headers)
+
+
+def redact(text: str) -> str:
+    """Hide credentials of a Redis URL in a message."""
+    return _CRED_RE.sub(r"\1***@", text)
+
+
+def install_error_handlers(app: FastAPI, settings: Settings, metrics: Metrics) -> None:
+    @app.exception_handler(VecserveError)
+    async def vecserveerror_response(request: Request, exc: VecserveError):
+        if isinstance(exc, StoreUnavailable):
+            metrics.inc("vecserve_store_errors_total")
+            return error_response(
+                503,
+                "StoreUnavailable",
+                redact(str(exc)),
+                headers={"Retry-After": str(settings.retry_after)},
+            )
+        if isinstance(exc, ModelNotFound):
+            return error_response(404, "ModelNotFound", str(exc), model=exc.name)
+        if isinstance(exc, TokenNotFound):
+            missing = getattr(exc, "missing", [exc.token])
+            return error_response(
+                404, "TokenNotFound", str(exc), token=exc.token, model=exc.model, missing=missing
+            )
+        if isinstance(exc, InvalidModelName):
+            return error_response(422, "InvalidModelName", str(exc))
+        log.error("%s: %s", type(exc).__name__, exc)
+        return error_response(500, type(exc).__name__, redact(str(exc)))
+
+    @app.exception_handler(BadQuery)
+    async def bad_query(request: Request, exc: BadQuery):
+        return error_response(422, "BadQuery", str(exc))
+
+    @app.exception_handler(QueryRejected)
+    async def query_rejected(request: Request, exc: QueryRejected):
+        return error_response(400, "ValueError", str(exc))
+
+    @app.exception_handler(RequestValidationError)
+    async def validationerror_response(request: Request, exc: RequestValidationError):
+        errors = [
+            {
+                "loc": [str(p) for p in e.get("loc", ())],
+                "msg": str(e.get("msg", "")),
+                "type": str(e.get("type", "")),
+            }
+            for e in exc.errors()
+        ]
+        detail = "; ".join(f"{'.'.join(e['loc'])}: {e['msg']}" for e in errors)
+        return error_response(422, "ValidationError", detail or "invalid request", errors=errors)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def httperror_response(request: Request, exc: StarletteHTTPException):
+        detail = exc.detail if isinstance(exc.detail, str) else str(exc.detail)
+        return error_response(exc.status_code, "HTTPError", detail, headers=exc.headers)
+
+    @app.exception_handler(Exception)
+    async def internalerror_response(request: Request, exc: Exception):
+        log.exception("unhandled error on %s %s", request.method, request.url.path)
+        return error_response(500, "InternalError", "internal server error (see the service log)")
+
+
+class BodyLimitMiddleware:
+    """Refuse request bodies over ``limit`` bytes with 413 (Content-Length or streamed)."""
+
+    def __init__(self, app, *, limit: int):
+        self.app = app
+        self.limit = limit
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        for k, v in scope["headers"]:
+            if k == b"content-length" and (not v.isdigit() or int(v) > self.limit):
+                await self._refuse(send)
+                return
+        seen = 0
+        started = False
+
+        async def limited_receive():
+            nonlocal seen
+            message = await receive()
+            seen += len(message.get("body", b""))
+            if seen > self.limit:
+                raise _BodyTooLarge
+            return message
+
+        async def tracking_send(message):
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, limited_receive, tracking_send)
+        except _BodyTooLarge:
+            if not started:
+                await self._refuse(send)
+
+    async def _refuse(self, send):
+        body = orjson.dumps(
+            {"error": "PayloadTooLarge", "detail": f"request body over {self.limit} bytes"}
+        )
+        headers = [(b"content-type", JSON.encode()), (b"content-length", b"%d" % len(body))]
+        await send({"type": "http.response.start", "status": 413, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
+
+
+class _BodyTooLarge(Exception):
+    pass
+
+
+class QueryRejected(ValueError):
+    """A well-formed query the engine cannot answer (gensim raises ValueError): 400."""
+
+
+# -- request helpers -----------------------------------------------------------------------
+
+
+def negotiate(accept: str | None, fmt: str | None) -> str:
+    """The media type of a /vectors answer: ``format=`` wins, then the Accept header."""
+    if fmt is not None:
+        return _FORMATS[fmt]
+    if not accept:
+        return JSON
+    best, best_q = None, 0.0
+    for part in accept.split(","):
+        kind, *params = (p.strip() for p in part.split(";"))
+        q = 1.0
+        for p in params:
+            if p.startswith("q="):
+                with contextlib.suppress(ValueError):
+                    q = float(p[2:])
+        kind = kind.lower()
+        match = JSON if kind in ("*/*", "application/*", JSON) else kind
+        if match in (JSON, OCTET, NPY) and q > best_q:
+            best, best_q = match, q
+    if best is None:
+        raise HTTPException(406, f"cannot answer {accept!r}: use {JSON}, {OCTET} or {NPY}")
+    return best
+
+
+def missing_error(name: str, missing: list[str]) -> TokenNotFound:
+    exc = TokenNotFound(missing[0], name)
+    exc.missing = missing
+    return exc
+
+
+def vectors_response(
+    info: ModelInfo,
+    rows: list[str],
+    values: list[bytes | None],
+    *,
+    missing: list[str],
+    missing_idx: list[int],
+    media: str,
+) -> Response:
+    """The /vectors answer: ``rows`` (words) and their stored ``values`` (None = zeros)."""
+    codec = info.codec_obj
+    if media == JSON:
+        matrix, _ = codec.decode_values(values, info.dim, what=rows)
+        return json_response(
+            {
+                "model": info.name,
+                "generation": info.generation,
+                "dim": info.dim,
+                "words": rows,
+                "vectors": matrix,
+                "missing": missing,
+            }
+        )
+    size = 4 * info.dim
+    if info.codec == "f32" and all(v is None or len(v) == size for v in values):
+        zero = bytes(size)
+        raw = b"".join(zero if v is None else v for v in values)
+    else:
+        raw = codec.decode_values(values, info.dim, what=rows)[0].astype("<f4").tobytes()
+    if media == NPY:
+        head = io.BytesIO()
+        header = {"descr": "<f4", "fortran_order": False, "shape": (len(rows), info.dim)}
+        np.lib.format.write_array_header_1_0(head, header)
+        raw = head.getvalue() + raw
+    headers = {
+        "X-Vecserve-Model": info.name,
+        "X-Vecserve-Generation": str(info.generation),
+        "X-Vecserve-Shape": f"{len(rows)},{info.dim}",
+        "X-Vecserve-Dtype": "<f4",
+        "X-Vecserve-Missing": ",".join(quote(w, safe="") for w in missing),
+        "X-Vecserve-Missing-Index": ",".join(map(str, missing_idx)),
+    }
+    return Response(raw, media_type=media, headers=headers)
