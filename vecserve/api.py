@@ -96,7 +96,7 @@ log = logging.getLogger(__name__)
 _ERRORS = {404: {"model": ErrorBody}, 422: {"model": ErrorBody}, 503: {"model": ErrorBody}}
 
 
-# -- responses and errors ------------------------------------------------------------------
+# -- request helpers -----------------------------------------------------------------------
 
 
 def _check_words(words: list[str], settings: Settings) -> list[str]:
