@@ -357,3 +357,12 @@ def test_json_uses_orjson_float32_shortest_form(client):
     raw = client.get("/vectors?words=w1").content
     first = orjson.loads(raw)["vectors"][0][0]
     assert len(repr(first)) <= 12  # float32 digits, not float64's 17
+
+
+def test_default_store_is_the_embedded_server(tmp_path, monkeypatch):
+    monkeypatch.delenv("VECSERVE_REDIS_URL", raising=False)
+    settings = Settings(redis_url=None, data_dir=tmp_path / "data", default_model=None)
+    with AppClient(create_app(settings)) as client:
+        assert client.get("/readyz").json()["status"] == "ready"
+        assert client.get("/models").json() == {"models": []}
+    assert not (tmp_path / "data" / "valkey.sock").exists()  # released on shutdown
