@@ -16,6 +16,7 @@ from vecserve.settings import Settings
 from .api_support import AppClient
 
 JSON_HEADERS = {"content-type": "application/json"}
+OCTET_ACCEPT = "application/octet-stream"
 TOKENS = [f"w{i}" for i in range(196)] + ["café", "a,b", "日本", "naïve"]
 
 
@@ -366,3 +367,40 @@ def test_default_store_is_the_embedded_server(tmp_path, monkeypatch):
         assert client.get("/readyz").json()["status"] == "ready"
         assert client.get("/models").json() == {"models": []}
     assert not (tmp_path / "data" / "valkey.sock").exists()  # released on shutdown
+
+
+def test_hung_store_times_out_as_503(tmp_path):
+    """A server that accepts connections and never answers: bounded by redis_timeout."""
+    import socket
+    import time
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(16)
+    url = f"redis://127.0.0.1:{listener.getsockname()[1]}/0"
+    try:
+        settings = Settings(redis_url=url, default_model="M", redis_timeout=0.3)
+        with AppClient(create_app(settings)) as client:
+            start = time.monotonic()
+            assert_error(client.get("/vectors?words=w1"), 503, "StoreUnavailable")
+            assert time.monotonic() - start < 10
+            assert client.get("/healthz").status_code == 200
+    finally:
+        listener.close()
+
+
+@pytest.mark.cluster
+def test_on_redis_cluster(cluster_url, cluster_store, vectors, tmp_path):
+    load_arrays(TOKENS, vectors, name="M", store=cluster_store, progress=False)
+    settings = Settings(redis_url=cluster_url, default_model="M", cache_dir=tmp_path / "c")
+    with AppClient(create_app(settings)) as client:
+        words = TOKENS[:150] + ["nope"]
+        r = client.post("/vectors", json={"words": words}, headers={"accept": OCTET_ACCEPT})
+        got = np.frombuffer(r.content, "<f4").reshape(150, 16)
+        np.testing.assert_array_equal(got, vectors[:150])
+        assert r.headers["x-vecserve-missing"] == "nope"
+        sims = client.get("/most_similar", params={"positive": "w1", "topn": 3}).json()
+        assert [w for w, _ in sims["results"]] == [
+            w for w, _ in _kv(TOKENS, vectors).most_similar("w1", topn=3)
+        ]
+        assert client.get("/readyz").status_code == 200

@@ -242,7 +242,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 url = server.url
             ctx = AppContext(
                 settings=settings,
-                stores=StoreHandle(url),
+                stores=StoreHandle(url, timeout=settings.redis_timeout),
                 metrics=metrics,
                 models=ModelCache(ttl=settings.model_ttl, metrics=metrics),
             )
@@ -478,7 +478,7 @@ def _add_service_routes(app: FastAPI, metrics: Metrics) -> None:
         return json_response(out)
 
     @app.get("/healthz")
-    def healthz():
+    async def healthz():
         """The process is up (no dependency is checked)."""
         return {"status": "ok"}
 
@@ -508,7 +508,7 @@ def _add_service_routes(app: FastAPI, metrics: Metrics) -> None:
         return out
 
     @app.get("/metrics", response_class=PlainTextResponse)
-    def prometheus():
+    async def prometheus():
         """Request counts and latencies per endpoint, cache hits, index build times."""
         return PlainTextResponse(metrics.render(), media_type="text/plain; version=0.0.4")
 

@@ -48,10 +48,12 @@ class StoreHandle:
     """A :class:`Store` connected on first use, so the API starts while Redis is down.
 
     ``get()`` raises :class:`~vecserve.errors.StoreUnavailable` (-> 503) until Redis answers.
+    ``timeout`` bounds every command, so a hung server cannot hold the worker threads.
     """
 
-    def __init__(self, url: str, *, store: Store | None = None):
+    def __init__(self, url: str, *, timeout: float | None = None, store: Store | None = None):
         self.url = url
+        self.timeout = timeout
         self._store = store
         self._lock = threading.Lock()
 
@@ -61,7 +63,7 @@ class StoreHandle:
             return store
         with self._lock:
             if self._store is None:
-                self._store = Store.from_url(self.url)
+                self._store = Store.from_url(self.url, socket_timeout=self.timeout)
             return self._store
 
     def close(self) -> None:

@@ -42,6 +42,9 @@ class Settings(BaseSettings):
     max_topn: int = Field(1000, ge=1, description="Largest `topn`.")
     max_batch: int = Field(256, ge=1, description="Most queries in one batch request.")
     max_body_bytes: int = Field(1 << 20, ge=1024, description="Largest request body.")
+    redis_timeout: float = Field(
+        10.0, gt=0, description="Seconds one Redis command may take before it fails (503)."
+    )
     retry_after: int = Field(5, ge=1, description="Seconds in Retry-After when Redis is down.")
     model_ttl: float = Field(
         1.0, ge=0, description="Seconds a model's metadata is cached between checks."
