@@ -14,7 +14,7 @@ WORKDIR /src
 COPY pyproject.toml setup.py README.md* ./
 RUN test -f README.md || echo "vecserve" > README.md
 COPY vecserve ./vecserve
-RUN pip wheel --no-cache-dir --wheel-dir /wheels ".[api,ann]"
+RUN pip wheel --no-cache-dir --wheel-dir /wheels ".[api]"
 
 # -- runtime: slim image, no compiler, non-root ---------------------------------------------
 FROM python:${PYTHON_VERSION}-slim
@@ -25,7 +25,7 @@ RUN useradd --system --uid 10001 --create-home --home-dir /home/vecserve vecserv
     && mkdir -p /var/cache/vecserve \
     && chown vecserve:vecserve /var/cache/vecserve
 COPY --from=builder /wheels /wheels
-RUN pip install --no-cache-dir --no-index --find-links=/wheels "vecserve[api,ann]" \
+RUN pip install --no-cache-dir --no-index --find-links=/wheels "vecserve[api]" \
     && rm -rf /wheels
 USER vecserve
 WORKDIR /home/vecserve

@@ -168,8 +168,9 @@ def test_vectors_npy_roundtrip(client, vectors):
     np.testing.assert_array_equal(arr, vectors[[1, 2]])
 
 
-def test_vectors_all_formats_agree_for_a_lossy_codec(make_client, store, vectors):
-    info = load_arrays(TOKENS, vectors, name="H", store=store, codec="f16", progress=False)
+@pytest.mark.parametrize("codec", ["f16", "i8"])
+def test_vectors_all_formats_agree_for_a_lossy_codec(make_client, store, vectors, codec):
+    info = load_arrays(TOKENS, vectors, name="H", store=store, codec=codec, progress=False)
     client = make_client(default_model="H")
     words = ",".join(TOKENS[:50])
     decoded, _ = info.codec_obj.decode_values(store.fetch(info, TOKENS[:50]), 16)

@@ -13,8 +13,6 @@ yaml = pytest.importorskip("yaml")
 tomllib = pytest.importorskip("tomllib")  # Python >= 3.11
 
 ROOT = Path(__file__).resolve().parents[1]
-# Extras the deployment uses that the lead adds to pyproject.toml (see the API notes).
-PENDING_EXTRAS = {"ann"}
 
 
 def dockerfile() -> list[tuple[str, str]]:
@@ -101,7 +99,7 @@ def test_dockerfile_copies_files_that_exist_and_extras_that_exist():
             assert (ROOT / src).exists(), f"COPY {src}: not in the repository"
     extras = extras_in((ROOT / "Dockerfile").read_text())
     assert "api" in extras
-    missing = extras - pyproject_extras() - PENDING_EXTRAS
+    missing = extras - pyproject_extras()
     assert not missing, f"extras not in pyproject.toml: {missing}"
 
 

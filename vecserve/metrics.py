@@ -30,7 +30,10 @@ HELP = {
     "vecserve_cache_misses_total": ("counter", "Cache misses by cache (model, index)."),
     "vecserve_vectors_served_total": ("counter", "Vectors returned by /vectors."),
     "vecserve_words_missing_total": ("counter", "Requested words not in the model."),
-    "vecserve_index_build_seconds": ("gauge", "Time the last build of a model's index took."),
+    "vecserve_index_build_seconds": (
+        "gauge",
+        "Seconds the last build (or open from the disk cache) of a model's index took.",
+    ),
     "vecserve_index_rows": ("gauge", "Rows in a model's similarity index."),
     "vecserve_ann_recall_at_10": ("gauge", "Measured recall@10 of a model's ANN index."),
     "vecserve_store_errors_total": ("counter", "Requests answered 503: Redis unavailable."),
