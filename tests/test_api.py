@@ -120,6 +120,12 @@ def test_vectors_json_exact(client, vectors):
     np.testing.assert_array_equal(got, vectors[[3, 196, 198]])  # float32 shortest form: exact
 
 
+def test_vectors_repeated_parameter(client, vectors):
+    body = client.get("/vectors", params=[("words", "w1,w2"), ("words", "w3")]).json()
+    assert body["words"] == ["w1", "w2", "w3"]
+    np.testing.assert_array_equal(np.asarray(body["vectors"], "f4"), vectors[[1, 2, 3]])
+
+
 def test_vectors_post_commas_and_policies(client, vectors):
     words = ["a,b", "nope", "w0"]
     omit = client.post("/vectors", json={"words": words}).json()
