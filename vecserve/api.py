@@ -292,7 +292,7 @@ _VECTOR_RESPONSES = {
 
 def _add_vector_routes(app: FastAPI) -> None:
     @app.get("/vectors", response_model=VectorsResponse, responses=_VECTOR_RESPONSES)
-    def get_vectors(
+    async def get_vectors(
         request: Request,
         ctx: ContextDep,
         name: ModelName,
@@ -302,10 +302,10 @@ def _add_vector_routes(app: FastAPI) -> None:
     ):
         """Vectors of words; `Accept: application/octet-stream` or `x-npy` for binary."""
         media = negotiate(request.headers.get("accept"), format)
-        return _vectors(ctx, name, _split(words), missing, media)
+        return await ctx.run(_vectors, ctx, name, _split(words), missing, media)
 
     @app.post("/vectors", response_model=VectorsResponse, responses=_VECTOR_RESPONSES)
-    def post_vectors(
+    async def post_vectors(
         request: Request,
         ctx: ContextDep,
         body: VectorsRequest,
@@ -315,7 +315,7 @@ def _add_vector_routes(app: FastAPI) -> None:
         """Vectors of a JSON list of words (any characters, commas included)."""
         name = resolve_model_name(body.model or model, ctx.settings)
         media = negotiate(request.headers.get("accept"), format)
-        return _vectors(ctx, name, body.words, body.missing, media)
+        return await ctx.run(_vectors, ctx, name, body.words, body.missing, media)
 
 
 def _add_similarity_routes(app: FastAPI) -> None:
