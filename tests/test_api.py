@@ -411,3 +411,38 @@ def test_on_redis_cluster(cluster_url, cluster_store, vectors, tmp_path):
             w for w, _ in _kv(TOKENS, vectors).most_similar("w1", topn=3)
         ]
         assert client.get("/readyz").status_code == 200
+
+
+def test_store_calls_leave_the_event_loop_after_a_failure():
+    import threading
+
+    import anyio
+
+    from vecserve.deps import AppContext, ModelCache, StoreHandle
+    from vecserve.errors import StoreUnavailable
+    from vecserve.metrics import Metrics
+
+    m = Metrics()
+    ctx = AppContext(
+        settings=Settings(), stores=StoreHandle("redis://x"), metrics=m,
+        models=ModelCache(ttl=1, metrics=m),
+    )  # fmt: skip
+    main = threading.get_ident()
+    where = []
+
+    def call(fail=False):
+        where.append(threading.get_ident() == main)
+        if fail:
+            raise StoreUnavailable("down")
+        return 1
+
+    async def scenario():
+        await ctx.run(call)  # not known healthy yet: pool thread
+        await ctx.run(call)  # healthy: inline
+        with pytest.raises(StoreUnavailable):
+            await ctx.run(call, True)  # inline, fails
+        await ctx.run(call)  # pool thread again, succeeds
+        await ctx.run(call)  # inline again
+
+    anyio.run(scenario)
+    assert where == [False, True, True, False, True]
