@@ -67,6 +67,11 @@ def write_bin(path: Path, n: int, dim: int) -> Path:
     return path
 
 
+def flush(client: redis.Redis) -> None:
+    """FLUSHALL SYNC: an async flush would free memory after we read the baseline."""
+    client.execute_command("FLUSHALL", "SYNC")
+
+
 def run_child(argv: list[str], env: dict | None = None) -> tuple[float, float, str]:
     """Run a command; return (wall seconds, peak RSS MB, stdout+stderr)."""
     t0 = time.perf_counter()
@@ -147,7 +152,7 @@ def main() -> None:
     rows = []
     try:
         for codec in args.codecs.split(","):
-            client.flushall()
+            flush(client)
             base = client.info("memory")["used_memory"]
             wall, rss, _ = run_child(
                 [*vecserve, "-q", "load", str(path), "--key", "BENCH", "--codec", codec,
@@ -156,7 +161,7 @@ def main() -> None:
             )  # fmt: skip
             per_vec = (client.info("memory")["used_memory"] - base) / args.vectors
             rows.append((f"vecserve load ({codec})", args.vectors / wall, rss, per_vec))
-        client.flushall()
+        flush(client)
 
         wall, rss, _ = run_child([sys.executable, "-c", GENSIM_CHILD, str(path)])
         rows.append(("gensim load_word2vec_format (in RAM)", args.vectors / wall, rss, None))
@@ -166,7 +171,7 @@ def main() -> None:
         per_vec = (client.info("memory")["used_memory"] - base) / args.old_sample
         rows.append((f"old: SET bz2(pickle) per key ({args.old_sample:,} sample)", rate, None,
                      per_vec))  # fmt: skip
-        client.flushall()
+        flush(client)
 
         base = client.info("memory")["used_memory"]
         rate = bench_raw_mset(client, path, batch=1700)

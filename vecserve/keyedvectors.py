@@ -65,7 +65,7 @@ import numpy as np
 
 from .cache import VectorCache, tracking_nodes
 from .errors import ModelNotFound, StoreUnavailable, TokenNotFound
-from .similarity import IndexManager, SimilarityIndex
+from .similarity import IndexManager, SimilarityIndex, mean_vector
 from .store import MODELS, ModelInfo, Store
 from .wholematrix import WholeMatrixCalls
 
@@ -453,24 +453,14 @@ class RedisKeyedVectors(WholeMatrixCalls):
         vecs = self._vectors_of(
             (k for k in keys if not isinstance(k, np.ndarray)), norm=pre_normalize
         )
-        mean = np.zeros(self.vector_size, REAL)
-        total_weight = 0
-        for idx, key in enumerate(keys):
-            if isinstance(key, np.ndarray):
-                mean += weights[idx] * key
-                total_weight += abs(weights[idx])
-            elif key in vecs:
-                mean += weights[idx] * vecs[key]
-                total_weight += abs(weights[idx])
-            elif not ignore_missing:
-                raise KeyError(f"Key '{key}' not present in vocabulary")
-        if total_weight > 0:
-            mean = mean / total_weight
-        if post_normalize:
-            from gensim import matutils
-
-            mean = matutils.unitvec(mean).astype(REAL)
-        return mean
+        return mean_vector(
+            keys,
+            weights,
+            vecs,
+            self.vector_size,
+            post_normalize=post_normalize,
+            ignore_missing=ignore_missing,
+        )
 
     def similarity(self, w1, w2) -> float:
         from gensim import matutils

@@ -199,9 +199,20 @@ def split_weights(positive, negative) -> tuple[list, np.ndarray]:
     return keys, weight
 
 
-def mean_vector(keys, weights, normed: dict, dim: int) -> np.ndarray:
-    """gensim's ``get_mean_vector(keys, weights, pre_normalize=True, post_normalize=True,
-    ignore_missing=False)``, given the unit vectors of the word keys in ``normed``."""
+def mean_vector(
+    keys,
+    weights,
+    vecs: dict,
+    dim: int,
+    *,
+    post_normalize: bool = True,
+    ignore_missing: bool = False,
+) -> np.ndarray:
+    """gensim's ``get_mean_vector`` arithmetic, given the vectors of the word keys in ``vecs``.
+
+    Items of ``keys`` are words (looked up in ``vecs``, already normalised or not as the
+    caller's ``pre_normalize`` asks) or vectors (used as they are), as in gensim.
+    """
     from gensim import matutils
 
     mean = np.zeros(dim, REAL)
@@ -210,14 +221,14 @@ def mean_vector(keys, weights, normed: dict, dim: int) -> np.ndarray:
         if isinstance(key, np.ndarray):
             mean += weights[idx] * key
             total_weight += abs(weights[idx])
-        elif key in normed:
-            mean += weights[idx] * normed[key]
+        elif key in vecs:
+            mean += weights[idx] * vecs[key]
             total_weight += abs(weights[idx])
-        else:
+        elif not ignore_missing:
             raise KeyError(f"Key '{key}' not present in vocabulary")
     if total_weight > 0:
         mean = mean / total_weight
-    return matutils.unitvec(mean).astype(REAL)
+    return matutils.unitvec(mean).astype(REAL) if post_normalize else mean
 
 
 def row_norms(vectors: np.ndarray) -> np.ndarray:

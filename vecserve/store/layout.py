@@ -115,8 +115,22 @@ def validate_model_name(name: str) -> str:
     return name
 
 
+class _JsonRecord:
+    """JSON (de)serialisation of a dataclass record; unknown fields are ignored on load,
+    so metadata written by a newer vecserve still reads."""
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), sort_keys=True)  # type: ignore[call-overload]
+
+    @classmethod
+    def from_json(cls, raw: str | bytes):
+        data = json.loads(raw)
+        known = {f.name for f in fields(cls)}  # type: ignore[arg-type]
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+
 @dataclass(frozen=True)
-class ModelInfo:
+class ModelInfo(_JsonRecord):
     """Metadata of one committed generation of a model (the registry entry)."""
 
     name: str
@@ -151,18 +165,9 @@ class ModelInfo:
     def counts_key(self) -> str:
         return counts_key(self.prefix)
 
-    def to_json(self) -> str:
-        return json.dumps(asdict(self), sort_keys=True)
-
-    @classmethod
-    def from_json(cls, raw: str | bytes) -> ModelInfo:
-        data = json.loads(raw)
-        known = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in known})
-
 
 @dataclass
-class LoadState:
+class LoadState(_JsonRecord):
     """Progress of an unfinished load, kept in ``vecserve:loads`` after every batch."""
 
     name: str
@@ -183,15 +188,6 @@ class LoadState:
     updated: float = 0.0
     host: str = ""
     pid: int = 0
-
-    def to_json(self) -> str:
-        return json.dumps(asdict(self), sort_keys=True)
-
-    @classmethod
-    def from_json(cls, raw: str | bytes) -> LoadState:
-        data = json.loads(raw)
-        known = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in known})
 
 
 @contextlib.contextmanager
