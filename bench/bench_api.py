@@ -281,8 +281,8 @@ def render(args, vec_rows, handler, sim_rows, load_s, snap_s, ann_s, ready_s, mo
         "# HTTP service benchmark",
         "",
         f"Command: `flock /tmp/vecserve-bench.lock python bench/bench_api.py "
-        f"--vectors {args.vectors} --connections {args.connections} --seconds {args.seconds} "
-        f"--out bench/RESULTS-api.md`",
+        f"--vectors {args.vectors} --queries {args.queries} --batch {args.batch} "
+        f"--connections {args.connections} --seconds {args.seconds} --out bench/RESULTS-api.md`",
         "",
         f"Machine: {os.cpu_count()} cores shared with other jobs; valkey-server, one uvicorn "
         f"worker and the load generator (`wrk`, 1 thread, {args.connections} connections, "
