@@ -131,7 +131,7 @@ def main() -> None:
     ap.add_argument("--old-sample", type=int, default=20_000)
     ap.add_argument("--codecs", default="f32,f16,i8")
     ap.add_argument("--out", default=os.path.join(tempfile.gettempdir(), "vecserve-bench"))
-    ap.add_argument("--unix", action="store_true", help="unix socket instead of TCP loopback")
+    ap.add_argument("--transport", choices=["tcp", "unix", "both"], default="both")
     args = ap.parse_args()
 
     out = Path(args.out)
@@ -141,8 +141,16 @@ def main() -> None:
     size_mb = path.stat().st_size / 1e6
     print(f"file: {path} ({size_mb:,.0f} MB, made in {time.perf_counter() - t0:.0f}s)")
 
+    transports = ["tcp", "unix"] if args.transport == "both" else [args.transport]
+    for transport in transports:
+        rows = run_transport(path, args, transport)
+        print_table(rows, args, transport)
+
+
+def run_transport(path: Path, args, transport: str) -> list[tuple]:
+    """Every method against one fresh server reached over ``transport``."""
     server_dir = Path(tempfile.mkdtemp(prefix="vecserve-bench-server-"))
-    if args.unix:
+    if transport == "unix":
         server = ValkeyProcess(server_dir, unixsocket=server_dir / "s.sock").start()
     else:
         server = ValkeyProcess(server_dir, port=free_port()).start()
@@ -180,12 +188,14 @@ def main() -> None:
     finally:
         client.close()
         server.stop()
+    return rows
 
+
+def print_table(rows: list[tuple], args, transport: str) -> None:
     ours = rows[0][1]
+    where = "unix socket (the embedded default)" if transport == "unix" else "TCP loopback"
     print()
-    print(
-        f"{args.vectors:,} x {args.dim} float32, {'unix socket' if args.unix else 'TCP loopback'}"
-    )
+    print(f"{args.vectors:,} x {args.dim} float32, {where}, load average {os.getloadavg()[0]:.1f}")
     print(f"| {'method':<48} | {'vectors/s':>11} | {'vs ours f32':>11} | {'peak RSS MB':>11} "
           f"| {'Redis B/vector':>14} |")  # fmt: skip
     print(f"|{'-' * 50}|{'-' * 13}|{'-' * 13}|{'-' * 13}|{'-' * 16}|")
