@@ -11,12 +11,13 @@ from __future__ import annotations
 import multiprocessing
 import os
 import threading
+import time
 
 import numpy as np
 import pytest
 from gensim.models import KeyedVectors
 
-from vecserve.errors import ModelNotFound, TokenNotFound
+from vecserve.errors import ModelNotFound, StoreUnavailable, TokenNotFound
 from vecserve.keyedvectors import RedisKeyedVectors
 from vecserve.loader import load_arrays
 
@@ -319,3 +320,87 @@ def test_similarity_url_uses_the_http_contract(store, tmp_path):
     finally:
         server.shutdown()
         server.server_close()
+
+
+@pytest.fixture
+def service_url(redis_url, store, tmp_path):
+    """The real vecserve HTTP service (create_app under uvicorn) on an ephemeral port."""
+    uvicorn = pytest.importorskip("uvicorn")
+    from vecserve.api import create_app
+    from vecserve.embedded import free_port
+    from vecserve.settings import Settings
+
+    settings = Settings(redis_url=redis_url, cache_dir=tmp_path / "service", model_ttl=0)
+    port = free_port()
+    config = uvicorn.Config(
+        create_app(settings), host="127.0.0.1", port=port, log_level="warning", ws="none"
+    )
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 20
+    while not server.started:
+        assert time.monotonic() < deadline and thread.is_alive(), "uvicorn did not start"
+        time.sleep(0.01)
+    yield f"http://127.0.0.1:{port}"
+    server.should_exit = True
+    thread.join(timeout=20)
+
+
+def _raised(call, model):
+    try:
+        call(model)
+    except Exception as exc:
+        return exc
+    raise AssertionError("no exception")
+
+
+def test_similarity_url_against_the_real_service(store, tmp_path, service_url):
+    """HTTP mode answers and fails exactly as gensim does locally; 4xx never StoreUnavailable."""
+    kv = load_gensim("lee_fasttext.vec")
+    load_arrays(kv.index_to_key, kv.vectors, name="M", store=store)
+    client_dir = tmp_path / "client"
+    rkv = RedisKeyedVectors("M", store=store, similarity_url=service_url, cache_dir=client_dir)
+    vec = kv["of"] * 2
+    same(rkv.most_similar("the", topn=5), kv.most_similar("the", topn=5))
+    same(
+        rkv.most_similar([("the", 2.0), vec], ["of"], restrict_vocab=100),
+        kv.most_similar([("the", 2.0), vec], ["of"], restrict_vocab=100),
+    )
+    same(rkv.similar_by_vector(vec, topn=None), kv.similar_by_vector(vec, topn=None))
+    same(rkv.most_similar_cosmul(["the", vec]), kv.most_similar_cosmul(["the", vec]))
+    failing = [
+        lambda m: m.most_similar("nope"),  # KeyError "... not present in vocabulary"
+        lambda m: m.most_similar(["the"], ["nope"]),
+        lambda m: m.most_similar_cosmul("nope"),  # KeyError "... not present"
+        lambda m: m.most_similar_cosmul([("the", 2.0)]),  # ValueError (422 from the service)
+        lambda m: m.most_similar_cosmul(["the"], [3]),  # ValueError (422)
+        lambda m: m.most_similar_cosmul([(vec, 2.0)]),  # TypeError, before any request
+        lambda m: m.most_similar_cosmul(negative=["the"]),  # ValueError (400)
+        lambda m: m.most_similar(positive=[], negative=[]),  # ValueError (400)
+    ]
+    for call in failing:
+        want, got = _raised(call, kv), _raised(call, rkv)
+        assert isinstance(got, type(want)), (got, want)
+        assert not isinstance(got, StoreUnavailable)
+        if isinstance(want, KeyError):
+            assert isinstance(got, TokenNotFound) and got.args == want.args
+            assert got.model == "M"
+    with pytest.raises(ModelNotFound):
+        RedisKeyedVectors("GONE", store=store, similarity_url=service_url).most_similar("the")
+    assert not client_dir.exists()  # everything was answered by the service
+
+
+def test_service_word_not_found_detail_is_gensims(store, service_url):
+    import httpx
+
+    load_arrays(["a", "b"], np.eye(2, dtype=np.float32), name="M", store=store)
+    for path, params in [
+        ("/most_similar", {"positive": "nope", "model": "M"}),
+        ("/vectors", {"words": "a,nope", "missing": "error", "model": "M"}),
+    ]:
+        r = httpx.get(service_url + path, params=params)
+        assert r.status_code == 404, r.text
+        body = r.json()
+        assert body["error"] == "TokenNotFound" and body["model"] == "M"
+        assert body["detail"] == "Key 'nope' not present in vocabulary"

@@ -60,13 +60,21 @@ class ModelNotFound(VecserveError, KeyError):
 
 
 class TokenNotFound(VecserveError, KeyError):
-    """A word is not in the model; a ``KeyError`` exactly like gensim raises."""
+    """A word is not in the model: a ``KeyError`` with gensim's own message.
 
-    def __init__(self, token: str, model: str = ""):
+    gensim words it two ways: ``Key 'x' not present in vocabulary`` from ``most_similar``
+    and the calls that average vectors (the default here), and ``Key 'x' not present``
+    from its lookups (``kv['x']``, ``get_index``; ``lookup=True``). The model's name is
+    the ``model`` attribute, kept out of the message so ``str(exc)`` is gensim's.
+
+    >>> str(TokenNotFound("qwzx", "W2V")), TokenNotFound("qwzx", "W2V").model
+    ("Key 'qwzx' not present in vocabulary", 'W2V')
+    """
+
+    def __init__(self, token: str, model: str = "", *, lookup: bool = False):
         self.token = token
         self.model = model
-        where = f" of model {model!r}" if model else ""
-        super().__init__(f"Key '{token}' not present{where}")
+        super().__init__(f"Key '{token}' not present" + ("" if lookup else " in vocabulary"))
 
     def __str__(self) -> str:
         return str(self.args[0])

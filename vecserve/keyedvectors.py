@@ -349,9 +349,7 @@ class RedisKeyedVectors(WholeMatrixCalls):
         if policy not in MISSING_POLICIES:
             raise ValueError(f"missing must be one of {MISSING_POLICIES}, got {policy!r}")
         if policy == "raise":
-            exc = TokenNotFound(key)
-            exc.model = self.name
-            raise exc
+            raise TokenNotFound(key, self.name, lookup=True)
         return policy
 
     # -- lookups (gensim API) ---------------------------------------------------------------
@@ -582,7 +580,7 @@ class RedisKeyedVectors(WholeMatrixCalls):
             return int(key)
         if default is not None:
             return default
-        raise TokenNotFound(key)
+        raise TokenNotFound(key, self.name, lookup=True)
 
     def get_vecattr(self, key, attr):
         """``"count"``: the source's count, or gensim's made-up ``count - index``."""

@@ -19,8 +19,14 @@ import urllib.request
 
 import numpy as np
 
-from .errors import ModelNotFound, StoreUnavailable
-from .similarity import SimilarityIndex, encode_items, mean_vector, split_weights
+from .errors import ModelNotFound, StoreUnavailable, TokenNotFound
+from .similarity import (
+    SimilarityIndex,
+    encode_items,
+    ensure_list,
+    mean_vector,
+    split_weights,
+)
 
 __all__ = ["WholeMatrixCalls"]
 
@@ -35,6 +41,10 @@ class WholeMatrixCalls:
         return self._index()
 
     def _remote(self, positive, negative, topn, restrict_vocab, cosmul: bool):
+        if cosmul:  # gensim hashes every non-vector item first: TypeError for (vector, w)
+            for item in ensure_list(positive) + ensure_list(negative):
+                if not isinstance(item, np.ndarray):
+                    hash(item)
         body = {
             "model": self.name,
             "positive": encode_items(positive),
@@ -51,24 +61,40 @@ class WholeMatrixCalls:
             with urllib.request.urlopen(req, timeout=60) as resp:
                 out = json.loads(resp.read())
         except urllib.error.HTTPError as exc:
-            try:
-                err = json.loads(exc.read())
-            except ValueError:
-                err = {}
-            detail = err.get("detail", str(exc))
-            kind = err.get("error", "")
-            if kind == "TokenNotFound":
-                raise KeyError(detail) from None
-            if kind == "ModelNotFound":
-                raise ModelNotFound(self.name) from None
-            if exc.code == 400:
-                raise ValueError(detail) from None
-            raise StoreUnavailable(f"similarity service {url}: {detail}") from exc
+            raise self._http_error(exc, url, cosmul=cosmul) from None
         except (urllib.error.URLError, OSError) as exc:
             raise StoreUnavailable(f"similarity service {url} unreachable: {exc}") from exc
         if "similarities" in out:
             return np.asarray(out["similarities"], dtype=REAL)
         return [(k, float(s)) for k, s in out["results"]]
+
+    def _http_error(self, exc: urllib.error.HTTPError, url: str, *, cosmul: bool) -> Exception:
+        """The exception gensim raises for the query the service refused.
+
+        404 TokenNotFound -> :class:`TokenNotFound` with gensim's message for the call
+        (``most_similar_cosmul`` looks words up, ``most_similar`` averages them); 404
+        ModelNotFound -> :class:`ModelNotFound`; any other 4xx (a query the engine rejects,
+        400, or a malformed one, 422) -> ``ValueError`` as gensim's arithmetic raises;
+        5xx -> :class:`StoreUnavailable`. A 4xx is the caller's, never "unavailable".
+        """
+        try:
+            err = json.loads(exc.read())
+        except ValueError:
+            err = {}
+        if not isinstance(err, dict):
+            err = {}
+        detail = str(err.get("detail", exc))
+        kind = err.get("error", "")
+        if kind == "TokenNotFound":
+            token = err.get("token")
+            if token is None:
+                return KeyError(detail)
+            return TokenNotFound(token, self.name, lookup=cosmul)
+        if kind == "ModelNotFound":
+            return ModelNotFound(self.name)
+        if 400 <= exc.code < 500:
+            return ValueError(detail)
+        return StoreUnavailable(f"similarity service {url}: HTTP {exc.code}: {detail}")
 
     def most_similar(self, positive=None, negative=None, topn=10, clip_start=0, clip_end=None,
                      restrict_vocab=None, indexer=None):  # fmt: skip
