@@ -19,6 +19,9 @@ Run (the machine is shared: take the lock)::
 
     flock /tmp/vecserve-bench.lock python bench/bench_api.py --vectors 1000000 \\
         --out bench/RESULTS-api.md
+
+``--only-vectors`` runs just the ``/vectors`` part (no snapshot, no ANN build, no
+most_similar; the server starts without preloading) and prints its markdown section.
 """
 
 from __future__ import annotations
@@ -172,6 +175,7 @@ def main() -> None:
     ap.add_argument("--expansion-search", type=int, default=AnnParams.expansion_search)
     ap.add_argument("--work", default=None, help="Work dir (default: a temp dir, removed).")
     ap.add_argument("--out", default=None, help="Write the markdown results here.")
+    ap.add_argument("--only-vectors", action="store_true", help="Only the /vectors part.")
     args = ap.parse_args()
 
     work = Path(args.work or tempfile.mkdtemp(prefix="vecserve-bench-api-"))
@@ -186,6 +190,17 @@ def main() -> None:
         info = load_arrays(tokens, vectors, name="BENCH", store=store, progress=False)
         load_s = time.perf_counter() - t
         print(f"loaded into Redis in {load_s:.1f}s", flush=True)
+        if args.only_vectors:
+            port = free_port()
+            env = {"VECSERVE_REDIS_URL": server.url, "VECSERVE_DEFAULT_MODEL": "BENCH"}
+            uvicorn_proc = start_server(env, port)
+            vec_rows = bench_vectors(f"http://127.0.0.1:{port}", tokens, args)
+            handler = bench_handler(server.url, tokens)
+            md = "\n".join(render_vectors(args, vec_rows, handler))
+            print(md)
+            if args.out:
+                Path(args.out).write_text(md)
+            return
 
         cache = work / "cache"
         t = time.perf_counter()
@@ -284,29 +299,7 @@ def render(args, vec_rows, handler, sim_rows, load_s, snap_s, ann_s, ready_s, mo
         f"--vectors {args.vectors} --queries {args.queries} --batch {args.batch} "
         f"--connections {args.connections} --seconds {args.seconds} --out bench/RESULTS-api.md`",
         "",
-        f"Machine: {os.cpu_count()} cores shared with other jobs; valkey-server, one uvicorn "
-        f"worker and the load generator (`wrk`, 1 thread, {args.connections} connections, "
-        f"{args.seconds} s per case) all on 127.0.0.1. Quote the ratios.",
-        "",
-        "## /vectors (model of 300-d float32)",
-        "",
-        "| words | format | req/s | p50 ms | p99 ms | body bytes | binary/JSON req/s |",
-        "|---:|---|---:|---:|---:|---:|---:|",
-    ]
-    by = {(r["words"], r["format"]): r for r in vec_rows}
-    for r in vec_rows:
-        ratio = ""
-        if r["format"] == "binary":
-            ratio = f"**{r['rps'] / by[(r['words'], 'JSON')]['rps']:.2f}x**"
-        lines.append(
-            f"| {r['words']} | {r['format']} | {r['rps']:,.0f} | {r['p50']:.2f} | "
-            f"{r['p99']:.2f} | {r['bytes']:,} | {ratio} |"
-        )
-    lines += [
-        "",
-        f"Server-side work of one 100-word answer, in process (MGET + body, no HTTP): JSON "
-        f"{handler['JSON']:.2f} ms, binary {handler['binary']:.2f} ms "
-        f"(**{handler['JSON'] / handler['binary']:.1f}x**).",
+        *render_vectors(args, vec_rows, handler),
     ]
     g50 = percentile_ms(sim_rows[0][1], 50)
     lines += [
@@ -333,6 +326,36 @@ def render(args, vec_rows, handler, sim_rows, load_s, snap_s, ann_s, ready_s, mo
         "",
     ]
     return "\n".join(lines)
+
+
+def render_vectors(args, vec_rows, handler) -> list[str]:
+    """The /vectors section: machine note, table, in-process cost of one answer."""
+    lines = [
+        f"Machine: {os.cpu_count()} cores shared with other jobs; valkey-server, one uvicorn "
+        f"worker and the load generator (`wrk`, 1 thread, {args.connections} connections, "
+        f"{args.seconds} s per case) all on 127.0.0.1. Quote the ratios.",
+        "",
+        "## /vectors (model of 300-d float32)",
+        "",
+        "| words | format | req/s | p50 ms | p99 ms | body bytes | binary/JSON req/s |",
+        "|---:|---|---:|---:|---:|---:|---:|",
+    ]
+    by = {(r["words"], r["format"]): r for r in vec_rows}
+    for r in vec_rows:
+        ratio = ""
+        if r["format"] == "binary":
+            ratio = f"**{r['rps'] / by[(r['words'], 'JSON')]['rps']:.2f}x**"
+        lines.append(
+            f"| {r['words']} | {r['format']} | {r['rps']:,.0f} | {r['p50']:.2f} | "
+            f"{r['p99']:.2f} | {r['bytes']:,} | {ratio} |"
+        )
+    lines += [
+        "",
+        f"Server-side work of one 100-word answer, in process (MGET + body, no HTTP): JSON "
+        f"{handler['JSON']:.2f} ms, binary {handler['binary']:.2f} ms "
+        f"(**{handler['JSON'] / handler['binary']:.1f}x**).",
+    ]
+    return lines
 
 
 if __name__ == "__main__":

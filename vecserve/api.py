@@ -22,6 +22,10 @@ endpoint                                 answers
 ``GET /metrics``                         Prometheus text format
 =======================================  ===============================================
 
+``GET /vectors`` is answered by :class:`VectorsFastRoute`, a plain route ahead of the
+FastAPI routes that skips dependency solving (the FastAPI route stays for the OpenAPI
+schema and answers anything unusual); the answers are the same.
+
 Every error is a JSON body ``{"error": <class>, "detail": <message>}``: unknown model or
 word 404, malformed input 422, a query the engine rejects 400, Redis down 503 with
 ``Retry-After``, never a stack trace.
@@ -92,7 +96,7 @@ from .schemas import (
 from .settings import Settings
 from .similarity import SimilarityIndex
 
-__all__ = ["JSON", "NPY", "OCTET", "create_app"]
+__all__ = ["JSON", "NPY", "OCTET", "VectorsFastRoute", "create_app"]
 
 log = logging.getLogger(__name__)
 
@@ -367,7 +371,7 @@ class VectorsFastRoute(BaseRoute):
             ctx is None
             or not words
             or missing not in _POLICIES
-            or (fmt is not None and fmt not in _FORMATS)
+            or (fmt is not None and fmt not in _FORMAT_NAMES)
             or getattr(overrides, "dependency_overrides", None)
         ):
             await self.fallback.handle(scope, receive, send)
@@ -379,7 +383,7 @@ class VectorsFastRoute(BaseRoute):
 
 
 _POLICIES = frozenset(get_args(MissingPolicy))
-_FORMATS = frozenset(get_args(_FORMAT))
+_FORMAT_NAMES = frozenset(get_args(_FORMAT))
 
 
 def _add_similarity_routes(app: FastAPI) -> None:
