@@ -60,13 +60,14 @@ def weights():
     }
 
 
-def make_worker(w, *, sg=1, hs=0, negative=3, batch=0, cbow_mean=1):
+def make_worker(w, *, sg=1, hs=0, negative=3, batch=0, cbow_mean=1, cbow_batch=8):
     tree = w["tree"]
     return _kernels.KernelWorker(
         w["syn0"], w["syn1"] if hs else None, w["syn1neg"] if negative else None,
         sample_thresholds(w["counts"], 0), *alias_table(w["counts"]),
         tree.codes, tree.points, tree.codelens,
         sg=sg, hs=hs, negative=negative, window=3, cbow_mean=cbow_mean, batch=batch,
+        cbow_batch=cbow_batch,
     )  # fmt: skip
 
 
@@ -137,6 +138,30 @@ def test_hogbatch_step(weights, negatives):
     assert_close(weights["syn1neg"], syn1neg)
 
 
+@pytest.mark.parametrize("cbow_mean", [1, 0])
+def test_cbow_hogbatch_step(weights, cbow_mean):
+    syn0, syn1neg = weights["syn0"].copy(), weights["syn1neg"].copy()
+    windows = [([1, 4, 4], 6), ([0, 2], 4), ([9, 3, 5, 1], 6)]
+    negatives = [11, 4, 0]  # 4 is the target of the second window only
+    kw = make_worker(weights, sg=0, batch=1, cbow_mean=cbow_mean, cbow_batch=3)
+    kw.cbow_hogbatch_step(windows, negatives, alpha=0.05)
+    hidden = np.array([syn0[c].mean(0) if cbow_mean else syn0[c].sum(0) for c, _ in windows])
+    outs = [t for _, t in windows] + negatives
+    scores = hidden @ syn1neg[outs].T
+    g = np.zeros_like(scores)
+    for b, (_, target) in enumerate(windows):
+        g[b, b] = neg_grad(float(scores[b, b]), 1.0, 0.05)
+        for o in range(len(windows), len(outs)):
+            if outs[o] != target:
+                g[b, o] = neg_grad(float(scores[b, o]), 0.0, 0.05)
+    hidden_grad = g @ syn1neg[outs]
+    np.add.at(syn1neg, outs, g.T @ hidden)
+    for b, (contexts, _) in enumerate(windows):
+        np.add.at(syn0, contexts, hidden_grad[b])
+    assert_close(weights["syn0"], syn0)
+    assert_close(weights["syn1neg"], syn1neg)
+
+
 def test_hogbatch_with_one_context_equals_a_skipgram_pair(weights):
     w2 = {k: (v.copy() if isinstance(v, np.ndarray) else v) for k, v in weights.items()}
     make_worker(weights, batch=1).hogbatch_step([4], 1, [6, 9, 10], alpha=0.1)
@@ -161,7 +186,7 @@ def test_worker_checks_dtypes(weights):
             sg=1, hs=0, negative=3, window=3,
         )  # fmt: skip
     with pytest.raises(ValueError, match="HogBatch"):
-        make_worker(weights, sg=0, batch=1)
+        make_worker(weights, hs=1, negative=0, batch=1)
 
 
 def test_train_range_checks(weights):

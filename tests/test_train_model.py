@@ -43,11 +43,12 @@ def topic_purity(model):
         {"sg": 1, "batch": True},
         {"sg": 1, "batch": False},
         {"sg": 0, "alpha": 0.05},
+        {"sg": 0, "alpha": 0.05, "batch": True},
         {"sg": 0, "cbow_mean": 0, "alpha": 0.01},
         {"sg": 1, "hs": 1, "negative": 0},
         {"sg": 0, "hs": 1, "negative": 0, "alpha": 0.05},
     ],
-    ids=["sg-hogbatch", "sg-pairs", "cbow-mean", "cbow-sum", "sg-hs", "cbow-hs"],
+    ids=["sg-hogbatch", "sg-pairs", "cbow-mean", "cbow-hogbatch", "cbow-sum", "sg-hs", "cbow-hs"],
 )
 def test_learns_topic_structure(mode):
     model = Word2Vec(CORPUS, **SMALL, epochs=5, workers=2, **mode)
@@ -67,6 +68,7 @@ def test_default_mode_is_hogbatch_for_skipgram_negative():
     assert Word2Vec(sg=1, hs=1, negative=0).mode == "sg-hs"
     assert Word2Vec(sg=1, batch=False).mode == "sg-neg"
     assert Word2Vec().mode == "cbow-mean-neg"
+    assert Word2Vec(batch=True).mode == "cbow-mean-neg-hogbatch"
 
 
 def test_stats_and_keyedvectors():
@@ -111,7 +113,8 @@ def test_reads_files(tmp_path):
         ({"alpha": 0}, "alpha"),
         ({"min_alpha": 1.0}, "min_alpha"),
         ({"sample": -1}, "sample"),
-        ({"batch": True, "sg": 0}, "batch"),
+        ({"batch": True, "hs": 1, "negative": 0}, "batch"),
+        ({"cbow_batch": 0}, "cbow_batch"),
     ],
 )
 def test_bad_parameters(params, match):

@@ -22,7 +22,8 @@ cdef struct W2VState:
     int hs
     int sg
     int cbow_mean
-    int batch                   # HogBatch: one sgemm-based update per window (sg + negative)
+    int batch                   # HogBatch: sgemm-based updates (negative sampling only)
+    int cbow_batch              # CBOW HogBatch: centres per batch sharing negatives
     int32_t vocab_size
     const uint32_t *sample_int  # keep word w if sample_int[w] >= a uniform uint32
     const uint32_t *alias_prob  # unigram^0.75 alias table: threshold ...
@@ -39,14 +40,19 @@ cdef struct W2VState:
     int32_t *sent               # (MAX_SENTENCE,) the subsampled sentence
     int32_t *ctx                # (2 * window,) context word ids
     int32_t *outs               # (1 + negative,) target then negatives
-    real *inputM                # (2 * window, size)   HogBatch gathered syn0 rows
-    real *outputM               # (1 + negative, size) HogBatch gathered syn1neg rows
-    real *corrM                 # (2 * window, 1 + negative) scores, then gradients
-    real *inputMd               # (2 * window, size)   updates of syn0 rows
-    real *outputMd              # (1 + negative, size) updates of syn1neg rows
+    int32_t *ahead              # (negative,) the next negatives, drawn early to prefetch
+    # HogBatch matrices, B = max(2 * window, cbow_batch) inputs, O = B + negative outputs
+    real *inputM                # (B, size) gathered syn0 rows (CBOW: context means)
+    real *outputM               # (O, size) gathered syn1neg rows
+    real *corrM                 # (B, O) scores, then gradients
+    real *inputMd               # (B, size) updates of the inputs
+    real *outputMd              # (O, size) updates of syn1neg rows
+    int32_t *bctx               # (cbow_batch, 2 * window) CBOW HogBatch contexts
+    int32_t *bnctx              # (cbow_batch,) their counts
 
 cdef void sg_pair(W2VState *s, int32_t inp, int32_t target, int n_out) noexcept nogil
 cdef void cbow_window(W2VState *s, int n_ctx, int32_t target, int n_out) noexcept nogil
 cdef void hogbatch_window(W2VState *s, int n_ctx, int n_out) noexcept nogil
+cdef void cbow_hogbatch(W2VState *s, int m) noexcept nogil
 cdef int64_t train_sentences(W2VState *s, const int32_t *words, const int64_t *bounds,
                              int64_t s0, int64_t s1, real alpha0, real alpha1) noexcept nogil

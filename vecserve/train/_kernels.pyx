@@ -19,6 +19,12 @@ HogBatch (Ji et al., 2016): for one centre word, its ``B`` context rows of syn0 
 ``1 + K`` output rows of syn1neg (the centre and K negatives shared by all contexts) are
 gathered into small matrices; scores ``(B, 1+K)``, the syn0 updates ``(B, D)`` and the
 syn1neg updates ``(1+K, D)`` are three ``sgemm`` calls; the updates are added back.
+CBOW HogBatch does the same for ``cbow_batch`` consecutive windows of a sentence: their
+context means are the inputs, their centres plus K shared negatives the outputs (a
+centre is no negative for the other windows: its gradient there is zero).
+
+While one update runs, the next one's negatives are already drawn and their rows
+prefetched (``draw_ahead``), as are the next centre's row and its new context row.
 """
 
 import numpy as np
@@ -30,6 +36,15 @@ from libc.string cimport memcpy, memset
 from scipy.linalg.cython_blas cimport saxpy, sdot, sgemm, sscal
 
 cnp.import_array()
+
+cdef extern from *:
+    """
+    static inline void vecserve_prefetch(const void *p, int nbytes) {
+        const char *c = (const char *)p;
+        for (int k = 0; k < nbytes; k += 64) __builtin_prefetch(c + k, 1, 3);
+    }
+    """
+    void prefetch "vecserve_prefetch"(const void *p, int nbytes) noexcept nogil
 
 cdef int ONE = 1
 cdef real ONEF = 1.0
@@ -188,12 +203,82 @@ cdef void hogbatch_window(W2VState *s, int n_ctx, int n_out) noexcept nogil:
     for o in range(O):
         saxpy(&D, &ONEF, &s.outputMd[o * D], &ONE, &s.syn1neg[<int64_t>s.outs[o] * D], &ONE)
 
-cdef inline int draw_outputs(W2VState *s, int32_t target) noexcept nogil:
+cdef void cbow_hogbatch(W2VState *s, int m) noexcept nogil:
+    """CBOW HogBatch: m centres (inputs: their context means in s.inputM, targets in
+    s.outs[:m], contexts in s.bctx) share the negatives s.outs[m:m + negative]."""
+    cdef int D = s.size
+    cdef int B = m
+    cdef int O = m + s.negative
+    cdef int W2 = 2 * s.window
+    cdef int b, o, c
+    cdef int32_t target
+    cdef real *g
+    for o in range(O):
+        memcpy(&s.outputM[o * D], &s.syn1neg[<int64_t>s.outs[o] * D], D * sizeof(real))
+    sgemm(&TRANS, &NOTRANS, &O, &B, &D, &ONEF, s.outputM, &D, s.inputM, &D,
+          &ZEROF, s.corrM, &O)
+    for b in range(B):
+        g = &s.corrM[b * O]
+        target = s.outs[b]
+        for o in range(m):  # other centres' targets are not negatives for this one
+            g[o] = neg_gradient(g[o], 1.0, s.alpha) if o == b else 0.0
+        for o in range(m, O):
+            if s.outs[o] == target:
+                g[o] = 0.0
+            else:
+                g[o] = neg_gradient(g[o], 0.0, s.alpha)
+    sgemm(&NOTRANS, &NOTRANS, &D, &B, &O, &ONEF, s.outputM, &D, s.corrM, &O,
+          &ZEROF, s.inputMd, &D)
+    sgemm(&NOTRANS, &TRANS, &D, &O, &B, &ONEF, s.inputM, &D, s.corrM, &O,
+          &ZEROF, s.outputMd, &D)
+    for b in range(B):
+        for c in range(s.bnctx[b]):
+            saxpy(&D, &ONEF, &s.inputMd[b * D], &ONE,
+                  &s.syn0[<int64_t>s.bctx[b * W2 + c] * D], &ONE)
+    for o in range(O):
+        saxpy(&D, &ONEF, &s.outputMd[o * D], &ONE, &s.syn1neg[<int64_t>s.outs[o] * D], &ONE)
+
+cdef inline void cbow_batch_add(W2VState *s, int m, int n_ctx, int32_t target) noexcept nogil:
+    """Queue centre m of a CBOW HogBatch: its contexts are in s.ctx[:n_ctx]."""
+    cdef int D = s.size
+    cdef int c
+    cdef real inv
+    cdef real *h = &s.inputM[m * D]
+    memset(h, 0, D * sizeof(real))
+    for c in range(n_ctx):
+        saxpy(&D, &ONEF, &s.syn0[<int64_t>s.ctx[c] * D], &ONE, h, &ONE)
+    if s.cbow_mean and n_ctx > 1:
+        inv = 1.0 / n_ctx
+        sscal(&D, &inv, h, &ONE)
+    memcpy(&s.bctx[m * 2 * s.window], s.ctx, n_ctx * sizeof(int32_t))
+    s.bnctx[m] = n_ctx
+    s.outs[m] = target
+
+cdef inline void cbow_batch_flush(W2VState *s, int m) noexcept nogil:
     cdef int d
+    if m == 0:
+        return
+    memcpy(&s.outs[m], s.ahead, s.negative * sizeof(int32_t))
+    draw_ahead(s)
+    cbow_hogbatch(s, m)
+
+cdef inline void draw_ahead(W2VState *s) noexcept nogil:
+    """Draw the next update's negatives now and start loading their rows into cache."""
+    cdef int d
+    cdef int32_t w
+    for d in range(s.negative):
+        w = draw_negative(s)
+        s.ahead[d] = w
+        prefetch(&s.syn1neg[<int64_t>w * s.size], s.size * sizeof(real))
+
+cdef inline int draw_outputs(W2VState *s, int32_t target) noexcept nogil:
+    """s.outs = target + the negatives drawn ahead; draws the next ones."""
+    if s.negative <= 0:
+        return 0
     s.outs[0] = target
-    for d in range(1, s.negative + 1):
-        s.outs[d] = draw_negative(s)
-    return s.negative + 1 if s.negative > 0 else 0
+    memcpy(&s.outs[1], s.ahead, s.negative * sizeof(int32_t))
+    draw_ahead(s)
+    return s.negative + 1
 
 cdef int64_t train_sentences(W2VState *s, const int32_t *words, const int64_t *bounds,
                              int64_t s0, int64_t s1, real alpha0, real alpha1) noexcept nogil:
@@ -202,9 +287,13 @@ cdef int64_t train_sentences(W2VState *s, const int32_t *words, const int64_t *b
     Returns the number of words left after subsampling (the words trained on).
     """
     cdef int64_t sent, k, total = bounds[s1] - bounds[s0], done = 0, effective = 0
-    cdef int n, i, j, b, lo, hi, n_ctx, n_out
+    cdef int n, i, j, b, lo, hi, n_ctx, n_out, m = 0
+    cdef int cbow_batch = s.cbow_batch if (s.batch and not s.sg) else 0
     cdef int32_t w, word
     cdef int window = s.window
+    cdef int row_bytes = s.size * sizeof(real)
+    if s.negative > 0:
+        draw_ahead(s)
     for sent in range(s0, s1):
         s.alpha = alpha0 + (alpha1 - alpha0) * (<real>done / <real>total)
         n = 0
@@ -225,6 +314,11 @@ cdef int64_t train_sentences(W2VState *s, const int32_t *words, const int64_t *b
             hi = i + window + 1 - b
             if hi > n:
                 hi = n
+            # rows the next centre needs that this one does not: its own, a new context
+            if i + 1 < n and s.negative > 0:
+                prefetch(&s.syn1neg[<int64_t>s.sent[i + 1] * s.size], row_bytes)
+            if i + window + 1 < n:
+                prefetch(&s.syn0[<int64_t>s.sent[i + window + 1] * s.size], row_bytes)
             if s.sg and not s.batch:
                 for j in range(lo, hi):
                     if j != i:
@@ -238,11 +332,20 @@ cdef int64_t train_sentences(W2VState *s, const int32_t *words, const int64_t *b
                     n_ctx += 1
             if n_ctx == 0:
                 continue
+            if cbow_batch:
+                cbow_batch_add(s, m, n_ctx, word)
+                m += 1
+                if m == cbow_batch:
+                    cbow_batch_flush(s, m)
+                    m = 0
+                continue
             n_out = draw_outputs(s, word)
             if s.sg:
                 hogbatch_window(s, n_ctx, n_out)
             else:
                 cbow_window(s, n_ctx, word, n_out)
+        cbow_batch_flush(s, m)  # a batch never spans sentences (alpha changes between)
+        m = 0
     return effective
 
 
@@ -278,7 +381,7 @@ cdef class KernelWorker:
 
     def __init__(self, syn0, syn1, syn1neg, sample_int, alias_prob, alias_idx,
                  codes=None, points=None, codelens=None, *, int sg, int hs, int negative,
-                 int window, int cbow_mean=1, int batch=0):
+                 int window, int cbow_mean=1, int batch=0, int cbow_batch=8):
         cdef int size = syn0.shape[1]
         _check("syn0", syn0, np.float32, 2, True)
         if window < 1 or size < 1:
@@ -299,19 +402,26 @@ cdef class KernelWorker:
             _check("codelens", codelens, np.int32, 1)
         if negative and syn1neg is None:
             raise ValueError("negative > 0 needs syn1neg")
-        if batch and not (sg and negative > 0 and not hs):
-            raise ValueError("HogBatch needs sg=1, negative > 0 and hs=0")
+        if batch and not (negative > 0 and not hs):
+            raise ValueError("HogBatch needs negative > 0 and hs=0")
+        if cbow_batch < 1:
+            raise ValueError("cbow_batch must be >= 1")
+        cdef int B = max(2 * window, cbow_batch)
+        cdef int O = B + negative
         bufs = {
             "neu1": np.zeros(size, np.float32),
             "work": np.zeros(size, np.float32),
             "sent": np.zeros(MAX_SENTENCE, np.int32),
             "ctx": np.zeros(2 * window, np.int32),
-            "outs": np.zeros(negative + 1, np.int32),
-            "inputM": np.zeros((2 * window, size), np.float32),
-            "outputM": np.zeros((negative + 1, size), np.float32),
-            "corrM": np.zeros((2 * window, negative + 1), np.float32),
-            "inputMd": np.zeros((2 * window, size), np.float32),
-            "outputMd": np.zeros((negative + 1, size), np.float32),
+            "outs": np.zeros(O, np.int32),
+            "ahead": np.zeros(max(negative, 1), np.int32),
+            "inputM": np.zeros((B, size), np.float32),
+            "outputM": np.zeros((O, size), np.float32),
+            "corrM": np.zeros((B, O), np.float32),
+            "inputMd": np.zeros((B, size), np.float32),
+            "outputMd": np.zeros((O, size), np.float32),
+            "bctx": np.zeros((cbow_batch, 2 * window), np.int32),
+            "bnctx": np.zeros(cbow_batch, np.int32),
         }
         self._keep = [syn0, syn1, syn1neg, sample_int, alias_prob, alias_idx,
                       codes, points, codelens, bufs]
@@ -326,6 +436,7 @@ cdef class KernelWorker:
         self.st.sg = sg
         self.st.cbow_mean = cbow_mean
         self.st.batch = batch
+        self.st.cbow_batch = cbow_batch
         self.st.vocab_size = syn0.shape[0]
         self.st.sample_int = <uint32_t *>cnp.PyArray_DATA(sample_int)
         self.st.alias_prob = <uint32_t *>cnp.PyArray_DATA(alias_prob)
@@ -341,11 +452,14 @@ cdef class KernelWorker:
         self.st.sent = <int32_t *>cnp.PyArray_DATA(bufs["sent"])
         self.st.ctx = <int32_t *>cnp.PyArray_DATA(bufs["ctx"])
         self.st.outs = <int32_t *>cnp.PyArray_DATA(bufs["outs"])
+        self.st.ahead = <int32_t *>cnp.PyArray_DATA(bufs["ahead"])
         self.st.inputM = <real *>cnp.PyArray_DATA(bufs["inputM"])
         self.st.outputM = <real *>cnp.PyArray_DATA(bufs["outputM"])
         self.st.corrM = <real *>cnp.PyArray_DATA(bufs["corrM"])
         self.st.inputMd = <real *>cnp.PyArray_DATA(bufs["inputMd"])
         self.st.outputMd = <real *>cnp.PyArray_DATA(bufs["outputMd"])
+        self.st.bctx = <int32_t *>cnp.PyArray_DATA(bufs["bctx"])
+        self.st.bnctx = <int32_t *>cnp.PyArray_DATA(bufs["bnctx"])
 
     def train(self, const int32_t[::1] words, const int64_t[::1] bounds, int64_t s0,
               int64_t s1, float alpha0, float alpha1, uint64_t seed):
@@ -406,6 +520,25 @@ cdef class KernelWorker:
         n_out = self._set_outs(target, negatives)
         self.st.alpha = alpha
         hogbatch_window(&self.st, len(contexts), n_out)
+
+    def cbow_hogbatch_step(self, windows, negatives, float alpha=0.025):
+        """One CBOW HogBatch update: ``windows`` is a list of (contexts, target) pairs
+        (at most cbow_batch) that share ``negatives``."""
+        cdef int m
+        if not 0 < len(windows) <= self.st.cbow_batch:
+            raise ValueError(f"1 to {self.st.cbow_batch} windows")
+        if len(negatives) != self.st.negative:
+            raise ValueError(f"exactly {self.st.negative} negatives")
+        self.st.alpha = alpha
+        for m, (contexts, target) in enumerate(windows):
+            if not 0 < len(contexts) <= 2 * self.st.window:
+                raise ValueError(f"1 to {2 * self.st.window} contexts")
+            for c in range(len(contexts)):
+                self.st.ctx[c] = contexts[c]
+            cbow_batch_add(&self.st, m, len(contexts), target)
+        for d in range(len(negatives)):
+            self.st.outs[len(windows) + d] = negatives[d]
+        cbow_hogbatch(&self.st, len(windows))
 
     def draw_negatives(self, int n, uint64_t seed):
         """n draws from the negative-sampling table (for tests of the distribution)."""

@@ -1,0 +1,205 @@
+"""Benchmark vecserve's word2vec trainer against gensim 4.4 on the same corpus and threads.
+
+Each run is a separate process (so peak RSS is its own): build the vocabulary, train,
+then evaluate analogies (gensim's ``questions-words.txt``, ``restrict_vocab=30000``) and
+WordSim-353 (Spearman). Training words/s = corpus words x epochs / training wall time;
+words/CPU-s divides by the process CPU time of training instead, which is steadier on a
+machine shared with other work (2 threads fully busy = 2 CPU-s per wall second).
+
+gensim runs in its fastest mode, ``corpus_file``, on a copy of the corpus cut into lines
+of 10,000 words (gensim's corpus_file mode trains on almost nothing if the corpus is one
+line); vecserve reads the corpus as given (a text8-style single line).
+
+Usage::
+
+    flock /tmp/vecserve-bench.lock python bench/bench_train.py ../shared/data/wiki100m.zip
+
+``--runs`` picks runs (default: all), ``--head-mb`` trains on the first N MB (dev).
+Results: a Markdown table on stdout, JSON lines in ``bench/out/train.jsonl``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+import zipfile
+from pathlib import Path
+
+RUNS = {
+    # name: (tool, params)
+    "gensim-sg": ("gensim", {"sg": 1, "alpha": 0.025}),
+    "ours-sg-pairs": ("ours", {"sg": 1, "alpha": 0.025, "batch": False}),
+    "ours-sg-hogbatch": ("ours", {"sg": 1, "alpha": 0.025, "batch": True}),
+    "gensim-cbow": ("gensim", {"sg": 0, "alpha": 0.05}),
+    "ours-cbow": ("ours", {"sg": 0, "alpha": 0.05, "batch": False}),
+    "ours-cbow-hogbatch": ("ours", {"sg": 0, "alpha": 0.05, "batch": True}),
+}
+COMMON = {"vector_size": 100, "window": 5, "negative": 5, "sample": 1e-4, "min_count": 5}
+WORK = Path(os.environ.get("VECSERVE_BENCH_TMP", "/tmp/vecserve-bench-train"))
+
+
+def prepare(corpus: str, head_mb: float | None) -> tuple[Path, Path]:
+    """The corpus as one text file (unzipped to /tmp), and a 10,000-words-per-line copy."""
+    WORK.mkdir(parents=True, exist_ok=True)
+    src = Path(corpus)
+    if src.suffix == ".zip":
+        with zipfile.ZipFile(src) as zf:
+            member = zf.namelist()[0]
+            text = WORK / Path(member).name
+            if not text.exists() or text.stat().st_size != zf.getinfo(member).file_size:
+                zf.extract(member, WORK)
+    else:
+        text = src
+    if head_mb:
+        head = WORK / f"{text.name}.head{head_mb:g}M"
+        if not head.exists():
+            with open(text, "rb") as f:
+                data = f.read(int(head_mb * 1e6))
+            head.write_bytes(data[: data.rfind(b" ")])
+        text = head
+    lines = WORK / f"{text.name}.lines"
+    if not lines.exists() or lines.stat().st_mtime < text.stat().st_mtime:
+        words = text.read_bytes().split()
+        with open(lines, "wb") as f:
+            for i in range(0, len(words), 10_000):
+                f.write(b" ".join(words[i : i + 10_000]) + b"\n")
+    return text, lines
+
+
+def peak_rss_mb() -> float:
+    """This process's peak RSS (VmHWM; ru_maxrss would include the parent's, kept at exec)."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def evaluate(kv) -> tuple[float, float]:
+    from gensim.test.utils import datapath
+
+    analogy = kv.evaluate_word_analogies(datapath("questions-words.txt"), restrict_vocab=30000)[0]
+    wordsim = kv.evaluate_word_pairs(datapath("wordsim353.tsv"))[1][0]
+    return float(analogy), float(wordsim)
+
+
+def child(spec: dict) -> dict:
+    """One run, in this process."""
+    tool, params = RUNS[spec["run"]]
+    params = {**COMMON, **params, "epochs": spec["epochs"], "workers": spec["workers"]}
+    t0 = time.perf_counter()
+    if tool == "gensim":
+        from gensim.models import Word2Vec as GensimW2V
+
+        params.pop("batch", None)
+        model = GensimW2V(**params)
+        model.build_vocab(corpus_file=spec["lines"])
+        t1, c1 = time.perf_counter(), time.process_time()
+        model.train(
+            corpus_file=spec["lines"],
+            total_words=model.corpus_total_words,
+            epochs=model.epochs,
+        )
+        train_s = time.perf_counter() - t1
+        cpu_s = time.process_time() - c1
+        corpus_words = model.corpus_total_words
+        kv = model.wv
+    else:
+        from vecserve.train import Word2Vec
+
+        model = Word2Vec(**params)
+        model.build_vocab(spec["text"])
+        c1 = time.process_time()
+        model.train()
+        cpu_s = time.process_time() - c1
+        train_s = model.train_stats["train_seconds"]
+        corpus_words = model.train_stats["corpus_words"]
+        kv = model.wv
+    wall = time.perf_counter() - t0
+    analogy, wordsim = evaluate(kv)
+    return {
+        "run": spec["run"],
+        "epochs": spec["epochs"],
+        "workers": spec["workers"],
+        "corpus_words": int(corpus_words),
+        "vocab": len(kv),
+        "wall_s": wall,
+        "train_s": train_s,
+        "words_per_s": corpus_words * spec["epochs"] / train_s,
+        "cpu_s": cpu_s,
+        "words_per_cpu_s": corpus_words * spec["epochs"] / cpu_s,
+        "peak_rss_mb": peak_rss_mb(),
+        "analogy": analogy,
+        "wordsim": wordsim,
+    }
+
+
+def table(results: list[dict]) -> str:
+    gensim = {r["run"].split("-")[1]: r for r in results if r["run"].startswith("gensim")}
+    out = [
+        "| run | wall s | train s | words/s | vs gensim | train CPU s | words/CPU-s | vs gensim "
+        "| peak RSS MB | analogy % | WS-353 |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in results:
+        ref = gensim.get(r["run"].split("-")[1])
+        ratio = f"{r['words_per_s'] / ref['words_per_s']:.2f}x" if ref else "-"
+        cpu_ratio = f"{r['words_per_cpu_s'] / ref['words_per_cpu_s']:.2f}x" if ref else "-"
+        out.append(
+            f"| {r['run']} | {r['wall_s']:.1f} | {r['train_s']:.1f} | {r['words_per_s']:,.0f} "
+            f"| {ratio} | {r['cpu_s']:.1f} | {r['words_per_cpu_s']:,.0f} | {cpu_ratio} "
+            f"| {r['peak_rss_mb']:.0f} | {100 * r['analogy']:.2f} | {r['wordsim']:.3f} |"
+        )
+    return "\n".join(out)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("corpus", nargs="?", help="text8-style corpus (.zip or text file)")
+    ap.add_argument("--runs", default=",".join(RUNS), help="comma-separated: " + ",".join(RUNS))
+    ap.add_argument("--epochs", type=int, default=5)
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--head-mb", type=float, default=None, help="only the first N MB")
+    ap.add_argument("--child", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.child:
+        print(json.dumps(child(json.loads(args.child))))
+        return
+    if not args.corpus:
+        ap.error("corpus is required")
+    text, lines = prepare(args.corpus, args.head_mb)
+    results = []
+    out_dir = Path(__file__).parent / "out"
+    out_dir.mkdir(exist_ok=True)
+    for run in args.runs.split(","):
+        if run not in RUNS:
+            ap.error(f"unknown run {run!r}")
+        spec = {"run": run, "text": str(text), "lines": str(lines)}
+        spec.update(epochs=args.epochs, workers=args.workers)
+        proc = subprocess.run(
+            [sys.executable, __file__, "--child", json.dumps(spec)],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if proc.returncode:
+            sys.exit(f"{run} failed:\n{proc.stderr}")
+        res = json.loads(proc.stdout.strip().splitlines()[-1])
+        res["corpus"] = text.name
+        results.append(res)
+        print(json.dumps(res), file=sys.stderr, flush=True)
+        with open(out_dir / "train.jsonl", "a") as f:
+            f.write(json.dumps(res) + "\n")
+    print(table(results))
+
+
+if __name__ == "__main__":
+    main()
