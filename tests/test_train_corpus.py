@@ -17,6 +17,7 @@ from vecserve.train.vocab import (
     encode_corpus,
     huffman_tree,
     sample_thresholds,
+    scan_corpus,
 )
 
 TEXT = "the cat sat on the mat\nthe dog sat\n\non the log the end\n"
@@ -139,6 +140,29 @@ def test_encode_across_batches(monkeypatch):
     enc = encode_corpus(sents, v)
     assert enc.bounds.tolist() == [0, 2, 5, 6]
     assert [v.words[i] for i in enc.words] == ["a", "b", "b", "a", "b", "a"]
+
+
+@pytest.mark.parametrize("memmap_bytes", [0, 1 << 30])
+@pytest.mark.parametrize("batch_tokens", [5, 1 << 20])
+def test_one_pass_scan_equals_two_passes(monkeypatch, memmap_bytes, batch_tokens):
+    import vecserve.train.vocab as vocab_mod
+
+    monkeypatch.setattr(vocab_mod, "BATCH_TOKENS", batch_tokens)
+    monkeypatch.setattr(vocab_mod, "_BLOCK", 7)
+    rng = np.random.default_rng(3)
+    sents = [[f"w{int(x)}" for x in rng.zipf(1.5, rng.integers(0, 9))] for _ in range(200)]
+    for min_count, max_final in ((1, None), (3, None), (1, 5)):
+        v1 = build_vocab(sents, min_count=min_count, max_final_vocab=max_final)
+        e1 = encode_corpus(sents, v1)
+        v2, e2 = scan_corpus(
+            iter(sents), min_count=min_count, max_final_vocab=max_final, memmap_bytes=memmap_bytes
+        )
+        assert v2.words == v1.words and v2.counts.tolist() == v1.counts.tolist()
+        assert e2.words.tolist() == e1.words.tolist()
+        assert e2.bounds.tolist() == e1.bounds.tolist()
+        assert isinstance(e2.words, np.memmap) == (memmap_bytes == 0)
+    with pytest.raises(TrainingError, match="empty"):
+        scan_corpus([[], []])
 
 
 def test_sample_thresholds_match_word2vec_formula():

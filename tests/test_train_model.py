@@ -94,6 +94,13 @@ def test_gensim_loads_what_we_save(tmp_path, binary):
         np.testing.assert_allclose(kv[w], model.wv[w], rtol=1e-5, atol=1e-6)
 
 
+def test_one_shot_iterator_and_pruned_two_pass_agree():
+    a = Word2Vec(iter(CORPUS), **SMALL, epochs=1, workers=1)
+    b = Word2Vec(CORPUS, **SMALL, epochs=1, workers=1, max_vocab_size=10_000)
+    assert a.wv.index_to_key == b.wv.index_to_key
+    np.testing.assert_array_equal(a.wv.vectors, b.wv.vectors)
+
+
 def test_reads_files(tmp_path):
     (tmp_path / "c.txt").write_text("\n".join(" ".join(s) for s in CORPUS))
     model = Word2Vec(tmp_path / "c.txt", **SMALL, epochs=1, workers=1)
@@ -135,8 +142,8 @@ def test_bad_corpora(tmp_path):
         Word2Vec(binary)
     with pytest.raises(TrainingError, match="no such file"):
         Word2Vec(tmp_path / "nope.txt")
-    with pytest.raises(TrainingError, match="one-shot"):
-        Word2Vec(iter(CORPUS))
+    with pytest.raises(TrainingError, match="one-shot"):  # two passes when pruning
+        Word2Vec(iter(CORPUS), max_vocab_size=1000)
     with pytest.raises(TrainingError, match="fewer than 2"):
         Word2Vec([["lonely"]], min_count=1)
 

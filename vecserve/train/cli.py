@@ -40,7 +40,7 @@ __all__ = ["train"]
 @click.option("--workers", "-j", default=None, type=int, help="Threads [default: all cores].")
 @click.option("--seed", default=1, show_default=True, type=int)
 @click.option("--batch/--no-batch", default=None,
-              help="HogBatch (sgemm) skip-gram [default: on with --sg --negative].")  # fmt: skip
+              help="HogBatch (sgemm) updates [default: on for skip-gram].")  # fmt: skip
 @redis_url_option
 @friendly_errors
 def train(corpus, name, save, binary, codec, redis_url, alpha, sg, **options):

@@ -11,8 +11,8 @@ Supported sources (:func:`iter_sentences`):
   than :data:`MAX_SENTENCE` tokens are cut into pseudo-sentences of that many tokens;
 - ``.gz`` and ``.bz2`` compressed files;
 - a directory: its regular files, in sorted order, one after the other;
-- any *restartable* iterable of token lists (a list, or an object whose ``__iter__``
-  starts over), because the trainer reads the corpus twice.
+- any iterable of token lists (a one-shot generator too: the trainer reads the corpus
+  once, except with ``max_vocab_size`` pruning, which needs a restartable iterable).
 
 >>> list(iter_sentences([["a", "b"], ["c"]]))
 [['a', 'b'], ['c']]
@@ -34,7 +34,7 @@ __all__ = ["CHUNK_BYTES", "MAX_SENTENCE", "Corpus", "corpus_files", "iter_senten
 #: Longest sentence the kernels see; longer lines are split (gensim truncates instead).
 MAX_SENTENCE = 10_000
 #: Bytes read per chunk from a file.
-CHUNK_BYTES = 8 << 20
+CHUNK_BYTES = 1 << 20
 
 Corpus = Union[str, os.PathLike, Iterable[list]]  # noqa: UP007  (a runtime alias, py3.10)
 
@@ -163,7 +163,7 @@ def iter_sentences(corpus: Corpus, *, chunk_bytes: int = CHUNK_BYTES) -> Iterato
 
 
 def check_restartable(corpus: Corpus) -> None:
-    """Refuse a one-shot iterator: the trainer reads the corpus twice.
+    """Refuse a one-shot iterator where the corpus must be read twice.
 
     >>> check_restartable(iter([["a"]]))  # doctest: +ELLIPSIS
     Traceback (most recent call last):

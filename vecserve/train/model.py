@@ -26,7 +26,14 @@ from ..errors import TrainingError
 from . import _kernels
 from ._blas import single_threaded_blas
 from .corpus import Corpus, check_restartable
-from .vocab import alias_table, build_vocab, encode_corpus, huffman_tree, sample_thresholds
+from .vocab import (
+    alias_table,
+    build_vocab,
+    encode_corpus,
+    huffman_tree,
+    sample_thresholds,
+    scan_corpus,
+)
 
 __all__ = ["Word2Vec"]
 
@@ -147,24 +154,30 @@ class Word2Vec:
 
     def build_vocab(self, corpus: Corpus) -> None:
         """Count *corpus*, keep the vocabulary, encode the corpus into word ids."""
-        if not isinstance(corpus, (str, os.PathLike)):
-            check_restartable(corpus)
-        else:
+        if isinstance(corpus, (str, os.PathLike)):
             self.source = os.fspath(corpus)
         t0 = time.perf_counter()
-        self.vocab = build_vocab(
-            corpus,
-            min_count=self.min_count,
-            max_vocab_size=self.max_vocab_size,
-            max_final_vocab=self.max_final_vocab,
-        )
-        t1 = time.perf_counter()
-        self.corpus = encode_corpus(corpus, self.vocab)
+        if self.max_vocab_size is None:  # one pass: count and encode together
+            self.vocab, self.corpus = scan_corpus(
+                corpus, min_count=self.min_count, max_final_vocab=self.max_final_vocab
+            )
+            t1 = time.perf_counter()
+        else:  # pruning while counting: count, then encode in a second pass
+            if not isinstance(corpus, (str, os.PathLike)):
+                check_restartable(corpus)
+            self.vocab = build_vocab(
+                corpus,
+                min_count=self.min_count,
+                max_vocab_size=self.max_vocab_size,
+                max_final_vocab=self.max_final_vocab,
+            )
+            t1 = time.perf_counter()
+            self.corpus = encode_corpus(corpus, self.vocab)
         t2 = time.perf_counter()
         self.train_stats.update(vocab_seconds=t1 - t0, encode_seconds=t2 - t1)
         log.info(
             "vocabulary: %d words (of %d distinct) from %d tokens in %.1fs; "
-            "encoded %d words in %d sentences in %.1fs",
+            "encoded %d words in %d sentences (+%.1fs)",
             len(self.vocab), self.vocab.raw_vocab, self.vocab.raw_words, t1 - t0,
             self.corpus.n_words, self.corpus.n_sentences, t2 - t1,
         )  # fmt: skip

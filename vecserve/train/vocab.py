@@ -1,9 +1,11 @@
-"""The vocabulary pass, the corpus encoding pass, and the tables built from the counts.
+"""The vocabulary and encoding passes, and the tables built from the counts.
 
-:func:`build_vocab` counts tokens (pruning like gensim's ``max_vocab_size`` while it
-reads), applies ``min_count`` / ``max_final_vocab`` and sorts by frequency;
-:func:`encode_corpus` turns the corpus into one int32 array of word ids plus sentence
-bounds, in memory or in a memory-mapped temporary file. Then per-word tables for the
+:func:`scan_corpus` reads the corpus once: it counts tokens under provisional ids and
+keeps those ids, then applies ``min_count`` / ``max_final_vocab``, sorts by frequency and
+rewrites the ids in place into one int32 array of word ids plus sentence bounds (in
+memory, or in a memory-mapped temporary file for big corpora). With gensim's
+``max_vocab_size`` pruning, :func:`build_vocab` counts (pruning as it reads) and
+:func:`encode_corpus` encodes in a second pass. Then per-word tables for the
 kernels: subsampling thresholds, the unigram^0.75 alias table, the Huffman tree.
 
 >>> v = build_vocab([["a", "b", "a"], ["a", "c"]], min_count=1)
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import os
 import tempfile
 from collections import Counter
 from dataclasses import dataclass, field
@@ -25,7 +28,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import TrainingError
-from .corpus import Corpus, iter_sentences
+from .corpus import Corpus, corpus_files, iter_sentences
 
 __all__ = [
     "EncodedCorpus",
@@ -36,10 +39,12 @@ __all__ = [
     "encode_corpus",
     "huffman_tree",
     "sample_thresholds",
+    "scan_corpus",
 ]
 
 #: Tokens gathered before one ``Counter.update`` / one encoding batch.
-BATCH_TOKENS = 1 << 20
+BATCH_TOKENS = 1 << 18
+_BLOCK = 1 << 22
 #: Encoded corpora larger than this many bytes go to a memory-mapped temporary file.
 MEMMAP_BYTES = 2 << 30
 
@@ -53,6 +58,7 @@ class Vocab:
     keys: list = field(repr=False)  # the tokens as the reader yields them (bytes or str)
     raw_words: int = 0  # tokens read, all words
     raw_vocab: int = 0  # distinct tokens seen (after max_vocab_size pruning)
+    order: np.ndarray | None = field(default=None, repr=False)  # kept words' first-seen ranks
 
     def __len__(self) -> int:
         return len(self.words)
@@ -113,22 +119,28 @@ def build_vocab(
             min_reduce += 1
     if raw == 0:
         raise TrainingError("corpus is empty: no tokens to train on")
+    keys = list(counter)
+    counts = np.fromiter(counter.values(), dtype=np.int64, count=len(keys))
+    return _finish_vocab(keys, counts, raw, min_count, max_final_vocab)
+
+
+def _finish_vocab(keys, counts, raw, min_count, max_final_vocab) -> Vocab:
+    """Apply min_count / max_final_vocab to first-seen-ordered (keys, counts), sort."""
     effective_min = max(min_count, 1)
-    if max_final_vocab is not None and max_final_vocab < len(counter):
-        nth = sorted(counter.values(), reverse=True)[max_final_vocab]
-        effective_min = max(effective_min, nth + 1)
-    kept = [(w, c) for w, c in counter.items() if c >= effective_min]
-    if not kept:
-        top = max(counter.values())
+    if max_final_vocab is not None and max_final_vocab < len(counts):
+        nth = np.sort(counts)[::-1][max_final_vocab]
+        effective_min = max(effective_min, int(nth) + 1)
+    kept = np.flatnonzero(counts >= effective_min)
+    if len(kept) == 0:
         raise TrainingError(
             f"no word occurs at least min_count={effective_min} times "
-            f"(corpus has {raw} tokens, {len(counter)} distinct, most frequent seen {top} "
-            "times); lower min_count"
+            f"(corpus has {raw} tokens, {len(counts)} distinct, most frequent seen "
+            f"{int(counts.max())} times); lower min_count"
         )
-    kept.sort(key=lambda wc: wc[1], reverse=True)
-    keys = [w for w, _ in kept]
+    order = kept[np.argsort(-counts[kept], kind="stable")]
     words = []
-    for k in keys:
+    for i in order.tolist():
+        k = keys[i]
         if isinstance(k, bytes):
             try:
                 k = k.decode("utf-8")
@@ -139,8 +151,14 @@ def build_vocab(
         elif not isinstance(k, str):
             raise TrainingError(f"corpus tokens must be str, got {type(k).__name__}")
         words.append(k)
-    counts = np.fromiter((c for _, c in kept), dtype=np.int64, count=len(kept))
-    return Vocab(words=words, counts=counts, keys=keys, raw_words=raw, raw_vocab=len(counter))
+    return Vocab(
+        words=words,
+        counts=counts[order],
+        keys=[keys[i] for i in order.tolist()],
+        raw_words=raw,
+        raw_vocab=len(counts),
+        order=order,
+    )
 
 
 def encode_corpus(corpus: Corpus, vocab: Vocab, *, memmap_bytes: int = MEMMAP_BYTES):
@@ -175,6 +193,104 @@ def encode_corpus(corpus: Corpus, vocab: Vocab, *, memmap_bytes: int = MEMMAP_BY
         raise TrainingError("corpus changed between the vocabulary and encoding passes")
     bounds = np.concatenate(ends_parts)
     return EncodedCorpus(words=words, bounds=bounds)
+
+
+def _token_bound(corpus: Corpus) -> int:
+    """At most this many tokens (plain files: one per 2 bytes), else a starting size."""
+    if isinstance(corpus, (str, os.PathLike)):
+        files = corpus_files(corpus)
+        if not any(f.suffix.lower() in (".gz", ".bz2") for f in files):
+            return sum(f.stat().st_size for f in files) // 2 + 1
+    return 1 << 20
+
+
+class _Ids(dict):
+    """token -> provisional id, numbered in order of first appearance."""
+
+    def __missing__(self, key):
+        value = self[key] = len(self)
+        return value
+
+
+def scan_corpus(
+    corpus: Corpus,
+    *,
+    min_count: int = 5,
+    max_final_vocab: int | None = None,
+    memmap_bytes: int = MEMMAP_BYTES,
+) -> tuple[Vocab, EncodedCorpus]:
+    """Count and encode in ONE pass over *corpus* (so a one-shot iterator works too).
+
+    Tokens get provisional ids in order of first appearance while they are counted; once
+    the vocabulary is known, a lookup table turns them into final ids (or drops them) in
+    place, block by block. Past ``memmap_bytes`` the provisional ids go to an unlinked
+    temporary file that is then memory-mapped. Same result as :func:`build_vocab` then
+    :func:`encode_corpus` (without ``max_vocab_size`` pruning).
+
+    >>> v, enc = scan_corpus(iter([["a", "b", "a"], ["c"], ["a", "c"]]), min_count=2)
+    >>> v.words, enc.words.tolist(), enc.bounds.tolist()
+    (['a', 'c'], [0, 0, 1, 0, 1], [0, 2, 3, 5])
+    """
+    ids = _Ids()
+    lookup = ids.__getitem__
+    counts = np.zeros(0, np.int64)
+    # an upper bound of the token count for plain files: pages never touched cost no RAM
+    buf = np.empty(_token_bound(corpus), np.int32)
+    lens_parts: list[np.ndarray] = []
+    spill = None  # temporary file once the ids outgrow memmap_bytes
+    raw = 0
+    try:
+        for toks, lens in _batches(corpus):
+            pids = np.fromiter(map(lookup, toks), np.int32, count=len(toks))
+            raw += len(pids)
+            if len(ids) > len(counts):
+                counts = np.concatenate((counts, np.zeros(len(ids) - len(counts), np.int64)))
+            counts += np.bincount(pids, minlength=len(counts))
+            lens_parts.append(np.asarray(lens, np.int64))
+            if spill is None and raw * 4 > memmap_bytes:
+                spill = tempfile.TemporaryFile(prefix="vecserve-w2v-")  # noqa: SIM115
+                spill.write(buf[: raw - len(pids)].tobytes())
+                buf = None
+            if spill is not None:
+                spill.write(pids.tobytes())
+                continue
+            if raw > len(buf):
+                grown = np.empty(max(2 * len(buf), raw), np.int32)
+                grown[: raw - len(pids)] = buf[: raw - len(pids)]
+                buf = grown
+            buf[raw - len(pids) : raw] = pids
+        if raw == 0:
+            raise TrainingError("corpus is empty: no tokens to train on")
+        keys = list(ids)
+        del ids, lookup
+        vocab = _finish_vocab(keys, counts, raw, min_count, max_final_vocab)
+        if spill is not None:
+            spill.flush()
+            words = np.memmap(spill, np.int32, "r+", shape=(raw,))
+        else:
+            words = buf
+    finally:
+        if spill is not None:
+            spill.close()  # the map, if any, keeps the data
+    remap = np.full(len(keys), -1, np.int32)
+    remap[vocab.order] = np.arange(len(vocab), dtype=np.int32)
+    # compact in place (a block's output never overtakes its input), noting how many
+    # words survive up to each sentence end
+    ends = np.cumsum(np.concatenate(lens_parts))
+    kept_at_end = np.zeros(len(ends), np.int64)
+    pos = 0
+    for start in range(0, raw, _BLOCK):
+        stop = min(start + _BLOCK, raw)
+        new = remap[words[start:stop]]
+        keep = new >= 0
+        i0, i1 = np.searchsorted(ends, (start, stop), side="right")
+        kept_at_end[i0:i1] = pos + np.cumsum(keep)[ends[i0:i1] - start - 1]
+        kept = new[keep]
+        words[pos : pos + len(kept)] = kept
+        pos += len(kept)
+    kept_lens = np.diff(kept_at_end, prepend=0)
+    bounds = np.concatenate(([0], np.cumsum(kept_lens[kept_lens > 0])))
+    return vocab, EncodedCorpus(words=words[:pos], bounds=bounds)
 
 
 def sample_thresholds(counts: np.ndarray, sample: float) -> np.ndarray:
