@@ -200,3 +200,11 @@ def test_train_range_checks(weights):
 def test_mix_seed_differs():
     seeds = {_kernels.mix_seed(1, e, j) for e in range(4) for j in range(50)}
     assert len(seeds) == 200 and 0 not in seeds
+
+
+def test_train_refuses_overlong_sentences(weights):
+    kw = make_worker(weights)
+    n = _kernels.SENTENCE_MAX + 1
+    words = np.zeros(n + 2, np.int32)
+    with pytest.raises(ValueError, match="sentence lengths"):
+        kw.train(words, np.array([0, 1, n + 1, n + 2], np.int64), 0, 3, 0.025, 0.025, 1)

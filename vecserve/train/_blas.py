@@ -1,11 +1,13 @@
 """Keep OpenBLAS's own thread pool out of the trainer's way.
 
-The kernels call BLAS (scipy's OpenBLAS) on vectors of ~100 floats from several worker
-threads at once. With its pool at more than one thread, OpenBLAS's level-1 calls run
-about five times slower here (measured: skip-gram 270k vs 1.29M words/s on 2 cores), so
-training sets the pool to one thread and restores it afterwards: through ``threadpoolctl``
-when it is installed, otherwise by calling ``*openblas_set_num_threads`` in every
-OpenBLAS library loaded in the process (Linux: found in ``/proc/self/maps``).
+The kernels call BLAS (scipy's OpenBLAS) on tiny operands (vectors of ~100 floats,
+matrices of ~10 x 100) from several worker threads at once: the workers are the
+parallelism, and OpenBLAS's own pool should not add threads that compete with them for
+the cores (OpenBLAS keeps such small calls on the calling thread anyway; on the shared
+2-core benchmark machine the difference was lost in the noise). So training sets the
+pool to one thread and restores it afterwards, as scikit-learn does: through
+``threadpoolctl`` when it is installed, otherwise by calling ``*openblas_set_num_threads``
+in every OpenBLAS library loaded in the process (Linux: found in ``/proc/self/maps``).
 
 >>> with single_threaded_blas():
 ...     pass

@@ -468,16 +468,16 @@ cdef class KernelWorker:
         The GIL is released for the whole range. Returns the number of words trained on
         (after subsampling).
         """
-        cdef int64_t effective, k
+        cdef int64_t effective
         if s0 < 0 or s1 < s0 or s1 >= bounds.shape[0]:
             raise ValueError(f"sentence range [{s0}, {s1}) outside 0..{bounds.shape[0] - 1}")
         if bounds[s1] > words.shape[0]:
             raise ValueError("bounds point past the end of words")
         if s1 == s0 or bounds[s1] == bounds[s0]:
             return 0
-        for k in (s0, s1 - 1):
-            if bounds[k + 1] - bounds[k] > MAX_SENTENCE or bounds[k + 1] < bounds[k]:
-                raise ValueError(f"sentence {k} is longer than {MAX_SENTENCE} words")
+        lengths = np.diff(np.asarray(bounds[s0 : s1 + 1]))
+        if lengths.min() < 0 or lengths.max() > MAX_SENTENCE:
+            raise ValueError(f"sentence lengths must be 0..{MAX_SENTENCE}, bounds out of order")
         self.st.rng = seed if seed else 1
         with nogil:
             effective = train_sentences(&self.st, &words[0], &bounds[0], s0, s1,
