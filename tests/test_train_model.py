@@ -183,3 +183,18 @@ def test_to_redis_lands_a_model_keyedvectors_reads(redis_url):
         word = model.wv.index_to_key[3]
         np.testing.assert_allclose(kv[word], model.wv[word], rtol=1e-6)
         assert kv.get_vecattr(word, "count") == model.vocab.counts[3]
+
+
+def test_cli_train_to_redis(tmp_path, redis_url):
+    from vecserve.cli import cli
+    from vecserve.keyedvectors import RedisKeyedVectors
+
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("\n".join(" ".join(s) for s in CORPUS))
+    args = ["train", str(corpus), "--key", "TEST_TRAIN_CLI", "--redis-url", redis_url]
+    args += ["--min-count", "1", "--vector-size", "8", "--epochs", "1", "--workers", "1"]
+    result = CliRunner().invoke(cli, args, catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    assert "TEST_TRAIN_CLI: 32 vectors x 8 committed" in result.output
+    with RedisKeyedVectors("TEST_TRAIN_CLI", redis_url=redis_url) as kv:
+        assert len(kv) == 32
