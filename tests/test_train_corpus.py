@@ -62,6 +62,16 @@ def test_compressed(tmp_path, opener, suffix):
     assert first == ["the", "cat", "sat", "on", "the", "mat"]
 
 
+def test_scan_gz_file_matches_plain(tmp_path):
+    plain = tmp_path / "c.txt"
+    plain.write_text(TEXT * 50)
+    with gzip.open(tmp_path / "c.txt.gz", "wt") as f:
+        f.write(TEXT * 50)
+    v1, e1 = scan_corpus(plain, min_count=2)
+    v2, e2 = scan_corpus(tmp_path / "c.txt.gz", min_count=2)
+    assert v1.words == v2.words and e1.words.tolist() == e2.words.tolist()
+
+
 def test_directory_reads_files_in_order(tmp_path):
     (tmp_path / "b.txt").write_text("three four\n")
     (tmp_path / "a.txt").write_text("one two\n")
@@ -149,6 +159,7 @@ def test_one_pass_scan_equals_two_passes(monkeypatch, memmap_bytes, batch_tokens
 
     monkeypatch.setattr(vocab_mod, "BATCH_TOKENS", batch_tokens)
     monkeypatch.setattr(vocab_mod, "_BLOCK", 7)
+    monkeypatch.setattr(vocab_mod, "_token_bound", lambda corpus: 3)  # the buffer grows
     rng = np.random.default_rng(3)
     sents = [[f"w{int(x)}" for x in rng.zipf(1.5, rng.integers(0, 9))] for _ in range(200)]
     for min_count, max_final in ((1, None), (3, None), (1, 5)):
