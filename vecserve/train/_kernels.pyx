@@ -59,7 +59,7 @@ for _i in range(EXP_TABLE_SIZE):
 
 cdef inline real sigmoid(real f) noexcept nogil:
     """Table sigmoid for |f| < MAX_EXP (callers clamp or skip outside)."""
-    return EXP_TABLE[<int>((f + MAX_EXP) * (EXP_TABLE_SIZE / MAX_EXP / 2))]
+    return EXP_TABLE[<int>((f + MAX_EXP) * (EXP_TABLE_SIZE // MAX_EXP // 2))]
 
 cdef inline real neg_gradient(real f, real label, real alpha) noexcept nogil:
     if f >= MAX_EXP:
