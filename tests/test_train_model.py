@@ -198,3 +198,16 @@ def test_cli_train_to_redis(tmp_path, redis_url):
     assert "TEST_TRAIN_CLI: 32 vectors x 8 committed" in result.output
     with RedisKeyedVectors("TEST_TRAIN_CLI", redis_url=redis_url) as kv:
         assert len(kv) == 32
+
+
+def test_worker_error_stops_training(monkeypatch):
+    model = Word2Vec(**SMALL, epochs=3, workers=2, job_words=100)
+    model.build_vocab(CORPUS)
+
+    class Broken:
+        def train(self, *args):
+            raise RuntimeError("kernel exploded")
+
+    monkeypatch.setattr(model, "_kernel_worker", lambda: Broken())
+    with pytest.raises(TrainingError, match="kernel exploded"):
+        model.train()

@@ -244,6 +244,7 @@ class Word2Vec:
                     doneq.put(exc)
                 else:
                     doneq.put((n, eff))
+            doneq.put(None)  # this worker is done
 
         stop = threading.Event()
 
@@ -271,18 +272,25 @@ class Word2Vec:
         with single_threaded_blas():
             for t in threads:
                 t.start()
-            for _ in range(len(jobs) * self.epochs):
-                item = doneq.get()
-                if isinstance(item, BaseException):
-                    error = error or item
-                    stop.set()
-                    continue
-                done += item[0]
-                effective += item[1]
-                now = time.perf_counter()
-                if now - last >= 2.0:
-                    last = now
-                    self._report_progress(done, total, now - t0)
+            finished = 0
+            try:
+                while finished < len(kworkers):
+                    item = doneq.get()
+                    if item is None:
+                        finished += 1
+                    elif isinstance(item, BaseException):
+                        error = error or item
+                        stop.set()  # no more jobs; workers finish theirs and stop
+                    else:
+                        done += item[0]
+                        effective += item[1]
+                        now = time.perf_counter()
+                        if now - last >= 2.0:
+                            last = now
+                            self._report_progress(done, total, now - t0)
+            except BaseException:  # e.g. Ctrl-C: stop handing out jobs
+                stop.set()
+                raise
             for t in threads:
                 t.join()
         if error is not None:
