@@ -123,3 +123,44 @@ def test_every_command_documents_an_example():
     assert {("load",), ("models",), ("models", "cleanup"), ("serve",)} <= names
     for path, cmd in walk(cli):
         assert "Example" in (cmd.help or ""), f"`vecserve {' '.join(path)}` lacks an example"
+
+
+def test_a_killed_load_resumes_at_once(env, store, tmp_path):
+    """SIGKILL mid-load: nothing visible, the dead loader's lease is taken over, and
+    `--resume` completes to exactly the model an uninterrupted load gives."""
+    import signal
+    import time
+
+    from vecserve.errors import ModelNotFound
+
+    n = 200_000
+    tokens = [f"t{i}" for i in range(n)]
+    vectors = np.random.default_rng(3).standard_normal((n, 20)).astype(np.float32)
+    path = write_w2v(tmp_path / "big.bin", tokens, vectors)
+    argv = [VECSERVE] if VECSERVE else [sys.executable, "-m", "vecserve.cli"]
+    proc = subprocess.Popen(
+        [*argv, "load", str(path), "--key", "KILLED", "--batch-size", "50"],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 60
+    while (state := store.get_load("KILLED")) is None or state.written < 5_000:
+        assert proc.poll() is None, "the load ended before it could be killed"
+        assert time.monotonic() < deadline
+        time.sleep(0.005)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    with pytest.raises(ModelNotFound):
+        store.get_model("KILLED")
+    assert 5_000 <= store.get_load("KILLED").written < n
+    assert store.lock_holder("KILLED") is not None  # the dead process's lease is still there
+    listing = run("models", env=env).stdout
+    assert "KILLED" in listing and "loading now" in listing
+    out = run("load", str(path), "--key", "KILLED", "--resume", env=env).stdout
+    assert "KILLED: 200,000 vectors x 20" in out
+    info = store.get_model("KILLED")
+    assert store.vocab(info) == tokens
+    got, found = info.codec_obj.decode_values(store.fetch(info, tokens), 20)
+    assert found.all() and np.array_equal(got, vectors)
+    assert store.list_loads() == []

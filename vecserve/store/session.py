@@ -41,6 +41,30 @@ if TYPE_CHECKING:
 __all__ = ["LoadSession"]
 
 
+_DELETE_IF_EQUAL = (
+    "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0"
+)
+
+
+def _holder_is_dead(holder: str) -> bool:
+    """True if a lease token ``host:pid:nonce`` names a process of this host that is gone."""
+    host, _, rest = holder.partition(":")
+    pid = rest.partition(":")[0]
+    if host != socket.gethostname() or not pid.isdigit():
+        return False  # another machine's process: only its lease expiry can tell
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    try:  # an exited process that nobody has reaped yet is dead too
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except (OSError, IndexError):
+        return False
+
+
 def resp_mset(keys: Sequence[bytes], encoded: np.ndarray) -> list[bytes | memoryview]:
     """The RESP2 bytes of ``MSET k1 v1 k2 v2 ...`` for fixed-size values, zero-copy values.
 
@@ -94,18 +118,28 @@ class LoadSession:
 
     @staticmethod
     def take_lease(store: Store, name: str) -> _Lease:
+        """Lock model ``name`` for loading (``SET NX EX``), refreshed while writing.
+
+        A lease whose holder is a process of this host that no longer exists (a loader
+        killed with SIGKILL) is taken over at once instead of waiting for it to expire.
+        """
         token = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         key = lock_key(name)
         with store._errors(f"locking {name!r}"):
-            if not store.client.set(key, token, nx=True, ex=LEASE_SECONDS):
+            for _ in range(2):
+                if store.client.set(key, token, nx=True, ex=LEASE_SECONDS):
+                    return _Lease(store, name, token)
                 holder = store.client.get(key)
-                ttl = store.client.ttl(key)
-                who = holder.decode() if holder else "?"
-                raise LoadInProgress(
-                    f"model {name!r} is being loaded by {who} right now (its lease expires in "
-                    f"{max(ttl, 0)}s if that process died)"
-                )
-        return _Lease(store, name, token)
+                if holder is None or not _holder_is_dead(holder.decode()):
+                    break
+                # compare-and-delete, so a lease renewed meanwhile is never taken
+                store.client.eval(_DELETE_IF_EQUAL, 1, key, holder)
+            ttl = store.client.ttl(key)
+            who = holder.decode() if holder else "?"
+            raise LoadInProgress(
+                f"model {name!r} is being loaded by {who} right now (its lease expires in "
+                f"{max(ttl, 0)}s if that process died)"
+            )
 
     @property
     def written(self) -> int:
