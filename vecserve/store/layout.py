@@ -93,10 +93,20 @@ def unpack_vocab(blob: bytes) -> list[bytes]:
     return [blob[s:e] for s, e in zip((ends - lens).tolist(), ends.tolist(), strict=True)]
 
 
-def bucket_tag(key: bytes) -> bytes:
-    """The ``{b}`` hash tag of a cluster vector key (the key itself if it has none)."""
-    lo = key.find(b"{")
-    return key[lo : key.index(b"}", lo) + 1] if lo >= 0 else key
+def group_by_tag(keys: Sequence[bytes]) -> list[list[int]]:
+    """Indices of ``keys`` grouped by their ``{b}`` hash tag, in first-seen order.
+
+    Keys of one group share a cluster slot, so each group is one multi-key command.
+
+    >>> group_by_tag([b"M:{1}:a", b"M:{2}:b", b"M:{1}:c"])
+    [[0, 2], [1]]
+    """
+    groups: dict[bytes, list[int]] = {}
+    for i, key in enumerate(keys):
+        lo = key.find(b"{")
+        tag = key[lo : key.index(b"}", lo) + 1] if lo >= 0 else key
+        groups.setdefault(tag, []).append(i)
+    return list(groups.values())
 
 
 def validate_model_name(name: str) -> str:

@@ -24,11 +24,11 @@ from .layout import (
     TRASH,
     LoadState,
     ModelInfo,
-    bucket_tag,
     counts_key,
     decode_tokens,
     describe_client,
     encode_tokens,
+    group_by_tag,
     lock_key,
     translate_errors,
     unpack_vocab,
@@ -83,6 +83,11 @@ class Store:
             kwargs.pop("health_check_interval", None)
             client = RedisCluster.from_url(url, **kwargs)
         return cls(client, url=url)
+
+    @property
+    def default_buckets(self) -> int:
+        """Bucket count of new generations: hash-tagged keys on a cluster only."""
+        return DEFAULT_CLUSTER_BUCKETS if self.is_cluster else 0
 
     def close(self) -> None:
         self.client.close()
@@ -180,11 +185,8 @@ class Store:
         return values, raw
 
     def _cluster_mget(self, keys: list[bytes]) -> list[bytes | None]:
-        groups: dict[bytes, list[int]] = {}
-        for i, k in enumerate(keys):
-            groups.setdefault(bucket_tag(k), []).append(i)
         pipe = self.client.pipeline(transaction=False)
-        order = list(groups.values())
+        order = group_by_tag(keys)
         for idx in order:
             pipe.execute_command("MGET", *[keys[i] for i in idx])
         out: list[bytes | None] = [None] * len(keys)
@@ -286,7 +288,7 @@ class Store:
                 codec=codec,
                 generation=generation,
                 prefix=prefix,
-                buckets=DEFAULT_CLUSTER_BUCKETS if self.is_cluster else 0,
+                buckets=self.default_buckets,
                 source=source,
                 source_format=source_format,
                 fingerprint=fingerprint,
@@ -345,7 +347,7 @@ class Store:
         with self._errors("reading trash"):
             trash = [p.decode() for p in self.client.smembers(TRASH)]
         for prefix in trash:
-            self.delete_generation(prefix, DEFAULT_CLUSTER_BUCKETS if self.is_cluster else 0)
+            self.delete_generation(prefix, self.default_buckets)
             done.append(f"deleted leftover keys of {prefix}")
         return done
 
@@ -354,7 +356,7 @@ class Store:
             trash = [p.decode() for p in self.client.smembers(TRASH)]
         for prefix in trash:
             if prefix == name or prefix.startswith(f"{name}~"):
-                self.delete_generation(prefix, DEFAULT_CLUSTER_BUCKETS if self.is_cluster else 0)
+                self.delete_generation(prefix, self.default_buckets)
 
     def delete_generation(self, prefix: str, buckets: int, *, blobs: int = 8) -> int:
         """Delete every key of a generation (its vocabulary names them) and its metadata."""
@@ -366,14 +368,18 @@ class Store:
                 chunk = self.client.lrange(vkey, -blobs, -1)
                 if not chunk:
                     break
-                raw = [t for blob in chunk for t in unpack_vocab(blob)]
-                self._unlink(vector_keys(prefix, raw, buckets))
+                deleted += self.unlink_vocab_blobs(prefix, chunk, buckets)
                 self.client.ltrim(vkey, 0, -len(chunk) - 1)
-                deleted += len(raw)
             for key in (vkey, vocab_sizes_key(prefix), counts_key(prefix)):
                 self.client.delete(key)  # one by one: they live in different cluster slots
             self.client.srem(TRASH, prefix)
         return deleted
+
+    def unlink_vocab_blobs(self, prefix: str, blobs: Sequence[bytes], buckets: int) -> int:
+        """Delete the vector keys of the tokens in vocabulary ``blobs``; return how many."""
+        raw = [t for blob in blobs for t in unpack_vocab(blob)]
+        self._unlink(vector_keys(prefix, raw, buckets))
+        return len(raw)
 
     def _unlink(self, keys: list[bytes]) -> None:
         if not keys:
@@ -381,12 +387,9 @@ class Store:
         if not self.is_cluster:
             self.client.unlink(*keys)
             return
-        groups: dict[bytes, list[bytes]] = {}
-        for k in keys:
-            groups.setdefault(bucket_tag(k), []).append(k)
         pipe = self.client.pipeline(transaction=False)
-        for ks in groups.values():
-            pipe.execute_command("UNLINK", *ks)
+        for idx in group_by_tag(keys):
+            pipe.execute_command("UNLINK", *[keys[i] for i in idx])
         pipe.execute()
 
     # -- server facts -------------------------------------------------------------------

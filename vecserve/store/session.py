@@ -8,7 +8,6 @@ import os
 import socket
 import time
 import uuid
-import zlib
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
@@ -27,9 +26,9 @@ from .layout import (
     ModelInfo,
     counts_key,
     encode_tokens,
+    group_by_tag,
     lock_key,
     pack_vocab,
-    unpack_vocab,
     vector_keys,
     vocab_key,
     vocab_sizes_key,
@@ -167,8 +166,7 @@ class LoadSession:
         with self.store._errors(f"resuming the load of {s.name!r}"):
             extra = client.lrange(vkey, s.chunks, -1)
             if extra:
-                raw = [t for blob in extra for t in unpack_vocab(blob)]
-                self.store._unlink(vector_keys(s.prefix, raw, s.buckets))
+                self.store.unlink_vocab_blobs(s.prefix, extra, s.buckets)
                 client.ltrim(vkey, 0, s.chunks - 1)
             truncations = [(vocab_sizes_key(s.prefix), 4 * s.chunks)]
             if s.has_counts:
@@ -231,7 +229,7 @@ class LoadSession:
             self._last_refresh = now
         with self.store._errors(f"writing vectors {s.written:,}-{after.written:,} of {s.name!r}"):
             if s.buckets:
-                self._write_cluster(commands, progress, raw, keys, encoded)
+                self._write_cluster(commands, progress, keys, encoded)
             else:
                 self._write_single(commands, progress, keys, encoded)
         self.state = after
@@ -257,19 +255,14 @@ class LoadSession:
             if isinstance(reply, Exception):
                 raise reply
 
-    def _write_cluster(self, commands, progress, raw, keys, encoded) -> None:
-        s = self.state
+    def _write_cluster(self, commands, progress, keys, encoded) -> None:
         size = encoded.shape[1]
         buf = encoded.tobytes()
-        groups: dict[int, list[bytes]] = {}
-        for i, (t, k) in enumerate(zip(raw, keys, strict=True)):
-            groups.setdefault(zlib.crc32(t) % s.buckets, []).extend(
-                (k, buf[i * size : (i + 1) * size])
-            )
         pipe = self.store.client.pipeline(transaction=False)
         for cmd in commands:
             pipe.execute_command(*cmd)
-        for args in groups.values():
+        for idx in group_by_tag(keys):  # one MSET per bucket: one slot each
+            args = [x for i in idx for x in (keys[i], buf[i * size : (i + 1) * size])]
             pipe.execute_command("MSET", *args)
         for cmd in progress:
             pipe.execute_command(*cmd)
