@@ -262,6 +262,18 @@ def test_evaluations_equal_gensim(store, tmp_path):
     assert repr(got) == repr(want)
 
 
+def assert_whole_matrix_calls_match(rkv, kv):
+    """The HTTP-mode calls answer like gensim: words, weighted items, vectors, cosmul."""
+    vec = kv["of"] * 2
+    same(rkv.most_similar("the", topn=5), kv.most_similar("the", topn=5))
+    same(
+        rkv.most_similar([("the", 2.0), vec], ["of"], restrict_vocab=100),
+        kv.most_similar([("the", 2.0), vec], ["of"], restrict_vocab=100),
+    )
+    same(rkv.similar_by_vector(vec, topn=None), kv.similar_by_vector(vec, topn=None))
+    same(rkv.most_similar_cosmul(["the", vec]), kv.most_similar_cosmul(["the", vec]))
+
+
 def test_similarity_url_uses_the_http_contract(store, tmp_path):
     """A stand-in service speaking the JSON contract of vecserve.similarity."""
     import json
@@ -305,14 +317,7 @@ def test_similarity_url_uses_the_http_contract(store, tmp_path):
     try:
         url = f"http://127.0.0.1:{server.server_address[1]}"
         rkv = RedisKeyedVectors("M", store=store, similarity_url=url, cache_dir=tmp_path)
-        vec = kv["of"] * 2
-        same(rkv.most_similar("the", topn=5), kv.most_similar("the", topn=5))
-        same(
-            rkv.most_similar([("the", 2.0), vec], ["of"], restrict_vocab=100),
-            kv.most_similar([("the", 2.0), vec], ["of"], restrict_vocab=100),
-        )
-        same(rkv.similar_by_vector(vec, topn=None), kv.similar_by_vector(vec, topn=None))
-        same(rkv.most_similar_cosmul(["the", vec]), kv.most_similar_cosmul(["the", vec]))
+        assert_whole_matrix_calls_match(rkv, kv)
         with pytest.raises(KeyError) as got:
             rkv.most_similar("nope")
         assert got.value.args[0] == "Key 'nope' not present in vocabulary"
@@ -361,14 +366,8 @@ def test_similarity_url_against_the_real_service(store, tmp_path, service_url):
     load_arrays(kv.index_to_key, kv.vectors, name="M", store=store)
     client_dir = tmp_path / "client"
     rkv = RedisKeyedVectors("M", store=store, similarity_url=service_url, cache_dir=client_dir)
+    assert_whole_matrix_calls_match(rkv, kv)
     vec = kv["of"] * 2
-    same(rkv.most_similar("the", topn=5), kv.most_similar("the", topn=5))
-    same(
-        rkv.most_similar([("the", 2.0), vec], ["of"], restrict_vocab=100),
-        kv.most_similar([("the", 2.0), vec], ["of"], restrict_vocab=100),
-    )
-    same(rkv.similar_by_vector(vec, topn=None), kv.similar_by_vector(vec, topn=None))
-    same(rkv.most_similar_cosmul(["the", vec]), kv.most_similar_cosmul(["the", vec]))
     failing = [
         lambda m: m.most_similar("nope"),  # KeyError "... not present in vocabulary"
         lambda m: m.most_similar(["the"], ["nope"]),
