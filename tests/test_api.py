@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import io
+import threading
+import time
 from urllib.parse import unquote
 
 import numpy as np
@@ -351,6 +353,82 @@ def test_metrics(client):
     assert 'vecserve_index_build_seconds{model="M"}' in text
     assert "vecserve_vectors_served_total 3" in text
     assert "vecserve_words_missing_total 1" in text
+
+
+# -- vector cache ----------------------------------------------------------------------------
+
+
+def _cache_ready(client) -> bool:
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        cache = client.get("/models/M").json()["vector_cache"]
+        if cache is not None and cache["ready"]:
+            return True
+        time.sleep(0.01)
+    return False
+
+
+def _series(text: str, name: str) -> float:
+    line = next((x for x in text.splitlines() if x.startswith(name + " ")), None)
+    return float(line.split()[-1]) if line is not None else 0.0
+
+
+def test_vector_cache_serves_hot_words_and_hears_writes(make_client, model, store, vectors):
+    client = make_client()
+    url = "/vectors?words=w1,w2,nope&missing=zeros"
+    first = client.get(url, headers={"accept": OCTET_ACCEPT})
+    assert _cache_ready(client)
+    hits = 'vecserve_cache_hits_total{cache="vectors"}'
+    misses = 'vecserve_cache_misses_total{cache="vectors"}'
+    before = client.get("/metrics").text
+    for _ in range(2):  # the first fills the cache, the second is served from it
+        r = client.get(url, headers={"accept": OCTET_ACCEPT})
+        assert r.content == first.content and r.headers["x-vecserve-missing"] == "nope"
+    text = client.get("/metrics").text
+    assert _series(text, hits) - _series(before, hits) == 2  # w1, w2 on the second request
+    assert _series(text, misses) - _series(before, misses) == 4  # w1, w2, nope; nope
+    assert 'vecserve_vector_cache_entries{model="M"} 2' in text
+    got = np.frombuffer(first.content, "<f4").reshape(3, 16)
+    np.testing.assert_array_equal(got[:2], vectors[1:3])
+    assert not got[2].any()
+    assert client.get("/models/M").json()["vector_cache"]["size"] == 2
+
+    # another client overwrites w1 in place: the cached copy is dropped, never served again
+    key = store.vector_keys(model.prefix, ["w1"], model.buckets)[0]
+    store.client.set(key, np.arange(16, dtype="<f4").tobytes())
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        w1 = client.get("/vectors?words=w1").json()["vectors"][0]
+        if w1 == list(range(16)):
+            break
+        time.sleep(0.01)
+    assert w1 == list(range(16))
+    client.get("/vectors?words=w1")  # fills the new value
+    assert client.get("/vectors?words=w1").json()["vectors"][0] == list(range(16))
+    assert _series(client.get("/metrics").text, hits) > _series(text, hits)
+
+    # a re-load: the very next answer is the new generation's, hot words included
+    new = vectors * 3
+    info = load_arrays(TOKENS, new, name="M", store=store, progress=False)
+    body = client.get("/vectors?words=w2,w1").json()
+    assert body["generation"] == info.generation
+    np.testing.assert_array_equal(np.asarray(body["vectors"], "f4"), new[[2, 1]])
+
+
+def test_vector_cache_off(make_client, model, vectors):
+    client = make_client(vector_cache=0)
+    for _ in range(3):
+        body = client.get("/vectors?words=w3").json()
+        np.testing.assert_array_equal(np.asarray(body["vectors"], "f4")[0], vectors[3])
+    assert client.get("/models/M").json()["vector_cache"] is None
+    assert 'cache="vectors"' not in client.get("/metrics").text
+
+
+def test_no_vector_cache_for_unknown_models(client):
+    for i in range(5):
+        assert_error(client.get(f"/vectors?words=w1&model=NOPE{i}"), 404, "ModelNotFound")
+    assert client.get("/models").status_code == 200
+    assert not [t for t in threading.enumerate() if t.name.startswith("vecserve-cache")]
 
 
 def _kv(tokens, vectors):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections import OrderedDict
 
 import numpy as np
 import pytest
@@ -119,6 +120,59 @@ def test_fills_racing_an_invalidation_are_dropped(store):
     cache.flush()  # what an invalidation does between the read and the fill
     assert not cache.fill(ticket, cache.generation, ["a"], np.ones((1, 1)), np.ones(1, bool))
     assert "a" not in cache.data
+    kv.close()
+
+
+def test_get_many_trusts_no_hit_read_across_an_invalidation(store):
+    load_arrays(["a", "b"], np.eye(2), name="M", store=store)
+    kv = cached_kv(store)
+    kv[["a", "b"]]
+    cache = kv._cache
+    ticket, hits = cache.get_many(["a", "b", "c"])
+    assert ticket == cache.ticket() and hits[2] is None
+    assert [h.tolist() for h in hits[:2]] == [[1.0, 0.0], [0.0, 1.0]]
+
+    class Racing(OrderedDict):
+        def get(self, key, default=None):
+            out = super().get(key, default)
+            cache._invalidate([b"M:zzz"])  # another client's write lands mid-lookup
+            return out
+
+    cache.data = Racing(cache.data)
+    assert cache.get_many(["a", "b"]) == (None, [None, None])
+    kv.close()
+
+
+def test_cached_lookup_never_mixes_generations(store):
+    """Hits of one generation are dropped when the misses come back from another."""
+    import dataclasses
+
+    from vecserve.cache import cached_lookup
+
+    info = load_arrays(["a", "b"], np.eye(2), name="M", store=store)
+    kv = cached_kv(store)
+    kv["a"]  # cached, generation info.generation
+    newer = dataclasses.replace(info, generation=info.generation + 1)
+    asked = []
+
+    def fetch(tokens):  # a re-load committed between the cache read and this MGET
+        asked.append(list(tokens))
+        rows = np.full((len(tokens), 2), 7.0, dtype=np.float32)
+        return newer, rows, np.ones(len(tokens), dtype=bool)
+
+    got, rows, found, hits = cached_lookup(kv._cache, ["a", "b"], fetch, lambda g: info)
+    assert asked == [["b"], ["a", "b"]] and got is newer and hits == 0
+    assert rows.tolist() == [[7.0, 7.0], [7.0, 7.0]] and found.all()
+    assert "b" not in kv._cache.data  # nothing of the other generation was filled
+
+    # every word a hit, but the registry has moved on: fetched, not served from the cache
+    asked.clear()
+    got, rows, _, hits = cached_lookup(kv._cache, ["a"], fetch, lambda g: newer)
+    assert asked == [["a"]] and got is newer and hits == 0
+    # every word a hit of the current generation: no fetch at all
+    asked.clear()
+    got, rows, _, hits = cached_lookup(kv._cache, ["a", "a"], fetch, lambda g: info)
+    assert asked == [] and hits == 2 and rows.tolist() == [[1.0, 0.0], [1.0, 0.0]]
     kv.close()
 
 

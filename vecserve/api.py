@@ -56,7 +56,7 @@ from .deps import (
     ModelName,
     SettingsDep,
     StoreHandle,
-    fetch_consistent,
+    fetch_rows,
     resolve_model_name,
 )
 from .embedded import EmbeddedServer
@@ -126,21 +126,19 @@ def _split(values: list[str] | None) -> list[str]:
 
 def _vectors(ctx: AppContext, name: str, words: list[str], policy: str, media: str) -> Response:
     words = _check_words(words, ctx.settings)
-    info, values = fetch_consistent(ctx, name, words)
-    missing_idx = [i for i, v in enumerate(values) if v is None]
+    info, rows, found = fetch_rows(ctx, name, words)
+    n_found = int(found.sum())
+    missing_idx = [] if n_found == len(words) else np.flatnonzero(~found).tolist()
     missing = [words[i] for i in missing_idx]
     if missing and policy == "error":
         raise missing_error(name, missing)
     if policy == "omit" and missing:
-        keep = [i for i, v in enumerate(values) if v is not None]
-        rows, values = [words[i] for i in keep], [values[i] for i in keep]
-    else:
-        rows = words
-    ctx.metrics.inc("vecserve_vectors_served_total", sum(v is not None for v in values))
+        words, rows = [w for w, ok in zip(words, found, strict=True) if ok], rows[found]
+    ctx.metrics.inc("vecserve_vectors_served_total", n_found)
     if missing:
         ctx.metrics.inc("vecserve_words_missing_total", len(missing))
     return vectors_response(
-        info, rows, values, missing=missing, missing_idx=missing_idx, media=media
+        info, words, rows, missing=missing, missing_idx=missing_idx, media=media
     )
 
 
@@ -210,8 +208,7 @@ def _small_kv(ctx: AppContext, name: str, words: list[str]):
     from gensim.models import KeyedVectors
 
     unique = list(dict.fromkeys(_check_words(words, ctx.settings)))
-    info, values = fetch_consistent(ctx, name, unique)
-    matrix, found = info.codec_obj.decode_values(values, info.dim, what=unique)
+    info, matrix, found = fetch_rows(ctx, name, unique)
     kv = KeyedVectors(info.dim, count=0)
     present = [w for w, ok in zip(unique, found, strict=True) if ok]
     if present:
@@ -543,6 +540,7 @@ def _add_service_routes(app: FastAPI, metrics: Metrics) -> None:
         out = _model_dict(info)
         out["index"] = ctx.index_status(info)
         out["ann"] = ctx.ann.status(ctx.loaded_index(info)) if ctx.ann is not None else None
+        out["vector_cache"] = ctx.vector_cache_stats().get(info.name)
         return json_response(out)
 
     @app.get("/healthz")
@@ -576,8 +574,10 @@ def _add_service_routes(app: FastAPI, metrics: Metrics) -> None:
         return out
 
     @app.get("/metrics", response_class=PlainTextResponse)
-    async def prometheus():
+    async def prometheus(ctx: ContextDep):
         """Request counts and latencies per endpoint, cache hits, index build times."""
+        for name, stats in ctx.vector_cache_stats().items():
+            metrics.set("vecserve_vector_cache_entries", stats["size"], model=name)
         return PlainTextResponse(metrics.render(), media_type="text/plain; version=0.0.4")
 
 

@@ -26,6 +26,7 @@ from typing import Annotated, Any, TypeVar
 from fastapi import Depends, HTTPException, Query, Request
 from starlette.concurrency import run_in_threadpool
 
+from .cache import Rows, VectorCache, cached_lookup, tracking_nodes
 from .errors import StoreUnavailable
 from .metrics import Metrics
 from .settings import Settings
@@ -40,7 +41,7 @@ __all__ = [
     "SettingsDep",
     "StoreDep",
     "StoreHandle",
-    "fetch_consistent",
+    "fetch_rows",
 ]
 
 log = logging.getLogger(__name__)
@@ -118,6 +119,7 @@ class AppContext:
     _inline_ok: bool = False
     _indexes: IndexManager | None = None
     _seen: dict[str, SimilarityIndex] = field(default_factory=dict)
+    _vector_caches: dict[str, VectorCache] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     async def run(self, fn: Callable[..., T], /, *args) -> T:
@@ -141,6 +143,33 @@ class AppContext:
 
     def model(self, name: str, *, fresh: bool = False) -> ModelInfo:
         return self.models.get(self.stores.get(), name, fresh=fresh)[0]
+
+    def vector_cache(self, name: str, info: ModelInfo) -> VectorCache | None:
+        """The vector cache of model ``name`` (made on first use), or None when it is off.
+
+        ``info`` proves the model exists: a cache (one tracking connection and thread per
+        Redis primary) is only ever made for a committed model, so unknown names cost
+        nothing. It follows re-loads by itself (see :mod:`vecserve.cache`).
+        """
+        size = self.settings.vector_cache
+        if not size:
+            return None
+        cache = self._vector_caches.get(info.name)
+        if cache is None:
+            store = self.stores.get()
+            with self._lock:
+                cache = self._vector_caches.get(info.name)
+                if cache is None:
+                    cache = self._vector_caches[info.name] = VectorCache(
+                        size,
+                        nodes=tracking_nodes(store.client),
+                        read_registry=lambda: store.registry_entry(name),
+                    )
+        return cache
+
+    def vector_cache_stats(self) -> dict[str, dict]:
+        """:meth:`VectorCache.stats` of every model's cache in this process."""
+        return {name: cache.stats() for name, cache in list(self._vector_caches.items())}
 
     @property
     def indexes(self) -> IndexManager:
@@ -207,6 +236,9 @@ class AppContext:
         return self.ann is None or not self.ann.enabled or self.ann.ready(index)
 
     def close(self) -> None:
+        for cache in self._vector_caches.values():
+            cache.close()
+        self._vector_caches.clear()
         if self.ann is not None:
             self.ann.close()
         if self._indexes is not None:
@@ -214,23 +246,39 @@ class AppContext:
         self.stores.close()
 
 
-def fetch_consistent(
-    ctx: AppContext, name: str, words: list[str]
-) -> tuple[ModelInfo, list[bytes | None]]:
-    """Raw values of ``words`` from ONE generation of model ``name`` (None = missing).
+def fetch_rows(ctx: AppContext, name: str, words: list[str]) -> Rows:
+    """``(info, rows, found)`` of ``words``: float32 rows of ONE generation of ``name``.
 
-    When some words are missing and the model's metadata came from the cache, the
-    registry is read again: if the generation changed (a reload), every word is fetched
-    again from the new one.
+    Rows of missing words are zeros (``found`` False). With the vector cache on, hot words
+    come from this process's memory (:func:`vecserve.cache.cached_lookup`); the rest from
+    one MGET. When some words are missing and the model's metadata came from the
+    metadata cache, the registry is read again: if the generation changed (a reload),
+    every word is fetched again from the new one.
     """
     store = ctx.stores.get()
-    info, cached = ctx.models.get(store, name)
-    values = store.fetch(info, words)
-    if cached and any(v is None for v in values):
-        fresh, _ = ctx.models.get(store, name, fresh=True)
-        if fresh.generation != info.generation or fresh.prefix != info.prefix:
-            info, values = fresh, store.fetch(fresh, words)
-    return info, values
+    first, _ = ctx.models.get(store, name)  # 404 before any cache is made for the name
+
+    def fetch(tokens: list[str]) -> Rows:
+        info, cached = ctx.models.get(store, name)
+        values = store.fetch(info, tokens)
+        if cached and None in values:
+            fresh, _ = ctx.models.get(store, name, fresh=True)
+            if fresh.generation != info.generation or fresh.prefix != info.prefix:
+                info, values = fresh, store.fetch(fresh, tokens)
+        rows, found = info.codec_obj.decode_values(values, info.dim, what=tokens)
+        return info, rows, found
+
+    def current(generation: int) -> ModelInfo:
+        if first.generation == generation:
+            return first
+        return ctx.models.get(store, name, fresh=True)[0]
+
+    cache = ctx.vector_cache(name, first)
+    info, rows, found, hits = cached_lookup(cache, words, fetch, current)
+    if cache is not None:
+        ctx.metrics.inc("vecserve_cache_hits_total", hits, cache="vectors")
+        ctx.metrics.inc("vecserve_cache_misses_total", len(words) - hits, cache="vectors")
+    return info, rows, found
 
 
 async def get_context(request: Request) -> AppContext:

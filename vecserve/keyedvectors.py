@@ -63,7 +63,7 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
-from .cache import VectorCache, tracking_nodes
+from .cache import VectorCache, cached_lookup, tracking_nodes
 from .errors import ModelNotFound, StoreUnavailable, TokenNotFound
 from .similarity import IndexManager, SimilarityIndex, mean_vector
 from .store import MODELS, ModelInfo, Store
@@ -303,35 +303,22 @@ class RedisKeyedVectors(WholeMatrixCalls):
     def _lookup(self, keys: Sequence) -> tuple[np.ndarray, np.ndarray]:
         """Rows (zeros where missing) and found-mask of ``keys``; cache-aware."""
         tokens = [k if isinstance(k, str) else self._token_at(k) for k in keys]
-        cache = self._get_cache()
-        if cache is None:
-            if None not in tokens:
-                _, mat, found = self._fetch(tokens)
-                return mat, found
-            valid = [i for i, t in enumerate(tokens) if t is not None]
-            info, sub, subfound = self._fetch([tokens[i] for i in valid])
-            mat = np.zeros((len(tokens), info.dim), dtype=REAL)
-            found = np.zeros(len(tokens), dtype=bool)
-            mat[valid], found[valid] = sub, subfound
+        valid = [i for i, t in enumerate(tokens) if t is not None]
+        want = tokens if len(valid) == len(tokens) else [tokens[i] for i in valid]
+        info, mat, found, _ = cached_lookup(
+            self._get_cache(), want, self._fetch, self._info_of_generation
+        )
+        if want is tokens:
             return mat, found
-        hits = [cache.get(t) if t is not None else None for t in tokens]
-        todo = [i for i, v in enumerate(hits) if v is None and tokens[i] is not None]
-        if todo:
-            ticket = cache.ticket()
-            want = [tokens[i] for i in todo]
-            info, mat, found = self._fetch(want)
-            cache.fill(ticket, info.generation, want, mat, found)
-            for j, i in enumerate(todo):
-                if found[j]:
-                    hits[i] = mat[j]
-        dim = next((v.shape[0] for v in hits if v is not None), None)
-        if dim is None:
-            dim = self._current_info().dim
-        zero = np.zeros(dim, dtype=REAL)
-        found = np.fromiter((v is not None for v in hits), dtype=bool, count=len(hits))
-        if not len(hits):
-            return np.zeros((0, dim), dtype=REAL), found
-        return np.stack([v if v is not None else zero for v in hits]), found
+        out = np.zeros((len(tokens), info.dim), dtype=REAL)
+        out_found = np.zeros(len(tokens), dtype=bool)
+        out[valid], out_found[valid] = mat, found
+        return out, out_found
+
+    def _info_of_generation(self, generation: int) -> ModelInfo:
+        """The registry entry, re-read if it is not of ``generation`` (the cache's)."""
+        info = self._current_info()
+        return info if info.generation == generation else self._refresh_info()
 
     def _token_at(self, key) -> str | None:
         """The token at position ``key`` (gensim accepts int keys as positions)."""

@@ -26,8 +26,9 @@ BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
 HELP = {
     "vecserve_requests_total": ("counter", "HTTP requests by endpoint, method and status."),
     "vecserve_request_duration_seconds": ("histogram", "HTTP request latency by endpoint."),
-    "vecserve_cache_hits_total": ("counter", "Cache hits by cache (model, index)."),
-    "vecserve_cache_misses_total": ("counter", "Cache misses by cache (model, index)."),
+    "vecserve_cache_hits_total": ("counter", "Cache hits by cache (model, index, vectors)."),
+    "vecserve_cache_misses_total": ("counter", "Cache misses by cache (model, index, vectors)."),
+    "vecserve_vector_cache_entries": ("gauge", "Vectors held in a model's vector cache."),
     "vecserve_vectors_served_total": ("counter", "Vectors returned by /vectors."),
     "vecserve_words_missing_total": ("counter", "Requested words not in the model."),
     "vecserve_index_build_seconds": (

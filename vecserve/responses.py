@@ -218,42 +218,35 @@ def missing_error(name: str, missing: list[str]) -> TokenNotFound:
 
 def vectors_response(
     info: ModelInfo,
-    rows: list[str],
-    values: list[bytes | None],
+    words: list[str],
+    rows: np.ndarray,
     *,
     missing: list[str],
     missing_idx: list[int],
     media: str,
 ) -> Response:
-    """The /vectors answer: ``rows`` (words) and their stored ``values`` (None = zeros)."""
-    codec = info.codec_obj
+    """The /vectors answer: ``words`` and their float32 ``rows`` (zeros where missing)."""
     if media == JSON:
-        matrix, _ = codec.decode_values(values, info.dim, what=rows)
         return json_response(
             {
                 "model": info.name,
                 "generation": info.generation,
                 "dim": info.dim,
-                "words": rows,
-                "vectors": matrix,
+                "words": words,
+                "vectors": rows,
                 "missing": missing,
             }
         )
-    size = 4 * info.dim
-    if info.codec == "f32" and all(v is None or len(v) == size for v in values):
-        zero = bytes(size)
-        raw = b"".join(zero if v is None else v for v in values)
-    else:
-        raw = codec.decode_values(values, info.dim, what=rows)[0].astype("<f4").tobytes()
+    raw = rows.astype("<f4", copy=False).tobytes()
     if media == NPY:
         head = io.BytesIO()
-        header = {"descr": "<f4", "fortran_order": False, "shape": (len(rows), info.dim)}
+        header = {"descr": "<f4", "fortran_order": False, "shape": (len(words), info.dim)}
         np.lib.format.write_array_header_1_0(head, header)
         raw = head.getvalue() + raw
     headers = {
         "X-Vecserve-Model": info.name,
         "X-Vecserve-Generation": str(info.generation),
-        "X-Vecserve-Shape": f"{len(rows)},{info.dim}",
+        "X-Vecserve-Shape": f"{len(words)},{info.dim}",
         "X-Vecserve-Dtype": "<f4",
         "X-Vecserve-Missing": ",".join(quote(w, safe="") for w in missing),
         "X-Vecserve-Missing-Index": ",".join(map(str, missing_idx)),

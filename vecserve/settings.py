@@ -38,6 +38,12 @@ class Settings(BaseSettings):
         False, description="Build/open the default model's similarity index at start-up."
     )
     ann: bool = Field(False, description="Also build an approximate (HNSW) index per model.")
+    vector_cache: int = Field(
+        20_000,
+        ge=0,
+        description="Vectors per model kept in this process's memory (0 = off); kept "
+        "correct by Redis client-side-caching invalidations.",
+    )
     max_words: int = Field(1000, ge=1, description="Most words in one request.")
     max_topn: int = Field(1000, ge=1, description="Largest `topn`.")
     max_batch: int = Field(256, ge=1, description="Most queries in one batch request.")
