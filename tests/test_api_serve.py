@@ -28,7 +28,7 @@ def test_flags_become_settings(captured, monkeypatch):
     result = CliRunner().invoke(
         serve,
         ["--port", "9123", "--workers", "3", "--default-model", "W2V", "--max-words", "50",
-         "--ann", "--redis-url", "redis://example:6379/0"],
+         "--ann", "--vector-cache", "0", "--redis-url", "redis://example:6379/0"],
         catch_exceptions=False,
     )  # fmt: skip
     assert result.exit_code == 0, result.output
@@ -37,7 +37,7 @@ def test_flags_become_settings(captured, monkeypatch):
     assert (kw["port"], kw["workers"], kw["host"]) == (9123, 3, "127.0.0.1")
     s = Settings()  # what each worker's create_app() reads
     assert (s.default_model, s.max_words, s.ann, s.max_topn) == ("W2V", 50, True, 77)
-    assert s.redis_url == "redis://example:6379/0"
+    assert s.redis_url == "redis://example:6379/0" and s.vector_cache == 0
 
 
 def test_bad_setting_is_one_line_error(captured, monkeypatch):

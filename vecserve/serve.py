@@ -24,6 +24,7 @@ _OPTION_ENV = {
     "max_words": "VECSERVE_MAX_WORDS",
     "max_topn": "VECSERVE_MAX_TOPN",
     "max_body_bytes": "VECSERVE_MAX_BODY_BYTES",
+    "vector_cache": "VECSERVE_VECTOR_CACHE",
 }
 
 
@@ -75,6 +76,14 @@ def settings_env(**options) -> dict[str, str]:
 @click.option("--max-topn", type=click.IntRange(min=1), default=None, help="Largest topn.")
 @click.option(
     "--max-body-bytes", type=click.IntRange(min=1024), default=None, help="Largest request body."
+)
+@click.option(
+    "--vector-cache",
+    type=click.IntRange(min=0),
+    default=None,
+    metavar="N",
+    help="Hot vectors per model kept in each worker's memory, invalidated by Redis "
+    "(default 20000; 0 = off).",
 )
 @click.option(
     "--log-level",
