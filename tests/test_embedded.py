@@ -6,7 +6,14 @@ import sys
 
 import redis
 
-from vecserve.embedded import EmbeddedServer, embedded_server, read_pid, wait_pid_gone
+from vecserve.embedded import (
+    EmbeddedServer,
+    ValkeyProcess,
+    embedded_server,
+    free_port,
+    read_pid,
+    wait_pid_gone,
+)
 
 
 def test_start_attach_release_and_persist(tmp_path):
@@ -49,3 +56,12 @@ def test_server_survives_the_holders_ctrl_c(tmp_path):
     assert "up" in proc.stdout
     with embedded_server(tmp_path) as url:
         assert redis.Redis.from_url(url).ping()
+
+
+def test_starting_a_running_server_again_starts_no_second_one(tmp_path):
+    server = ValkeyProcess(tmp_path / "srv", port=free_port())
+    with server.start():  # __enter__ starts too
+        first = server.process
+        assert server.start() is server and server.process is first
+        assert first.poll() is None
+    assert first.poll() is not None  # stopped on exit: nothing left running

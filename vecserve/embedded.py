@@ -156,7 +156,13 @@ class ValkeyProcess:
         return path
 
     def start(self, timeout: float = 15.0) -> ValkeyProcess:
-        """Start the server and wait until it answers PING (or raise EmbeddedServerError)."""
+        """Start the server and wait until it answers PING (or raise EmbeddedServerError).
+
+        Starting a server this object already runs does nothing (``with p.start():`` would
+        otherwise start a second one and lose track of the first).
+        """
+        if self.process is not None and self.process.poll() is None:
+            return self
         self.data_dir.mkdir(parents=True, exist_ok=True)
         conf = self._write_config()
         offset = self.log_path.stat().st_size if self.log_path.exists() else 0
