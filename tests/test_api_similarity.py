@@ -127,7 +127,9 @@ def test_batch_equals_single_queries(client_for):
         {"positive": [w[1], w[2]], "negative": [w[3]], "cosmul": True},
         {"positive": [w[4]], "topn": None},
     ]
-    batch = client.post("/most_similar/batch", json={"queries": queries}).json()["results"]
+    body = client.post("/most_similar/batch", json={"queries": queries}).json()
+    assert body["approximate"] == [False] * len(queries)
+    batch = body["results"]
     assert len(batch) == len(queries)
     for q, got in zip(queries, batch, strict=True):
         single = client.post("/most_similar", json=q).json()
@@ -180,6 +182,22 @@ def test_ann_opt_in_recall_reported_and_shared_from_disk(client_for, redis_url, 
         assert s == pytest.approx(float(kv.similarity("t7", w)), abs=1e-6)
     r = client.get("/analogy", params={"a": "t1", "b": "t2", "c": "t3", "approx": True}).json()
     assert r["approximate"] is True and r["answer"]
+    # a batch answers its approx queries with the ANN index (one search), the rest exactly
+    mixed = [
+        {"positive": ["t7"], "approx": True},
+        {"positive": ["t7"]},
+        {"positive": ["t7"], "approx": True, "restrict_vocab": 50},
+        {"positive": ["t1", "t2"], "negative": ["t3"], "approx": True, "topn": 8},
+    ]
+    body = client.post("/most_similar/batch", json={"queries": mixed}).json()
+    assert body["approximate"] == [True, False, False, True]
+    for q, res, approximate in zip(mixed, body["results"], body["approximate"], strict=True):
+        single = client.post("/most_similar", json=q).json()
+        assert single["approximate"] is approximate
+        assert [w for w, _ in res] == [w for w, _ in single["results"]]
+        np.testing.assert_allclose(
+            [x for _, x in res], [x for _, x in single["results"]], atol=1e-6
+        )
     # restrict_vocab and cosmul are answered exactly
     r = client.post(
         "/most_similar", json={"positive": ["t7"], "approx": True, "restrict_vocab": 50}

@@ -182,24 +182,42 @@ class AnnIndex:
             return None
         return cls(Index.restore(str(path), view=True), meta)
 
-    def candidates(self, query: np.ndarray, k: int) -> np.ndarray:
-        """Row numbers of (about) the ``k`` rows nearest to unit vector ``query``."""
-        found = self.index.search(np.asarray(query, dtype=np.float32), k, threads=1)
-        return np.asarray(found.keys, dtype=np.int64)
-
     def most_similar(self, sim: SimilarityIndex, positive, negative, topn: int = 10) -> list:
         """Approximate ``sim.most_similar(positive, negative, topn)``: exact cosines of the
         approximately nearest rows, best first, the query's own words excluded."""
-        if topn < 1:
-            return []
-        mean, exclude = sim.query_vector(positive, negative)
-        k = min(self.params.oversample * (topn + len(exclude)), sim.count)
-        cand = self.candidates(mean, k)
-        if exclude:
-            cand = cand[~np.isin(cand, exclude)]
-        scores = np.dot(sim.vectors[cand], mean) / sim.norms[cand]
-        order = np.argsort(-scores, kind="stable")[:topn]
-        return [(sim.index_to_key[int(cand[i])], float(scores[i])) for i in order]
+        return self.most_similar_batch(sim, [(positive, negative, topn)])[0]
+
+    def most_similar_batch(self, sim: SimilarityIndex, queries) -> list[list]:
+        """:meth:`most_similar` of each ``(positive, negative, topn)``, one HNSW search
+        call for all of them."""
+        out: list[list] = [[] for _ in queries]
+        means, excludes, todo = [], [], []
+        for i, (positive, negative, topn) in enumerate(queries):
+            if topn >= 1:
+                mean, exclude = sim.query_vector(positive, negative)
+                means.append(mean)
+                excludes.append(exclude)
+                todo.append(i)
+        if not todo:
+            return out
+        k = max(
+            self.params.oversample * (queries[i][2] + len(ex))
+            for i, ex in zip(todo, excludes, strict=True)
+        )
+        found = self.index.search(np.asarray(means, dtype=np.float32), min(k, sim.count), threads=1)
+        if len(todo) == 1:  # usearch answers a one-row batch with plain Matches
+            keys, counts = [found.keys], [len(found.keys)]
+        else:
+            keys, counts = found.keys, found.counts
+        for j, i in enumerate(todo):
+            cand = np.asarray(keys[j][: counts[j]], dtype=np.int64)
+            if excludes[j]:
+                cand = cand[~np.isin(cand, excludes[j])]
+            mean = means[j]
+            scores = np.dot(sim.vectors[cand], mean) / sim.norms[cand]
+            order = np.argsort(-scores, kind="stable")[: queries[i][2]]
+            out[i] = [(sim.index_to_key[int(cand[o])], float(scores[o])) for o in order]
+        return out
 
     def measure_recall(self, sim: SimilarityIndex, *, queries: int = 200, seed: int = 0) -> dict:
         """recall@10 of :meth:`most_similar` against exact, over sampled vocabulary words."""

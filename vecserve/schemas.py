@@ -188,6 +188,9 @@ class BatchResponse(BaseModel):
     model: str
     generation: int
     results: list[list[tuple[str, float]] | list[float]]
+    approximate: list[bool] = Field(
+        description="Per query: answered by the ANN index (asked with `approx` and built)."
+    )
 
 
 class SimilarityResponse(BaseModel):
