@@ -78,9 +78,17 @@ def parse_wrk(text: str) -> dict:
             "errors": int(errors.group(1)) if errors else 0}  # fmt: skip
 
 
-def wrk(url: str, *, accept: str, connections: int, seconds: int, threads: int = 1) -> dict:
+def wrk(url: str, *, accept: str, connections: int, seconds: int, threads: int = 1,
+        paths: Path | None = None) -> dict:  # fmt: skip
+    """One wrk run; with ``paths`` (a file of request paths) each request takes the next."""
     cmd = ["wrk", f"-t{threads}", f"-c{connections}", f"-d{seconds}s", "--latency",
-           "-H", f"Accept: {accept}", url]  # fmt: skip
+           "-H", f"Accept: {accept}"]  # fmt: skip
+    if paths is not None:
+        script = paths.with_suffix(".lua")
+        script.write_text(WRK_PATHS_LUA)
+        cmd += ["-s", str(script), url, "--", str(paths)]
+    else:
+        cmd.append(url)
     out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
     return parse_wrk(out)
 
@@ -104,50 +112,132 @@ def start_server(env: dict, port: int) -> subprocess.Popen:
     raise RuntimeError("uvicorn did not become ready")
 
 
-def bench_vectors(base: str, tokens: list[str], args) -> list[dict]:
-    rng = np.random.default_rng(1)
+WRK_PATHS_LUA = """
+local paths, i = {}, 0
+function init(args)
+  for line in io.lines(args[1]) do paths[#paths + 1] = line end
+end
+function request()
+  i = i % #paths + 1
+  return wrk.format("GET", paths[i])
+end
+"""
+
+FORMATS = (("JSON", "application/json"), ("binary", "application/octet-stream"))
+SIZES = (1, 10, 100)
+
+
+def zipf_sampler(rng, n_vocab: int, s: float = 1.0):
+    """``draw(size)``: vocabulary ranks with P(rank r) ~ 1/(r+1)^s, words as they occur in
+    text (the synthetic vocabulary, like GoogleNews', is ordered by frequency)."""
+    cdf = np.cumsum(1.0 / np.arange(1, n_vocab + 1, dtype=np.float64) ** s)
+    cdf /= cdf[-1]
+    return lambda size: np.minimum(np.searchsorted(cdf, rng.random(size)), n_vocab - 1)
+
+
+def cache_counts(base: str) -> tuple[float, float]:
+    text = httpx.get(f"{base}/metrics").text
+
+    def value(name: str) -> float:
+        m = re.search(rf'^{name}{{cache="vectors"}} (\S+)$', text, re.M)
+        return float(m.group(1)) if m else 0.0
+
+    return value("vecserve_cache_hits_total"), value("vecserve_cache_misses_total")
+
+
+def bench_vectors(base: str, scenario: str, paths: dict[int, list[str]], args, work: Path):
+    """wrk against ``base`` for every size and format; ``paths[n]`` is cycled per request."""
     rows = []
-    for n in (1, 10, 100):
-        words = ",".join(tokens[i] for i in rng.choice(len(tokens), n, replace=False))
-        for fmt, accept in (("JSON", "application/json"), ("binary", "application/octet-stream")):
-            url = f"{base}/vectors?words={words}"
-            r = httpx.get(url, headers={"accept": accept})
+    for n in SIZES:
+        pool = work / f"paths-{scenario}-{n}.txt"
+        pool.write_text("\n".join(paths[n]) + "\n")
+        for fmt, accept in FORMATS:
+            r = httpx.get(base + paths[n][0], headers={"accept": accept})
             r.raise_for_status()
-            res = wrk(url, accept=accept, connections=args.connections, seconds=args.seconds)
-            res.update(words=n, format=fmt, bytes=len(r.content))
+            if len(paths[n]) > 1:  # warm the cache on this pool first (not measured)
+                wrk(base, accept=accept, connections=args.connections, seconds=2, paths=pool)
+            h0, m0 = cache_counts(base)
+            res = wrk(base + paths[n][0], accept=accept, connections=args.connections,
+                      seconds=args.seconds, paths=pool)  # fmt: skip
+            h1, m1 = cache_counts(base)
+            hit = (h1 - h0) / max(h1 - h0 + m1 - m0, 1)
+            res.update(scenario=scenario, words=n, format=fmt, bytes=len(r.content), hit=hit)
             rows.append(res)
-            print(f"/vectors {n:>3} words {fmt:<6} {res['rps']:>8.0f} req/s  "
-                  f"p50 {res['p50']:.2f} ms  p99 {res['p99']:.2f} ms", flush=True)  # fmt: skip
+            print(f"{scenario:<22} /vectors {n:>3} words {fmt:<6} {res['rps']:>8.0f} req/s  "
+                  f"p50 {res['p50']:.2f} ms  p99 {res['p99']:.2f} ms  "
+                  f"cache hits {hit:.0%}", flush=True)  # fmt: skip
     return rows
+
+
+def vectors_suite(redis_url: str, tokens: list[str], args, work: Path) -> list[dict]:
+    """Three scenarios, each against a fresh uvicorn worker:
+
+    - ``cache off, fixed words``: VECSERVE_VECTOR_CACHE=0, the same words every request:
+      every vector comes from Redis (one MGET);
+    - ``cache on, Zipf stream``: the default cache (20,000 vectors), a pool of
+      ``--pool`` different requests, words drawn Zipf(1) over the vocabulary ranks;
+    - ``cache on, fixed words``: the default cache, the same words every request (all hits
+      once warm): the hot path.
+    """
+    rng = np.random.default_rng(1)
+    fixed = {n: [_path(tokens[i] for i in rng.choice(len(tokens), n, replace=False))]
+             for n in SIZES}  # fmt: skip
+    draw = zipf_sampler(rng, len(tokens))
+    zipf = {n: [_path(tokens[i] for i in draw(n)) for _ in range(args.pool)] for n in SIZES}
+    rows = []
+    for scenario, cache, paths in (
+        ("cache off, fixed words", "0", fixed),
+        ("cache on, Zipf stream", None, zipf),
+        ("cache on, fixed words", None, fixed),
+    ):
+        env = {"VECSERVE_REDIS_URL": redis_url, "VECSERVE_DEFAULT_MODEL": "BENCH"}
+        if cache is not None:
+            env["VECSERVE_VECTOR_CACHE"] = cache
+        port = free_port()
+        proc = start_server(env, port)
+        try:
+            rows += bench_vectors(f"http://127.0.0.1:{port}", scenario, paths, args, work)
+        finally:
+            proc.terminate()
+            proc.wait(timeout=30)
+    return rows
+
+
+def _path(words) -> str:
+    return "/vectors?words=" + ",".join(words)
 
 
 def bench_handler(url: str, tokens: list[str], *, reps: int = 300) -> dict:
     """Server-side cost of one /vectors answer of 100 words, in process (no HTTP, no
-    framework): Redis MGET + encoding the body, JSON vs binary."""
+    framework): the lookup (Redis MGET, or the vector cache) + encoding the body."""
     from vecserve import api
     from vecserve.deps import AppContext, ModelCache, StoreHandle
     from vecserve.metrics import Metrics
     from vecserve.settings import Settings
 
-    metrics = Metrics()
-    ctx = AppContext(
-        settings=Settings(redis_url=url),
-        stores=StoreHandle(url),
-        metrics=metrics,
-        models=ModelCache(ttl=60, metrics=metrics),
-    )
     words = [tokens[i] for i in np.random.default_rng(3).choice(len(tokens), 100, replace=False)]
     out = {}
-    for fmt, media in (("JSON", api.JSON), ("binary", api.OCTET)):
-        for _ in range(20):
-            api._vectors(ctx, "BENCH", words, "omit", media)
-        lat = []
-        for _ in range(reps):
-            t = time.perf_counter()
-            api._vectors(ctx, "BENCH", words, "omit", media)
-            lat.append(time.perf_counter() - t)
-        out[fmt] = percentile_ms(lat, 50)
-    ctx.close()
+    for label, size in (("Redis", 0), ("cache", 20_000)):
+        metrics = Metrics()
+        ctx = AppContext(
+            settings=Settings(redis_url=url, vector_cache=size),
+            stores=StoreHandle(url),
+            metrics=metrics,
+            models=ModelCache(ttl=60, metrics=metrics),
+        )
+        if size:
+            info = ctx.model("BENCH")
+            assert ctx.vector_cache("BENCH", info).wait_ready(10)
+        for fmt, media in (("JSON", api.JSON), ("binary", api.OCTET)):
+            for _ in range(20):
+                api._vectors(ctx, "BENCH", words, "omit", media)
+            lat = []
+            for _ in range(reps):
+                t = time.perf_counter()
+                api._vectors(ctx, "BENCH", words, "omit", media)
+                lat.append(time.perf_counter() - t)
+            out[label, fmt] = percentile_ms(lat, 50)
+        ctx.close()
     return out
 
 
@@ -172,6 +262,7 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=50, help="Queries per batch request.")
     ap.add_argument("--connections", type=int, default=16)
     ap.add_argument("--seconds", type=int, default=8)
+    ap.add_argument("--pool", type=int, default=2000, help="Distinct requests, Zipf stream.")
     ap.add_argument("--expansion-search", type=int, default=AnnParams.expansion_search)
     ap.add_argument("--work", default=None, help="Work dir (default: a temp dir, removed).")
     ap.add_argument("--out", default=None, help="Write the markdown results here.")
@@ -190,12 +281,10 @@ def main() -> None:
         info = load_arrays(tokens, vectors, name="BENCH", store=store, progress=False)
         load_s = time.perf_counter() - t
         print(f"loaded into Redis in {load_s:.1f}s", flush=True)
+        vec_rows = vectors_suite(server.url, tokens, args, work)
+        handler = bench_handler(server.url, tokens)
+        print(f"in-process /vectors 100 words: {handler}", flush=True)
         if args.only_vectors:
-            port = free_port()
-            env = {"VECSERVE_REDIS_URL": server.url, "VECSERVE_DEFAULT_MODEL": "BENCH"}
-            uvicorn_proc = start_server(env, port)
-            vec_rows = bench_vectors(f"http://127.0.0.1:{port}", tokens, args)
-            handler = bench_handler(server.url, tokens)
             md = "\n".join(render_vectors(args, vec_rows, handler))
             print(md)
             if args.out:
@@ -225,10 +314,6 @@ def main() -> None:
         ready_s = time.perf_counter() - t
         base = f"http://127.0.0.1:{port}"
         print(f"server ready (index mapped from disk) in {ready_s:.1f}s", flush=True)
-
-        vec_rows = bench_vectors(base, tokens, args)
-        handler = bench_handler(server.url, tokens)
-        print(f"in-process /vectors 100 words: {handler}", flush=True)
 
         rng = np.random.default_rng(2)
         qwords = [tokens[i] for i in rng.choice(len(tokens), args.queries, replace=False)]
@@ -329,7 +414,7 @@ def render(args, vec_rows, handler, sim_rows, load_s, snap_s, ann_s, ready_s, mo
 
 
 def render_vectors(args, vec_rows, handler) -> list[str]:
-    """The /vectors section: machine note, table, in-process cost of one answer."""
+    """The /vectors section: machine note, one table per scenario, in-process costs."""
     lines = [
         f"Machine: {os.cpu_count()} cores shared with other jobs; valkey-server, one uvicorn "
         f"worker and the load generator (`wrk`, 1 thread, {args.connections} connections, "
@@ -337,23 +422,37 @@ def render_vectors(args, vec_rows, handler) -> list[str]:
         "",
         "## /vectors (model of 300-d float32)",
         "",
-        "| words | format | req/s | p50 ms | p99 ms | body bytes | binary/JSON req/s |",
-        "|---:|---|---:|---:|---:|---:|---:|",
+        "Scenarios, each against a fresh worker: **cache off, fixed words** "
+        "(`VECSERVE_VECTOR_CACHE=0`, the same words every request, every vector from "
+        f"Redis); **cache on, Zipf stream** (the default 20,000-vector cache, {args.pool:,} "
+        "different requests cycled, words drawn Zipf(1) over the frequency-ordered "
+        "vocabulary, as words occur in text; warmed 2 s before each case); **cache on, "
+        "fixed words** (all hits: the hot path).",
+        "",
+        "| scenario | words | format | req/s | p50 ms | p99 ms | body bytes | cache hits "
+        "| binary/JSON req/s |",
+        "|---|---:|---|---:|---:|---:|---:|---:|---:|",
     ]
-    by = {(r["words"], r["format"]): r for r in vec_rows}
+    by = {(r["scenario"], r["words"], r["format"]): r for r in vec_rows}
     for r in vec_rows:
         ratio = ""
         if r["format"] == "binary":
-            ratio = f"**{r['rps'] / by[(r['words'], 'JSON')]['rps']:.2f}x**"
+            ratio = f"**{r['rps'] / by[(r['scenario'], r['words'], 'JSON')]['rps']:.2f}x**"
+        hit = "" if r["scenario"].startswith("cache off") else f"{r['hit']:.0%}"
         lines.append(
-            f"| {r['words']} | {r['format']} | {r['rps']:,.0f} | {r['p50']:.2f} | "
-            f"{r['p99']:.2f} | {r['bytes']:,} | {ratio} |"
+            f"| {r['scenario']} | {r['words']} | {r['format']} | {r['rps']:,.0f} | "
+            f"{r['p50']:.2f} | {r['p99']:.2f} | {r['bytes']:,} | {hit} | {ratio} |"
         )
     lines += [
         "",
-        f"Server-side work of one 100-word answer, in process (MGET + body, no HTTP): JSON "
-        f"{handler['JSON']:.2f} ms, binary {handler['binary']:.2f} ms "
-        f"(**{handler['JSON'] / handler['binary']:.1f}x**).",
+        "Server-side work of one 100-word answer, in process (lookup + body, no HTTP): "
+        + "; ".join(
+            f"from {src}: JSON {handler[src, 'JSON']:.3f} ms, binary "
+            f"{handler[src, 'binary']:.3f} ms "
+            f"(**{handler[src, 'JSON'] / handler[src, 'binary']:.1f}x**)"
+            for src in ("Redis", "cache")
+        )
+        + ".",
     ]
     return lines
 

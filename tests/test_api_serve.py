@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 from click.testing import CliRunner
 
@@ -16,8 +18,14 @@ def captured(monkeypatch):
     import uvicorn
 
     calls = []
-    monkeypatch.setattr(uvicorn, "run", lambda app, **kw: calls.append((app, kw)))
-    for var in _OPTION_ENV.values():  # serve() sets these: restore them afterwards
+
+    def run(app, **kw):
+        shared = os.environ.get("VECSERVE_METRICS_DIR")
+        kw["metrics_dir"] = (shared, shared is not None and os.path.isdir(shared))
+        calls.append((app, kw))
+
+    monkeypatch.setattr(uvicorn, "run", run)
+    for var in [*_OPTION_ENV.values(), "VECSERVE_METRICS_DIR"]:  # serve() sets these
         monkeypatch.setenv(var, "placeholder")
         monkeypatch.delenv(var)
     return calls
@@ -38,6 +46,13 @@ def test_flags_become_settings(captured, monkeypatch):
     s = Settings()  # what each worker's create_app() reads
     assert (s.default_model, s.max_words, s.ann, s.max_topn) == ("W2V", 50, True, 77)
     assert s.redis_url == "redis://example:6379/0" and s.vector_cache == 0
+    shared, existed = kw["metrics_dir"]  # 3 workers: a fresh directory to merge metrics in
+    assert existed and not os.path.exists(shared)  # ... removed when the server stops
+
+
+def test_one_worker_needs_no_metrics_dir(captured):
+    assert CliRunner().invoke(serve, [], catch_exceptions=False).exit_code == 0
+    assert captured[0][1]["metrics_dir"] == (None, False)
 
 
 def test_bad_setting_is_one_line_error(captured, monkeypatch):
@@ -51,3 +66,50 @@ def test_bad_setting_is_one_line_error(captured, monkeypatch):
 def test_help_has_example():
     out = CliRunner().invoke(serve, ["--help"]).output
     assert "Example:" in out and "vecserve serve --default-model" in out
+
+
+def test_two_workers_answer_metrics_for_both(store, redis_url, tmp_path):
+    """A real ``vecserve serve --workers 2``: /metrics counts the requests of every worker."""
+    import subprocess
+    import sys
+    import time
+
+    import httpx
+    import numpy as np
+
+    from vecserve.embedded import free_port
+    from vecserve.loader import load_arrays
+
+    load_arrays(["a", "b"], np.eye(2), name="M", store=store, progress=False)
+    port = free_port()
+    env = {**os.environ, "VECSERVE_CACHE_DIR": str(tmp_path / "cache")}
+    argv = [sys.executable, "-m", "vecserve.cli", "serve", "--workers", "2", "--port", str(port),
+            "--redis-url", redis_url, "--default-model", "M", "--log-level", "warning"]  # fmt: skip
+    log = tmp_path / "serve.log"
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(argv, env=env, stdout=out, stderr=subprocess.STDOUT)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                if httpx.get(f"{base}/healthz", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            assert proc.poll() is None and time.monotonic() < deadline, log.read_text()
+            time.sleep(0.1)
+        n = 40
+        for _ in range(n):  # a new connection each: the kernel spreads them over the workers
+            assert httpx.get(f"{base}/vectors?words=a").status_code == 200
+        line = 'vecserve_requests_total{endpoint="/vectors",method="GET",status="200"} '
+        deadline = time.monotonic() + 15
+        while True:  # the other worker publishes its values every second
+            text = httpx.get(f"{base}/metrics").text
+            if f"{line}{n}\n" in text and "vecserve_worker_processes 2\n" in text:
+                break
+            assert time.monotonic() < deadline, text
+            time.sleep(0.2)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)

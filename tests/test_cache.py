@@ -176,6 +176,31 @@ def test_cached_lookup_never_mixes_generations(store):
     kv.close()
 
 
+def test_doorkeeper_admits_a_word_on_its_second_miss(store):
+    from vecserve.cache import VectorCache, tracking_nodes
+
+    load_arrays(["a", "b"], np.eye(2), name="M", store=store)
+    cache = VectorCache(
+        1,
+        nodes=tracking_nodes(store.client),
+        read_registry=lambda: store.registry_entry("M"),
+        admit_on_repeat=True,
+    )
+    assert cache.wait_ready(5)
+    rows, found = np.eye(2, dtype=np.float32), np.ones(2, dtype=bool)
+
+    def fill(tokens):
+        assert cache.fill(cache.ticket(), cache.generation, tokens, rows[: len(tokens)], found)
+
+    fill(["a", "b"])  # first misses: remembered (the doorkeeper holds maxsize=1: b), not cached
+    assert len(cache) == 0 and list(cache.doorkeeper) == ["b"]
+    fill(["b"])  # b's second miss: admitted
+    assert list(cache.data) == ["b"] and not cache.doorkeeper
+    fill(["a"])  # a was forgotten: a first miss again
+    assert list(cache.data) == ["b"] and list(cache.doorkeeper) == ["a"]
+    cache.close()
+
+
 def test_model_deleted_disables_cache(store):
     load_arrays(["a"], np.eye(1), name="M", store=store)
     kv = cached_kv(store)

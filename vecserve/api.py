@@ -61,7 +61,7 @@ from .deps import (
 )
 from .embedded import EmbeddedServer
 from .errors import ModelNotFound, TokenNotFound
-from .metrics import Metrics, MetricsMiddleware
+from .metrics import Metrics, MetricsMiddleware, MetricsShare
 from .responses import (
     JSON,
     NPY,
@@ -167,40 +167,89 @@ def _scores(result):
     return result
 
 
-def _most_similar(ctx: AppContext, name: str, q: MostSimilarQuery) -> dict:
+def _query(ctx: AppContext, index: SimilarityIndex, name: str, q: MostSimilarQuery) -> dict:
+    """Check one most_similar query against the limits and the index; the engine's dict."""
     s = ctx.settings
     if q.topn is not None and q.topn > s.max_topn:
         raise BadQuery(f"topn={q.topn} is over the limit of {s.max_topn}")
-    info = ctx.model(name)
-    index = ctx.index(info)
     pos = _items(q.positive, index, name, cosmul=q.cosmul)
     neg = _items(q.negative, index, name, cosmul=q.cosmul)
     if len(pos) + len(neg) > s.max_words:
         raise BadQuery(f"{len(pos) + len(neg)} query items; the limit is {s.max_words}")
     if not pos and not neg:
         raise QueryRejected("cannot compute mean with no input: give positive and/or negative")
-    approximate = False
+    return {
+        "positive": pos,
+        "negative": neg,
+        "topn": q.topn,
+        "restrict_vocab": q.restrict_vocab,
+        "cosmul": q.cosmul,
+    }
+
+
+def _ann_for(ctx: AppContext, index: SimilarityIndex, q: MostSimilarQuery):
+    """The ANN index that may answer ``q`` (approx asked, ready, and the query is a plain
+    top-n without ``restrict_vocab`` or cosmul), else None: answered exactly."""
+    if q.approx and q.topn and not q.restrict_vocab and not q.cosmul and ctx.ann is not None:
+        return ctx.ann.get(index)
+    return None
+
+
+def _most_similar(ctx: AppContext, name: str, q: MostSimilarQuery) -> dict:
+    info = ctx.model(name)
+    index = ctx.index(info)
+    query = _query(ctx, index, name, q)
+    ann = _ann_for(ctx, index, q)
     try:
-        if q.cosmul:
-            result = index.most_similar_cosmul(pos, neg, topn=q.topn)
+        if ann is not None:
+            result = ann.most_similar(index, query["positive"], query["negative"], q.topn)
+        elif q.cosmul:
+            result = index.most_similar_cosmul(query["positive"], query["negative"], topn=q.topn)
         else:
-            ann = None
-            if q.approx and q.topn and not q.restrict_vocab and ctx.ann is not None:
-                ann = ctx.ann.get(index)
-            if ann is not None:
-                result, approximate = ann.most_similar(index, pos, neg, topn=q.topn), True
-            else:
-                result = index.most_similar(pos, neg, topn=q.topn, restrict_vocab=q.restrict_vocab)
-    except KeyError as exc:  # pragma: no cover - words are checked above
-        raise TokenNotFound(str(exc.args[0]), name) from exc
+            result = index.most_similar(
+                query["positive"], query["negative"], topn=q.topn, restrict_vocab=q.restrict_vocab
+            )
     except ValueError as exc:
         raise QueryRejected(str(exc)) from exc
-    out = {"model": info.name, "generation": index.generation, "approximate": approximate}
+    out = {"model": info.name, "generation": index.generation, "approximate": ann is not None}
     if isinstance(result, np.ndarray):
         out["similarities"] = _scores(result)
     else:
         out["results"] = result
     return out
+
+
+def _most_similar_batch(ctx: AppContext, name: str, body: BatchRequest) -> dict:
+    """Exact queries in one matrix multiply per group; approximate ones in one HNSW call."""
+    s = ctx.settings
+    if len(body.queries) > s.max_batch:
+        raise BadQuery(f"{len(body.queries)} queries in one batch; the limit is {s.max_batch}")
+    info = ctx.model(name)
+    index = ctx.index(info)
+    queries = [_query(ctx, index, name, q) for q in body.queries]
+    ann = [_ann_for(ctx, index, q) for q in body.queries]
+    approx = [i for i, a in enumerate(ann) if a is not None]
+    exact = [i for i, a in enumerate(ann) if a is None]
+    results: list = [None] * len(queries)
+    try:
+        if exact:
+            got = index.most_similar_batch([queries[i] for i in exact])
+            for i, r in zip(exact, got, strict=True):
+                results[i] = _scores(r)
+        if approx:
+            asked = [(queries[i]["positive"], queries[i]["negative"], queries[i]["topn"])
+                     for i in approx]  # fmt: skip
+            got = ann[approx[0]].most_similar_batch(index, asked)
+            for i, r in zip(approx, got, strict=True):
+                results[i] = r
+    except ValueError as exc:
+        raise QueryRejected(str(exc)) from exc
+    return {
+        "model": info.name,
+        "generation": index.generation,
+        "results": results,
+        "approximate": [a is not None for a in ann],
+    }
 
 
 def _small_kv(ctx: AppContext, name: str, words: list[str]):
@@ -252,6 +301,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             )
             ctx.ann = AnnManager(enabled=settings.ann, metrics=metrics)
             stack.callback(ctx.close)
+            metrics.on_collect(ctx.collect_metrics)
+            if settings.metrics_dir is not None:
+                ctx.metrics_share = MetricsShare(settings.metrics_dir, metrics).start()
+                stack.callback(ctx.metrics_share.close)
             if settings.preload and settings.default_model:
                 ctx.preload(settings.default_model)
             yield {"ctx": ctx}
@@ -447,45 +500,10 @@ def _add_similarity_routes(app: FastAPI) -> None:
 
     @app.post("/most_similar/batch", response_model=BatchResponse, responses=responses)
     def most_similar_batch(ctx: ContextDep, body: BatchRequest, model: ModelQuery = None):
-        """Many most_similar queries answered together (one matrix multiply per group)."""
-        s = ctx.settings
-        name = resolve_model_name(body.model or model, s)
-        if len(body.queries) > s.max_batch:
-            raise BadQuery(f"{len(body.queries)} queries in one batch; the limit is {s.max_batch}")
-        info = ctx.model(name)
-        index = ctx.index(info)
-        queries = []
-        for q in body.queries:
-            if q.topn is not None and q.topn > s.max_topn:
-                raise BadQuery(f"topn={q.topn} is over the limit of {s.max_topn}")
-            pos = _items(q.positive, index, name, cosmul=q.cosmul)
-            neg = _items(q.negative, index, name, cosmul=q.cosmul)
-            if len(pos) + len(neg) > s.max_words:
-                raise BadQuery(
-                    f"{len(pos) + len(neg)} items in a query; the limit is {s.max_words}"
-                )
-            if not pos and not neg:
-                raise QueryRejected("cannot compute mean with no input (a query of the batch)")
-            queries.append(
-                {
-                    "positive": pos,
-                    "negative": neg,
-                    "topn": q.topn,
-                    "restrict_vocab": q.restrict_vocab,
-                    "cosmul": q.cosmul,
-                }
-            )
-        try:
-            results = index.most_similar_batch(queries)
-        except ValueError as exc:
-            raise QueryRejected(str(exc)) from exc
-        return json_response(
-            {
-                "model": info.name,
-                "generation": index.generation,
-                "results": [_scores(r) for r in results],
-            }
-        )
+        """Many most_similar queries answered together (one matrix multiply per group;
+        ``approx`` queries in one HNSW search)."""
+        name = resolve_model_name(body.model or model, ctx.settings)
+        return json_response(_most_similar_batch(ctx, name, body))
 
     def _doesnt_match(ctx: AppContext, name: str, words: list[str]) -> Response:
         info, kv, missing = _small_kv(ctx, name, words)
@@ -574,11 +592,12 @@ def _add_service_routes(app: FastAPI, metrics: Metrics) -> None:
         return out
 
     @app.get("/metrics", response_class=PlainTextResponse)
-    async def prometheus(ctx: ContextDep):
-        """Request counts and latencies per endpoint, cache hits, index build times."""
-        for name, stats in ctx.vector_cache_stats().items():
-            metrics.set("vecserve_vector_cache_entries", stats["size"], model=name)
-        return PlainTextResponse(metrics.render(), media_type="text/plain; version=0.0.4")
+    def prometheus(ctx: ContextDep):
+        """Request counts and latencies per endpoint, cache hits, index build times (all
+        workers' when the service runs several)."""
+        share = ctx.metrics_share
+        text = share.render() if share is not None else metrics.render()
+        return PlainTextResponse(text, media_type="text/plain; version=0.0.4")
 
 
 def _model_dict(info) -> dict:

@@ -116,6 +116,7 @@ class AppContext:
     metrics: Metrics
     models: ModelCache
     ann: Any = None  # vecserve.ann.AnnManager
+    metrics_share: Any = None  # vecserve.metrics.MetricsShare, with several workers
     _inline_ok: bool = False
     _indexes: IndexManager | None = None
     _seen: dict[str, SimilarityIndex] = field(default_factory=dict)
@@ -164,12 +165,18 @@ class AppContext:
                         size,
                         nodes=tracking_nodes(store.client),
                         read_registry=lambda: store.registry_entry(name),
+                        admit_on_repeat=True,
                     )
         return cache
 
     def vector_cache_stats(self) -> dict[str, dict]:
         """:meth:`VectorCache.stats` of every model's cache in this process."""
         return {name: cache.stats() for name, cache in list(self._vector_caches.items())}
+
+    def collect_metrics(self, metrics: Metrics) -> None:
+        """Gauges of this process's state, set before each render (a ``Metrics`` collector)."""
+        for name, cache in list(self._vector_caches.items()):
+            metrics.set("vecserve_vector_cache_entries", len(cache), model=name)
 
     @property
     def indexes(self) -> IndexManager:

@@ -9,7 +9,9 @@ way; a flag wins over a variable already set. Registered by the CLI with
 
 from __future__ import annotations
 
+import contextlib
 import os
+import tempfile
 
 import click
 
@@ -113,19 +115,23 @@ def serve(host, port, workers, log_level, **options):
         ) from exc
     os.environ.update(settings_env(**options))
     try:
-        Settings()
+        settings = Settings()
     except ValueError as exc:
         first = str(exc).splitlines()
         raise click.ClickException(f"invalid setting: {' '.join(first[:3])}") from exc
-    try:
-        uvicorn.run(
-            "vecserve.api:create_app",
-            factory=True,
-            host=host,
-            port=port,
-            workers=workers,
-            log_level=log_level,
-            proxy_headers=True,
-        )
-    except OSError as exc:
-        raise click.ClickException(f"cannot serve on {host}:{port}: {exc}") from exc
+    with contextlib.ExitStack() as stack:
+        if workers > 1 and settings.metrics_dir is None:  # /metrics answers for every worker
+            shared = stack.enter_context(tempfile.TemporaryDirectory(prefix="vecserve-metrics-"))
+            os.environ["VECSERVE_METRICS_DIR"] = shared
+        try:
+            uvicorn.run(
+                "vecserve.api:create_app",
+                factory=True,
+                host=host,
+                port=port,
+                workers=workers,
+                log_level=log_level,
+                proxy_headers=True,
+            )
+        except OSError as exc:
+            raise click.ClickException(f"cannot serve on {host}:{port}: {exc}") from exc

@@ -44,6 +44,11 @@ class Settings(BaseSettings):
         description="Vectors per model kept in this process's memory (0 = off); kept "
         "correct by Redis client-side-caching invalidations.",
     )
+    metrics_dir: Path | None = Field(
+        None,
+        description="Directory where each worker publishes its metrics so that /metrics "
+        "answers for all workers (empty, one per run; `vecserve serve --workers N` makes one).",
+    )
     max_words: int = Field(1000, ge=1, description="Most words in one request.")
     max_topn: int = Field(1000, ge=1, description="Largest `topn`.")
     max_batch: int = Field(256, ge=1, description="Most queries in one batch request.")
