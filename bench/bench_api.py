@@ -441,7 +441,7 @@ def render_vectors(args, vec_rows, handler) -> list[str]:
         ratio = ""
         if r["format"] == "binary":
             ratio = f"**{r['rps'] / by[(r['scenario'], r['words'], 'JSON')]['rps']:.2f}x**"
-        hit = "" if r["scenario"].startswith("cache off") else f"{r['hit']:.0%}"  # fmt: skip
+        hit = "" if r["scenario"].startswith("cache off") else f"{r['hit']:.0%}"
         lines.append(
             f"| {r['scenario']} | {r['words']} | {r['format']} | {r['rps']:,.0f} | "
             f"{r['p50']:.2f} | {r['p99']:.2f} | {r['bytes']:,} | {hit} | {ratio} |"
