@@ -229,8 +229,7 @@ def bench_handler(url: str, tokens: list[str], *, reps: int = 300) -> dict:
             models=ModelCache(ttl=60, metrics=metrics),
         )
         if size:
-            info = ctx.model("BENCH")
-            assert ctx.vector_cache("BENCH", info).wait_ready(10)
+            assert ctx.vector_cache(ctx.model("BENCH")).wait_ready(10)
         for fmt, media in (("JSON", api.JSON), ("binary", api.OCTET)):
             for _ in range(20):
                 api._vectors(ctx, "BENCH", words, "omit", media)

@@ -119,15 +119,6 @@ class VectorCache:
 
     # -- the hit path ---------------------------------------------------------------------
 
-    def get(self, token: str) -> np.ndarray | None:
-        """The cached vector of ``token`` or None. No lock, no I/O."""
-        data = self.data
-        v = data.get(token)
-        if v is not None:
-            with contextlib.suppress(KeyError):
-                data.move_to_end(token)
-        return v
-
     def get_many(self, tokens: Sequence[str]) -> tuple[tuple[int, int] | None, list]:
         """``(ticket, hits)``: cached vectors of ``tokens`` (None = miss), all of one generation.
 
@@ -142,7 +133,7 @@ class VectorCache:
         data = self.data
         touch = data.move_to_end
         hits = []
-        for t in tokens:  # get() inlined: this loop is the API's hot path
+        for t in tokens:  # no lock, no I/O: a dict lookup and an LRU touch per token
             v = data.get(t)
             if v is not None:
                 try:  # noqa: SIM105 - contextlib.suppress costs ~0.5 us a hit here
@@ -177,7 +168,7 @@ class VectorCache:
                 return False
             data = self.data
             door = self.doorkeeper
-            for tok, i in zip(tokens, range(len(tokens)), strict=True):
+            for i, tok in enumerate(tokens):
                 if found[i]:
                     if door is not None:
                         if tok in door:  # its second miss: admitted

@@ -145,8 +145,8 @@ class AppContext:
     def model(self, name: str, *, fresh: bool = False) -> ModelInfo:
         return self.models.get(self.stores.get(), name, fresh=fresh)[0]
 
-    def vector_cache(self, name: str, info: ModelInfo) -> VectorCache | None:
-        """The vector cache of model ``name`` (made on first use), or None when it is off.
+    def vector_cache(self, info: ModelInfo) -> VectorCache | None:
+        """The vector cache of model ``info.name`` (made on first use), or None when off.
 
         ``info`` proves the model exists: a cache (one tracking connection and thread per
         Redis primary) is only ever made for a committed model, so unknown names cost
@@ -164,7 +164,7 @@ class AppContext:
                     cache = self._vector_caches[info.name] = VectorCache(
                         size,
                         nodes=tracking_nodes(store.client),
-                        read_registry=lambda: store.registry_entry(name),
+                        read_registry=lambda: store.registry_entry(info.name),
                         admit_on_repeat=True,
                     )
         return cache
@@ -280,7 +280,7 @@ def fetch_rows(ctx: AppContext, name: str, words: list[str]) -> Rows:
             return first
         return ctx.models.get(store, name, fresh=True)[0]
 
-    cache = ctx.vector_cache(name, first)
+    cache = ctx.vector_cache(first)
     info, rows, found, hits = cached_lookup(cache, words, fetch, current)
     if cache is not None:
         ctx.metrics.inc("vecserve_cache_hits_total", hits, cache="vectors")
