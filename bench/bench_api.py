@@ -214,9 +214,9 @@ def bench_handler(url: str, tokens: list[str], *, reps: int = 300) -> dict:
     """Server-side cost of one /vectors answer of 100 words, in process (no HTTP, no
     framework): the lookup (Redis MGET, or the vector cache) + encoding the body."""
     from vecserve import api
-    from vecserve.deps import AppContext, ModelCache, StoreHandle
-    from vecserve.metrics import Metrics
-    from vecserve.settings import Settings
+    from vecserve.service.deps import AppContext, ModelCache, StoreHandle
+    from vecserve.service.metrics import Metrics
+    from vecserve.service.settings import Settings
 
     words = [tokens[i] for i in np.random.default_rng(3).choice(len(tokens), 100, replace=False)]
     out = {}

@@ -13,7 +13,7 @@ import pytest
 
 from vecserve.api import create_app
 from vecserve.loader import load_arrays
-from vecserve.settings import Settings
+from vecserve.service.settings import Settings
 
 from .api_support import AppClient
 
@@ -497,9 +497,9 @@ def test_store_calls_leave_the_event_loop_after_a_failure():
 
     import anyio
 
-    from vecserve.deps import AppContext, ModelCache, StoreHandle
     from vecserve.errors import StoreUnavailable
-    from vecserve.metrics import Metrics
+    from vecserve.service.deps import AppContext, ModelCache, StoreHandle
+    from vecserve.service.metrics import Metrics
 
     m = Metrics()
     ctx = AppContext(

@@ -10,7 +10,7 @@ import pytest
 
 from vecserve.api import VectorsFastRoute, create_app
 from vecserve.loader import load_arrays
-from vecserve.settings import Settings
+from vecserve.service.settings import Settings
 
 from .api_support import AppClient
 
@@ -110,7 +110,7 @@ def test_fast_route_serves_valid_queries_and_hands_on_the_rest(apps, monkeypatch
 
 
 def test_dependency_overrides_still_apply(apps):
-    from vecserve.deps import get_settings
+    from vecserve.service.deps import get_settings
 
     fast, _ = apps
     fast.app.dependency_overrides[get_settings] = lambda: Settings(default_model="OTHER")

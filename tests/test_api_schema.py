@@ -18,7 +18,7 @@ from schemathesis.checks import not_a_server_error  # noqa: E402
 from vecserve.api import create_app  # noqa: E402
 from vecserve.embedded import free_port  # noqa: E402
 from vecserve.loader import load_arrays  # noqa: E402
-from vecserve.settings import Settings  # noqa: E402
+from vecserve.service.settings import Settings  # noqa: E402
 from vecserve.store import Store  # noqa: E402
 
 MAX_EXAMPLES = 20

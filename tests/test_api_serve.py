@@ -9,8 +9,8 @@ from click.testing import CliRunner
 
 pytest.importorskip("uvicorn")
 
-from vecserve.serve import _OPTION_ENV, serve
-from vecserve.settings import Settings
+from vecserve.service.serve import _OPTION_ENV, serve
+from vecserve.service.settings import Settings
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ import pytest
 
 from vecserve.api import create_app
 from vecserve.loader import load_arrays
-from vecserve.settings import Settings
+from vecserve.service.settings import Settings
 
 from .api_support import AppClient
 from .conftest import gensim_data

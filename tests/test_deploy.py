@@ -56,7 +56,7 @@ def check_cli(argv: list[str]) -> None:
     """``vecserve <cmd> ...``: the command exists and every --option is one of its own."""
     assert argv[0] == "vecserve", argv
     from vecserve.cli import cli
-    from vecserve.serve import serve
+    from vecserve.service.serve import serve
 
     commands = dict(cli.commands)
     commands.setdefault("serve", serve)  # the lead registers it with cli.add_command
@@ -148,7 +148,7 @@ def test_compose_services():
 
 def test_healthcheck_path_is_served():
     from vecserve.api import create_app
-    from vecserve.settings import Settings
+    from vecserve.service.settings import Settings
 
     paths = create_app(Settings()).openapi()["paths"]
     assert "/healthz" in paths and "/readyz" in paths

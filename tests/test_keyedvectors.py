@@ -333,7 +333,7 @@ def service_url(redis_url, store, tmp_path):
     uvicorn = pytest.importorskip("uvicorn")
     from vecserve.api import create_app
     from vecserve.embedded import free_port
-    from vecserve.settings import Settings
+    from vecserve.service.settings import Settings
 
     settings = Settings(redis_url=redis_url, cache_dir=tmp_path / "service", model_ttl=0)
     port = free_port()

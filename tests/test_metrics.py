@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from vecserve.metrics import Metrics
+from vecserve.service.metrics import Metrics
 
 
 def test_merge_sums_counters_and_histograms_and_takes_gauges_from_live_workers():

@@ -38,12 +38,12 @@ import logging
 import os
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
 
-from .metrics import Metrics
 from .similarity import SimilarityIndex
 
 __all__ = ["AnnIndex", "AnnManager", "AnnParams", "recall_at_k"]
@@ -245,8 +245,9 @@ class AnnManager:
     enabled : bool
         When False, :meth:`get` only opens indexes that already exist on disk.
     params : AnnParams, optional
-    metrics : Metrics, optional
-        Gets ``vecserve_ann_recall_at_10`` per model.
+    on_ready : callable, optional
+        Called as ``on_ready(model_name, index)`` when an index is opened or built (the
+        service sets its recall gauge from it; this module knows nothing of metrics).
     """
 
     def __init__(
@@ -254,11 +255,11 @@ class AnnManager:
         *,
         enabled: bool = False,
         params: AnnParams | None = None,
-        metrics: Metrics | None = None,
+        on_ready: Callable[[str, AnnIndex], None] | None = None,
     ):
         self.enabled = enabled
         self.params = params or AnnParams()
-        self.metrics = metrics
+        self.on_ready = on_ready
         self._lock = threading.Lock()
         self._ready: dict[tuple[str, int], AnnIndex] = {}
         self._building: dict[tuple[str, int], threading.Thread] = {}
@@ -303,8 +304,8 @@ class AnnManager:
     def _keep(self, key, ann: AnnIndex) -> AnnIndex:
         self._ready = {k: v for k, v in self._ready.items() if k[0] != key[0]}
         self._ready[key] = ann
-        if self.metrics is not None:
-            self.metrics.set("vecserve_ann_recall_at_10", ann.recall_at_10, model=key[0])
+        if self.on_ready is not None:
+            self.on_ready(key[0], ann)
         return ann
 
     def _build(self, sim: SimilarityIndex, key, path: Path | None) -> None:

@@ -2,7 +2,7 @@
 
 :func:`create_app` assembles the FastAPI app; nothing connects at import time. Its
 lifespan attaches to Redis (``settings.redis_url``, else the embedded server) and yields
-one :class:`~vecserve.deps.AppContext` as lifespan state. Handlers are short and call the
+one :class:`~vecserve.service.deps.AppContext` as lifespan state. Handlers are short and call the
 library: :mod:`vecserve.store` for vectors, :mod:`vecserve.similarity` for whole-matrix
 queries (built from Redis once per model generation and memory-mapped from local disk),
 :mod:`vecserve.ann` for opt-in approximate search.
@@ -49,7 +49,9 @@ from starlette.datastructures import Headers, QueryParams
 from starlette.routing import BaseRoute, Match
 
 from .ann import AnnManager
-from .deps import (
+from .embedded import EmbeddedServer
+from .errors import ModelNotFound, TokenNotFound
+from .service.deps import (
     AppContext,
     ContextDep,
     ModelCache,
@@ -59,10 +61,8 @@ from .deps import (
     fetch_rows,
     resolve_model_name,
 )
-from .embedded import EmbeddedServer
-from .errors import ModelNotFound, TokenNotFound
-from .metrics import Metrics, MetricsMiddleware, MetricsShare
-from .responses import (
+from .service.metrics import Metrics, MetricsMiddleware, MetricsShare
+from .service.responses import (
     JSON,
     NPY,
     OCTET,
@@ -75,7 +75,7 @@ from .responses import (
     negotiate,
     vectors_response,
 )
-from .schemas import (
+from .service.schemas import (
     AnalogyResponse,
     BadQuery,
     BatchRequest,
@@ -93,7 +93,7 @@ from .schemas import (
     VectorsResponse,
     parse_item,
 )
-from .settings import Settings
+from .service.settings import Settings
 from .similarity import SimilarityIndex
 
 __all__ = ["JSON", "NPY", "OCTET", "VectorsFastRoute", "create_app"]
@@ -299,7 +299,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 metrics=metrics,
                 models=ModelCache(ttl=settings.model_ttl, metrics=metrics),
             )
-            ctx.ann = AnnManager(enabled=settings.ann, metrics=metrics)
+            ctx.ann = AnnManager(
+                enabled=settings.ann,
+                on_ready=lambda model, ann: metrics.set(
+                    "vecserve_ann_recall_at_10", ann.recall_at_10, model=model
+                ),
+            )
             stack.callback(ctx.close)
             metrics.on_collect(ctx.collect_metrics)
             if settings.metrics_dir is not None:

@@ -61,7 +61,7 @@ class LazyGroup(click.Group):
     """A group whose heavier commands are imported only when used (fast start-up)."""
 
     lazy = {  # noqa: RUF012
-        "serve": "vecserve.serve:serve",
+        "serve": "vecserve.service.serve:serve",
         "train": "vecserve.train.cli:train",
     }
 

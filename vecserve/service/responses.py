@@ -30,11 +30,11 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from .errors import InvalidModelName, ModelNotFound, StoreUnavailable, TokenNotFound, VecserveError
+from ..errors import InvalidModelName, ModelNotFound, StoreUnavailable, TokenNotFound, VecserveError
+from ..store import ModelInfo
 from .metrics import Metrics
 from .schemas import BadQuery
 from .settings import Settings
-from .store import ModelInfo
 
 __all__ = [
     "JSON",

@@ -26,12 +26,12 @@ from typing import Annotated, Any, TypeVar
 from fastapi import Depends, HTTPException, Query, Request
 from starlette.concurrency import run_in_threadpool
 
-from .cache import Rows, VectorCache, cached_lookup, tracking_nodes
-from .errors import StoreUnavailable
+from ..cache import Rows, VectorCache, cached_lookup, tracking_nodes
+from ..errors import StoreUnavailable
+from ..similarity import IndexManager, SimilarityIndex
+from ..store import ModelInfo, Store, validate_model_name
 from .metrics import Metrics
 from .settings import Settings
-from .similarity import IndexManager, SimilarityIndex
-from .store import ModelInfo, Store, validate_model_name
 
 __all__ = [
     "AppContext",

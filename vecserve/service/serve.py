@@ -1,6 +1,6 @@
 """``vecserve serve``: run the HTTP API (:mod:`vecserve.api`) under uvicorn.
 
-Flags become ``VECSERVE_*`` environment variables, read by :class:`~vecserve.settings.Settings`
+Flags become ``VECSERVE_*`` environment variables, read by :class:`.settings.Settings`
 in each worker (uvicorn starts workers from the import string
 ``vecserve.api:create_app``), so flags and the environment configure the service the same
 way; a flag wins over a variable already set. Registered by the CLI with

@@ -1,0 +1,12 @@
+"""The HTTP service's parts; :mod:`vecserve.api` assembles them into the app.
+
+- :mod:`.settings` — :class:`~.settings.Settings`, the service's ``VECSERVE_*`` settings.
+- :mod:`.deps` — the per-process state (:class:`~.deps.AppContext`) and FastAPI
+  dependencies: store handle, model cache, row reads.
+- :mod:`.schemas` — request and response models (pydantic), query validation.
+- :mod:`.responses` — content negotiation (JSON, float32, ``.npy``), error bodies.
+- :mod:`.metrics` — Prometheus metrics and their merge across uvicorn workers.
+- :mod:`.serve` — the ``vecserve serve`` command (uvicorn).
+
+Nothing outside the service imports this package, except the CLI's lazy ``serve`` entry.
+"""
