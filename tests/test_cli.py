@@ -13,6 +13,7 @@ import pytest
 
 from tests.conftest import write_w2v
 from vecserve.cli import cli
+from vecserve.store import begin_load
 
 VECSERVE = shutil.which("vecserve") or ""
 
@@ -94,7 +95,7 @@ def test_embedded_default_persists_between_commands(tmp_path, small_bin):
 
 def test_incomplete_load_is_listed_and_cleaned(env, store, tmp_path):
     path = write_w2v(tmp_path / "v.bin", ["a", "b"], np.ones((2, 3), np.float32))
-    s = store.begin_load("HALF", dim=3, codec="f32", source=str(path))
+    s = begin_load(store, "HALF", dim=3, codec="f32", source=str(path))
     s.write(["a"], np.ones((1, 3), np.float32))
     s.lease.release()
     listing = run("models", env=env).stdout

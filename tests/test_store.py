@@ -7,7 +7,7 @@ import pytest
 
 from vecserve.codec import get_codec
 from vecserve.errors import InvalidModelName, LoadInProgress, ModelNotFound, StoreUnavailable
-from vecserve.store import LOADS, MODELS, Store, validate_model_name
+from vecserve.store import LOADS, MODELS, Store, begin_load, cleanup_loads, validate_model_name
 
 
 def vecs(n, dim=4, seed=0):
@@ -15,7 +15,7 @@ def vecs(n, dim=4, seed=0):
 
 
 def load(store, name, tokens, vectors, codec="f32", **kw):
-    s = store.begin_load(name, dim=vectors.shape[1], codec=codec, restart=True, **kw)
+    s = begin_load(store, name, dim=vectors.shape[1], codec=codec, restart=True, **kw)
     s.write(tokens, vectors)
     return s.commit()
 
@@ -32,7 +32,7 @@ def test_keys_are_model_colon_token_with_raw_f32(store):
 
 
 def test_nothing_is_visible_before_commit(store):
-    s = store.begin_load("M", dim=4, codec="f32")
+    s = begin_load(store, "M", dim=4, codec="f32")
     s.write(["a", "b"], vecs(2))
     with pytest.raises(ModelNotFound, match="unfinished") as err:
         store.get_model("M")
@@ -47,7 +47,7 @@ def test_nothing_is_visible_before_commit(store):
 
 def test_reload_writes_a_new_generation_then_flips_and_deletes_the_old(store):
     first = load(store, "M", ["a", "b", "c"], vecs(3, seed=1))
-    s = store.begin_load("M", dim=4, codec="f16")
+    s = begin_load(store, "M", dim=4, codec="f16")
     new = vecs(2, seed=2)
     s.write(["a", "z"], new)
     # readers still see generation 1, untouched
@@ -69,14 +69,14 @@ def test_reload_writes_a_new_generation_then_flips_and_deletes_the_old(store):
 
 
 def test_interrupted_load_must_be_resumed_or_restarted(store):
-    s = store.begin_load("M", dim=4, codec="f32", fingerprint="f1")
+    s = begin_load(store, "M", dim=4, codec="f32", fingerprint="f1")
     s.write(["a", "b"], vecs(2), resume={"offset": 10, "records": 2})
     s.lease.release()  # as if the process died and its lease expired
     with pytest.raises(LoadInProgress, match=r"pass --resume to continue it or --restart"):
-        store.begin_load("M", dim=4, codec="f32", fingerprint="f1")
+        begin_load(store, "M", dim=4, codec="f32", fingerprint="f1")
     with pytest.raises(LoadInProgress, match="has changed"):
-        store.begin_load("M", dim=4, codec="f32", fingerprint="f2", resume=True)
-    r = store.begin_load("M", dim=4, codec="f32", fingerprint="f1", resume=True)
+        begin_load(store, "M", dim=4, codec="f32", fingerprint="f2", resume=True)
+    r = begin_load(store, "M", dim=4, codec="f32", fingerprint="f1", resume=True)
     assert r.written == 2 and r.resume_point == {"offset": 10, "records": 2}
     assert list(r.seen_tokens()) == ["a", "b"]
     r.write(["c"], vecs(1))
@@ -85,34 +85,34 @@ def test_interrupted_load_must_be_resumed_or_restarted(store):
 
 
 def test_resume_rewinds_writes_that_outran_the_recorded_progress(store):
-    s = store.begin_load("M", dim=4, codec="f32")
+    s = begin_load(store, "M", dim=4, codec="f32")
     s.write(["a"], vecs(1), resume={"offset": 1, "records": 1})
     saved = s.state.to_json()
     s.write(["b"], vecs(1))  # written, but the crash "lost" its progress record
     store.client.hset(LOADS, "M", saved)
     s.lease.release()
-    r = store.begin_load("M", dim=4, codec="f32", resume=True)
+    r = begin_load(store, "M", dim=4, codec="f32", resume=True)
     assert r.written == 1
     assert store.client.get("M:b") is None  # the unrecorded batch was removed
     assert store.client.llen("vecserve:vocab:M") == 1
 
 
 def test_concurrent_load_of_the_same_model_is_refused(store):
-    store.begin_load("M", dim=4, codec="f32")
+    begin_load(store, "M", dim=4, codec="f32")
     with pytest.raises(LoadInProgress, match="is being loaded by"):
-        store.begin_load("M", dim=4, codec="f32", restart=True)
+        begin_load(store, "M", dim=4, codec="f32", restart=True)
 
 
 def test_delete_and_cleanup(store):
     info = load(store, "M", ["a", "b"], vecs(2))
-    s = store.begin_load("N", dim=4, codec="f32")
+    s = begin_load(store, "N", dim=4, codec="f32")
     s.write(["x"], vecs(1))
     s.lease.release()
     assert store.delete_model("M") == info
     with pytest.raises(ModelNotFound):
         store.get_model("M")
     assert store.client.dbsize() > 0
-    done = store.cleanup()
+    done = cleanup_loads(store)
     assert any("N" in line for line in done)
     assert store.list_loads() == []
     remaining = {k for k in store.client.keys("*") if not k.startswith(b"vecserve:")}

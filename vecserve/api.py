@@ -49,7 +49,7 @@ from starlette.datastructures import Headers, QueryParams
 from starlette.routing import BaseRoute, Match
 
 from .ann import AnnManager
-from .embedded import EmbeddedServer
+from .connect import connect
 from .errors import ModelNotFound, TokenNotFound
 from .service.deps import (
     AppContext,
@@ -288,11 +288,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI):
         with contextlib.ExitStack() as stack:
-            url = settings.redis_url
-            if url is None:
-                server = EmbeddedServer(settings.data_dir).acquire()
-                stack.callback(server.release)
-                url = server.url
+            conn = stack.enter_context(connect(settings.redis_url, data_dir=settings.data_dir))
+            url = conn.url
             ctx = AppContext(
                 settings=settings,
                 stores=StoreHandle(url, timeout=settings.redis_timeout),

@@ -182,7 +182,7 @@ def models(ctx, redis_url):
     ctx.obj["redis_url"] = redis_url
     if ctx.invoked_subcommand is not None:
         return
-    from .loader import open_store
+    from .connect import open_store
 
     with open_store(redis_url) as store:
         rows = store.list_models()
@@ -228,7 +228,7 @@ def models_info(ctx, name, redis_url):
     """
     from dataclasses import asdict
 
-    from .loader import open_store
+    from .connect import open_store
 
     with open_store(_store_url(ctx, redis_url)) as store:
         info = store.get_model(name)
@@ -249,7 +249,7 @@ def models_delete(ctx, name, redis_url):
     Example:
         vecserve models delete OLD_MODEL
     """
-    from .loader import open_store
+    from .connect import open_store
 
     with open_store(_store_url(ctx, redis_url)) as store:
         info = store.delete_model(name)
@@ -267,10 +267,11 @@ def models_cleanup(ctx, redis_url):
     Example:
         vecserve models cleanup
     """
-    from .loader import open_store
+    from .connect import open_store
+    from .store import cleanup_loads
 
     with open_store(_store_url(ctx, redis_url)) as store:
-        done = store.cleanup()
+        done = cleanup_loads(store)
     click.echo("\n".join(done) if done else "nothing to clean up")
 
 
@@ -287,7 +288,7 @@ def get(words, name, as_json, redis_url):
     Example:
         vecserve get king queen --key GOOGLE_W2V
     """
-    from .loader import open_store
+    from .connect import open_store
 
     with open_store(redis_url) as store:
         info = store.get_model(name)
@@ -324,8 +325,9 @@ def demo(redis_url):
     from gensim.models import KeyedVectors
     from gensim.test.utils import datapath
 
+    from .connect import open_store
     from .keyedvectors import RedisKeyedVectors
-    from .loader import load_file, open_store
+    from .loader import load_file
 
     path = datapath("lee_fasttext.vec")
     with open_store(redis_url) as store:

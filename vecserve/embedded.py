@@ -35,7 +35,9 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
+from . import config
 from .errors import EmbeddedServerError
+from .procs import pid_alive
 
 __all__ = [
     "EmbeddedServer",
@@ -71,12 +73,7 @@ def server_binary() -> Path:
 
 def default_data_dir() -> Path:
     """``$VECSERVE_DATA_DIR``, or ``<platform user data dir>/vecserve``."""
-    env = os.environ.get("VECSERVE_DATA_DIR")
-    if env:
-        return Path(env).expanduser()
-    from platformdirs import user_data_dir
-
-    return Path(user_data_dir("vecserve", appauthor=False))
+    return config.data_dir()
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -281,17 +278,8 @@ def wait_pid_gone(pid: int, timeout: float = 60.0) -> bool:
     """Wait until process ``pid`` has exited (it need not be our child; a zombie counts)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
+        if not pid_alive(pid):
             return True
-        except PermissionError:
-            pass
-        try:  # an exited daemon waits as a zombie until its new parent reaps it
-            if Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z":
-                return True
-        except (OSError, IndexError):
-            pass
         time.sleep(0.005)
     return False
 

@@ -63,7 +63,9 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
+from . import config
 from .cache import VectorCache, cached_lookup, tracking_nodes
+from .connect import connect
 from .errors import ModelNotFound, StoreUnavailable, TokenNotFound
 from .similarity import IndexManager, SimilarityIndex, mean_vector
 from .store import MODELS, ModelInfo, Store
@@ -137,7 +139,7 @@ class RedisKeyedVectors(WholeMatrixCalls):
             raise ValueError(f"missing must be one of {MISSING_POLICIES}, got {missing!r}")
         self.name = name
         self.missing = missing
-        self.similarity_url = similarity_url or os.environ.get("VECSERVE_SIMILARITY_URL") or None
+        self.similarity_url = config.similarity_url(similarity_url)
         self.cache_dir = cache_dir
         self.cache_size = (
             0 if cache is False else DEFAULT_CACHE_SIZE if cache is True else int(cache)
@@ -187,15 +189,8 @@ class RedisKeyedVectors(WholeMatrixCalls):
             return store
         with self._lock:
             if self._store is None:
-                from .loader import resolve_redis_url
-
-                url = resolve_redis_url(self._redis_url)
-                if url is None:
-                    from .embedded import EmbeddedServer
-
-                    self._embedded = EmbeddedServer().acquire()
-                    url = self._embedded.url
-                self._store = Store.from_url(url)
+                self._embedded = connect(self._redis_url)
+                self._store = Store.from_url(self._embedded.url)
             return self._store
 
     def _get_cache(self) -> VectorCache | None:

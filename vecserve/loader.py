@@ -35,44 +35,16 @@ from pathlib import Path
 import numpy as np
 
 from .codec import get_codec
-from .embedded import EmbeddedServer
+from .connect import open_store
 from .errors import StoreUnavailable, VecserveError, VectorFileError
-from .store import LoadSession, ModelInfo, Store, validate_model_name
+from .store import LoadSession, ModelInfo, Store, begin_load, validate_model_name
 
-__all__ = ["load_arrays", "load_file", "open_store", "resolve_redis_url"]
+__all__ = ["load_arrays", "load_file"]
 
 log = logging.getLogger(__name__)
 
 QUEUE_DEPTH = 4
 DEFAULT_BATCH_BYTES = 2 << 20  # ~2 MB of float32 per batch: ~1,700 x 300-d vectors
-
-
-def resolve_redis_url(redis_url: str | None = None) -> str | None:
-    """``redis_url``, else ``$VECSERVE_REDIS_URL``, else None (= use the embedded server)."""
-    return redis_url or os.environ.get("VECSERVE_REDIS_URL") or None
-
-
-@contextlib.contextmanager
-def open_store(redis_url: str | None = None, *, data_dir: str | None = None) -> Iterator[Store]:
-    """A connected :class:`Store`; starts/attaches the embedded server when no URL is set.
-
-    >>> with open_store() as store:                  # doctest: +SKIP
-    ...     print([m.name for m in store.list_models()])
-    """
-    url = resolve_redis_url(redis_url)
-    embedded = None
-    if url is None:
-        embedded = EmbeddedServer(data_dir).acquire()
-        url = embedded.url
-    try:
-        store = Store.from_url(url)
-        try:
-            yield store
-        finally:
-            store.close()
-    finally:
-        if embedded is not None:
-            embedded.release()
 
 
 class Progress:
@@ -234,7 +206,8 @@ def load_file(
         batch_size=1,
     ) as probe:  # fmt: skip
         dim, fmt, declared = probe.dim, probe.format, probe.count
-    session = store.begin_load(
+    session = begin_load(
+        store,
         name,
         dim=dim,
         codec=codec,
@@ -338,7 +311,7 @@ def load_arrays(
                 source=source, batch_size=batch_size, progress=progress,
             )  # fmt: skip
     dim = vectors.shape[1]
-    session = store.begin_load(
+    session = begin_load(store,
         name, dim=dim, codec=codec, source=source, source_format="arrays",
         declared_count=len(tokens), restart=True,
     )  # fmt: skip

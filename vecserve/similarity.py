@@ -92,6 +92,7 @@ from pathlib import Path
 
 import numpy as np
 
+from . import config
 from .errors import StoreUnavailable
 from .store import ModelInfo, Store
 
@@ -115,12 +116,7 @@ BATCH_SCORE_BYTES = 256 << 20
 
 def default_cache_dir() -> Path:
     """``$VECSERVE_CACHE_DIR``, or ``<platform user cache dir>/vecserve``."""
-    env = os.environ.get("VECSERVE_CACHE_DIR")
-    if env:
-        return Path(env).expanduser()
-    from platformdirs import user_cache_dir
-
-    return Path(user_cache_dir("vecserve", appauthor=False))
+    return config.cache_dir()
 
 
 def gensim_argsort(x: np.ndarray, topn: int | None = None, reverse: bool = False):

@@ -31,6 +31,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from ..procs import pid_alive
+
 __all__ = ["BUCKETS", "HELP", "Metrics", "MetricsMiddleware", "MetricsShare"]
 
 log = logging.getLogger(__name__)
@@ -267,7 +269,7 @@ class MetricsShare:
             except (OSError, ValueError):
                 continue  # vanished or foreign: skip
             snapshots.append(snap)
-            live.append(pid == self.pid or _alive(pid))
+            live.append(pid == self.pid or pid_alive(pid))
         return Metrics.merged(snapshots, live, buckets=self.metrics.buckets).render()
 
     def close(self) -> None:
@@ -276,13 +278,3 @@ class MetricsShare:
             self._thread.join(timeout=5)
         with contextlib.suppress(OSError):
             self.publish()  # the final counts of this worker stay in the merge
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True

@@ -5,8 +5,11 @@
   errors into :class:`~vecserve.errors.StoreUnavailable` (the one boundary for it).
 - :mod:`.registry` — :class:`Store`: the model registry, reads of vectors and
   vocabularies, deletes; works with ``redis.Redis`` and ``redis.RedisCluster`` alike.
-- :mod:`.session` — :class:`LoadSession`: writes one generation batch by batch, then
-  commits it.
+- :mod:`.lease` — :class:`Lease`: one loader per model at a time.
+- :mod:`.session` — :func:`begin_load` and :class:`LoadSession`: writes one generation
+  batch by batch, then commits it; :func:`drop_load`, :func:`cleanup_loads`.
+
+Imports go one way: layout <- registry <- lease <- session.
 
 Visibility: readers look a model up in ``vecserve:models`` only, so a load is invisible
 until :meth:`LoadSession.commit` writes that one hash field. Every load writes a new
@@ -30,8 +33,9 @@ from .layout import (
     ModelInfo,
     validate_model_name,
 )
+from .lease import Lease
 from .registry import Store
-from .session import LoadSession
+from .session import LoadSession, begin_load, cleanup_loads, drop_load
 
 __all__ = [
     "DEFAULT_CLUSTER_BUCKETS",
@@ -39,9 +43,13 @@ __all__ = [
     "LOADS",
     "MODELS",
     "NS",
+    "Lease",
     "LoadSession",
     "LoadState",
     "ModelInfo",
     "Store",
+    "begin_load",
+    "cleanup_loads",
+    "drop_load",
     "validate_model_name",
 ]

@@ -4,21 +4,16 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
-import socket
-import time
 from collections.abc import Iterator, Sequence
 
 import numpy as np
 import redis
 from redis.cluster import RedisCluster
 
-from ..codec import get_codec
-from ..errors import LoadInProgress, ModelNotFound, StoreUnavailable
+from ..errors import ModelNotFound, StoreUnavailable
 from .layout import (
     DEFAULT_CLUSTER_BUCKETS,
     EVENTS,
-    GENERATION,
     LOADS,
     MODELS,
     TRASH,
@@ -32,12 +27,10 @@ from .layout import (
     lock_key,
     translate_errors,
     unpack_vocab,
-    validate_model_name,
     vector_keys,
     vocab_key,
     vocab_sizes_key,
 )
-from .session import LoadSession
 
 __all__ = ["Store"]
 
@@ -93,10 +86,11 @@ class Store:
         self.client.close()
 
     def ping(self) -> bool:
-        with self._errors("PING"):
+        with self.errors("PING"):
             return bool(self.client.ping())
 
-    def _errors(self, what: str):
+    def errors(self, what: str):
+        """Context manager: redis-py errors inside become StoreUnavailable naming ``what``."""
         return translate_errors(self.url, what)
 
     # -- key names ----------------------------------------------------------------------
@@ -116,13 +110,13 @@ class Store:
 
     def list_models(self) -> list[ModelInfo]:
         """Committed models, sorted by name."""
-        with self._errors("listing models"):
+        with self.errors("listing models"):
             raw = self.client.hgetall(MODELS)
         return sorted((ModelInfo.from_json(v) for v in raw.values()), key=lambda m: m.name)
 
     def get_model(self, name: str) -> ModelInfo:
         """The committed generation of ``name``; ModelNotFound (a KeyError) if none."""
-        with self._errors(f"reading model {name!r}"):
+        with self.errors(f"reading model {name!r}"):
             raw = self.client.hget(MODELS, name)
         if raw is None:
             hint = ""
@@ -134,17 +128,17 @@ class Store:
 
     def list_loads(self) -> list[LoadState]:
         """Unfinished (running or interrupted) loads."""
-        with self._errors("listing loads"):
+        with self.errors("listing loads"):
             raw = self.client.hgetall(LOADS)
         return sorted((LoadState.from_json(v) for v in raw.values()), key=lambda s: s.name)
 
     def get_load(self, name: str) -> LoadState | None:
-        with self._errors(f"reading load state of {name!r}"):
+        with self.errors(f"reading load state of {name!r}"):
             raw = self.client.hget(LOADS, name)
         return LoadState.from_json(raw) if raw is not None else None
 
     def lock_holder(self, name: str) -> str | None:
-        with self._errors("reading lock"):
+        with self.errors("reading lock"):
             raw = self.client.get(lock_key(name))
         return raw.decode() if raw is not None else None
 
@@ -155,14 +149,14 @@ class Store:
         if not tokens:
             return []
         keys = self.vector_keys(model.prefix, tokens, model.buckets)
-        with self._errors(f"reading {len(keys)} vectors of {model.name!r}"):
+        with self.errors(f"reading {len(keys)} vectors of {model.name!r}"):
             if not self.is_cluster:
                 return self.client.mget(keys)
             return self._cluster_mget(keys)
 
     def registry_entry(self, name: str) -> bytes | None:
         """The raw registry JSON of ``name`` (None if not committed); cheap change check."""
-        with self._errors(f"reading model {name!r}"):
+        with self.errors(f"reading model {name!r}"):
             return self.client.hget(MODELS, name)
 
     def fetch_checked(
@@ -180,7 +174,7 @@ class Store:
         pipe = self.client.pipeline(transaction=False)
         pipe.execute_command("MGET", *keys)
         pipe.execute_command("HGET", MODELS, model.name)
-        with self._errors(f"reading {len(keys)} vectors of {model.name!r}"):
+        with self.errors(f"reading {len(keys)} vectors of {model.name!r}"):
             values, raw = pipe.execute()
         return values, raw
 
@@ -200,7 +194,7 @@ class Store:
         stop = model.count if stop is None else min(stop, model.count)
         if start >= stop:
             return []
-        with self._errors(f"reading the vocabulary of {model.name!r}"):
+        with self.errors(f"reading the vocabulary of {model.name!r}"):
             sizes = np.frombuffer(
                 self.client.get(vocab_sizes_key(model.prefix)) or b"", dtype="<u4"
             )
@@ -223,136 +217,25 @@ class Store:
         """Per-token counts in vocab order, or None if the source had none."""
         if not model.has_counts:
             return None
-        with self._errors(f"reading counts of {model.name!r}"):
+        with self.errors(f"reading counts of {model.name!r}"):
             raw = self.client.get(model.counts_key) or b""
         return np.frombuffer(raw, dtype="<i8").astype(np.int64)
-
-    # -- loading ------------------------------------------------------------------------
-
-    def begin_load(
-        self,
-        name: str,
-        *,
-        dim: int,
-        codec: str,
-        source: str = "",
-        source_format: str = "",
-        fingerprint: str = "",
-        declared_count: int | None = None,
-        resume: bool = False,
-        restart: bool = False,
-    ) -> LoadSession:
-        """Start (or with ``resume=True`` continue) a load of model ``name``.
-
-        Raises LoadInProgress when another live process holds the model's lease, or when an
-        interrupted load exists and neither ``resume`` nor ``restart`` says what to do.
-        """
-        validate_model_name(name)
-        codec_obj = get_codec(codec)
-        lease = LoadSession.take_lease(self, name)
-        try:
-            state = self.get_load(name)
-            if state is not None and resume:
-                if fingerprint and state.fingerprint and state.fingerprint != fingerprint:
-                    raise LoadInProgress(
-                        f"cannot resume the load of {name!r}: it was reading {state.source} "
-                        f"and that file has changed since; use --restart to load it afresh"
-                    )
-                if state.dim != dim or state.codec != codec:
-                    raise LoadInProgress(
-                        f"cannot resume the load of {name!r}: it was dim {state.dim} codec "
-                        f"{state.codec}, now dim {dim} codec {codec}; use --restart"
-                    )
-                session = LoadSession(self, state, codec_obj, lease)
-                session.rewind()
-                return session
-            if state is not None:
-                if not restart:
-                    raise LoadInProgress(
-                        f"an interrupted load of {name!r} exists ({state.written:,} vectors "
-                        f"of {state.source or 'unknown source'} written); pass --resume to "
-                        f"continue it or --restart to drop it and start again"
-                    )
-                self.drop_load(name, _lease_held=True)
-            self._purge_trash(name)
-            with self._errors(f"starting a load of {name!r}"):
-                generation = int(self.client.hincrby(GENERATION, name, 1))
-                busy = {m.prefix for m in self.list_models()}
-                busy |= {s.prefix for s in self.list_loads()}
-                busy |= {p.decode() for p in self.client.smembers(TRASH)}
-            prefix = name if name not in busy else f"{name}~{generation}"
-            now = time.time()
-            state = LoadState(
-                name=name,
-                dim=dim,
-                codec=codec,
-                generation=generation,
-                prefix=prefix,
-                buckets=self.default_buckets,
-                source=source,
-                source_format=source_format,
-                fingerprint=fingerprint,
-                declared_count=declared_count,
-                started=now,
-                updated=now,
-                host=socket.gethostname(),
-                pid=os.getpid(),
-            )
-            session = LoadSession(self, state, codec_obj, lease)
-            self.delete_generation(prefix, state.buckets)  # leftovers of a crash, if any
-            with self._errors(f"starting a load of {name!r}"):
-                self.client.hset(LOADS, name, state.to_json())
-            return session
-        except BaseException:
-            lease.release()
-            raise
 
     # -- deleting -----------------------------------------------------------------------
 
     def delete_model(self, name: str) -> ModelInfo:
         """Unregister ``name`` (readers stop seeing it at once), then delete its keys."""
         info = self.get_model(name)
-        with self._errors(f"deleting {name!r}"):
+        with self.errors(f"deleting {name!r}"):
             self.client.sadd(TRASH, info.prefix)
             self.client.hdel(MODELS, name)
             self.client.publish(EVENTS, json.dumps({"event": "delete", "model": name}))
         self.delete_generation(info.prefix, info.buckets)
         return info
 
-    def drop_load(self, name: str, *, _lease_held: bool = False) -> LoadState | None:
-        """Delete an unfinished load's keys and state."""
-        lease = None if _lease_held else LoadSession.take_lease(self, name)
-        try:
-            state = self.get_load(name)
-            if state is None:
-                return None
-            with self._errors(f"dropping the load of {name!r}"):
-                self.client.sadd(TRASH, state.prefix)
-                self.client.hdel(LOADS, name)
-            self.delete_generation(state.prefix, state.buckets)
-            return state
-        finally:
-            if lease is not None:
-                lease.release()
-
-    def cleanup(self) -> list[str]:
-        """Drop every interrupted load whose lease expired, and finish pending deletes."""
-        done = []
-        for state in self.list_loads():
-            try:
-                self.drop_load(state.name)
-                done.append(f"dropped interrupted load of {state.name} ({state.written:,} vectors)")
-            except LoadInProgress:
-                done.append(f"skipped {state.name}: a load is running")
-        with self._errors("reading trash"):
-            trash = [p.decode() for p in self.client.smembers(TRASH)]
-        for prefix in trash:
-            self.delete_generation(prefix, self.default_buckets)
-            done.append(f"deleted leftover keys of {prefix}")
-        return done
-
-    def _purge_trash(self, name: str) -> None:
-        with self._errors("reading trash"):
+    def purge_trash(self, name: str) -> None:
+        """Finish deleting the leftover generations of ``name`` named in the trash set."""
+        with self.errors("reading trash"):
             trash = [p.decode() for p in self.client.smembers(TRASH)]
         for prefix in trash:
             if prefix == name or prefix.startswith(f"{name}~"):
@@ -362,7 +245,7 @@ class Store:
         """Delete every key of a generation (its vocabulary names them) and its metadata."""
         vkey = vocab_key(prefix)
         deleted = 0
-        with self._errors(f"deleting generation {prefix!r}"):
+        with self.errors(f"deleting generation {prefix!r}"):
             while True:
                 # Pop from the tail so an interrupted delete can simply be run again.
                 chunk = self.client.lrange(vkey, -blobs, -1)
@@ -391,13 +274,3 @@ class Store:
         for idx in group_by_tag(keys):
             pipe.execute_command("UNLINK", *[keys[i] for i in idx])
         pipe.execute()
-
-    # -- server facts -------------------------------------------------------------------
-
-    def memory_used(self) -> int:
-        """Bytes of memory the server(s) use (sum over cluster primaries)."""
-        with self._errors("INFO memory"):
-            info = self.client.info("memory")
-        if self.is_cluster:
-            return sum(int(v["used_memory"]) for v in info.values() if isinstance(v, dict))
-        return int(info["used_memory"])

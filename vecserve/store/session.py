@@ -1,23 +1,26 @@
-"""LoadSession: writing one generation of a model batch by batch, then committing it."""
+"""Loads: starting one (:func:`begin_load`), writing its generation batch by batch
+(:class:`LoadSession`), committing it, or dropping it (:func:`drop_load`, :func:`cleanup_loads`).
+
+Built on :class:`~.registry.Store` (reads, deletes) and :class:`~.lease.Lease`; the
+registry knows nothing of loads in progress beyond reading their records.
+"""
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import socket
 import time
-import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..codec import Codec
+from ..codec import Codec, get_codec
 from ..errors import LoadInProgress, StoreUnavailable
 from .layout import (
     EVENTS,
+    GENERATION,
     LEASE_SECONDS,
     LOADS,
     MODELS,
@@ -27,41 +30,16 @@ from .layout import (
     counts_key,
     encode_tokens,
     group_by_tag,
-    lock_key,
     pack_vocab,
+    validate_model_name,
     vector_keys,
     vocab_key,
     vocab_sizes_key,
 )
+from .lease import Lease
+from .registry import Store
 
-if TYPE_CHECKING:
-    from .registry import Store
-
-__all__ = ["LoadSession"]
-
-
-_DELETE_IF_EQUAL = (
-    "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0"
-)
-
-
-def _holder_is_dead(holder: str) -> bool:
-    """True if a lease token ``host:pid:nonce`` names a process of this host that is gone."""
-    host, _, rest = holder.partition(":")
-    pid = rest.partition(":")[0]
-    if host != socket.gethostname() or not pid.isdigit():
-        return False  # another machine's process: only its lease expiry can tell
-    try:
-        os.kill(int(pid), 0)
-    except ProcessLookupError:
-        return True
-    except PermissionError:
-        return False
-    try:  # an exited process that nobody has reaped yet is dead too
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
-    except (OSError, IndexError):
-        return False
+__all__ = ["LoadSession", "begin_load", "cleanup_loads", "drop_load"]
 
 
 def resp_mset(keys: Sequence[bytes], encoded: np.ndarray) -> list[bytes | memoryview]:
@@ -85,60 +63,21 @@ def resp_mset(keys: Sequence[bytes], encoded: np.ndarray) -> list[bytes | memory
     return parts
 
 
-class _Lease:
-    def __init__(self, store: Store, name: str, token: str):
-        self.store, self.key, self.token = store, lock_key(name), token
-
-    def refresh(self) -> None:
-        with self.store._errors("refreshing the load lease"):
-            self.store.client.set(self.key, self.token, ex=LEASE_SECONDS)
-
-    def release(self) -> None:
-        with contextlib.suppress(StoreUnavailable), self.store._errors("releasing lease"):
-            if self.store.client.get(self.key) == self.token.encode():
-                self.store.client.delete(self.key)
-
-
 class LoadSession:
     """Writes one generation batch by batch, then commits it (or leaves it resumable).
 
-    Obtained from :meth:`Store.begin_load`. Each :meth:`write` is one pipelined round trip
+    Obtained from :func:`begin_load`. Each :meth:`write` is one pipelined round trip
     (per node on a cluster) that appends the tokens to the vocabulary, writes the vectors
     and records the progress, so an interrupted load can continue at the last batch.
     """
 
-    def __init__(self, store: Store, state: LoadState, codec: Codec, lease: _Lease):
+    def __init__(self, store: Store, state: LoadState, codec: Codec, lease: Lease):
         self.store = store
         self.state = state
         self.codec = codec
         self.lease = lease
         self._last_refresh = time.monotonic()
         self.committed: ModelInfo | None = None
-
-    @staticmethod
-    def take_lease(store: Store, name: str) -> _Lease:
-        """Lock model ``name`` for loading (``SET NX EX``), refreshed while writing.
-
-        A lease whose holder is a process of this host that no longer exists (a loader
-        killed with SIGKILL) is taken over at once instead of waiting for it to expire.
-        """
-        token = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
-        key = lock_key(name)
-        with store._errors(f"locking {name!r}"):
-            for _ in range(2):
-                if store.client.set(key, token, nx=True, ex=LEASE_SECONDS):
-                    return _Lease(store, name, token)
-                holder = store.client.get(key)
-                if holder is None or not _holder_is_dead(holder.decode()):
-                    break
-                # compare-and-delete, so a lease renewed meanwhile is never taken
-                store.client.eval(_DELETE_IF_EQUAL, 1, key, holder)
-            ttl = store.client.ttl(key)
-            who = holder.decode() if holder else "?"
-            raise LoadInProgress(
-                f"model {name!r} is being loaded by {who} right now (its lease expires in "
-                f"{max(ttl, 0)}s if that process died)"
-            )
 
     @property
     def written(self) -> int:
@@ -163,7 +102,7 @@ class LoadSession:
         s = self.state
         client = self.store.client
         vkey = vocab_key(s.prefix)
-        with self.store._errors(f"resuming the load of {s.name!r}"):
+        with self.store.errors(f"resuming the load of {s.name!r}"):
             extra = client.lrange(vkey, s.chunks, -1)
             if extra:
                 self.store.unlink_vocab_blobs(s.prefix, extra, s.buckets)
@@ -227,7 +166,7 @@ class LoadSession:
         if now - self._last_refresh > LEASE_SECONDS / 3:
             progress.append(("SET", self.lease.key, self.lease.token, "EX", LEASE_SECONDS))
             self._last_refresh = now
-        with self.store._errors(f"writing vectors {s.written:,}-{after.written:,} of {s.name!r}"):
+        with self.store.errors(f"writing vectors {s.written:,}-{after.written:,} of {s.name!r}"):
             if s.buckets:
                 self._write_cluster(commands, progress, keys, encoded)
             else:
@@ -295,7 +234,7 @@ class LoadSession:
             load_seconds=round(time.time() - s.started, 3),
             duplicates=duplicates,
         )
-        with store._errors(f"committing {s.name!r}"):
+        with store.errors(f"committing {s.name!r}"):
             blobs = store.client.llen(vocab_key(s.prefix))
             sizes = store.client.get(vocab_sizes_key(s.prefix)) or b""
             n = int(np.frombuffer(sizes, dtype="<u4").sum())
@@ -325,6 +264,119 @@ class LoadSession:
         """Stop writing; ``keep=True`` leaves the partial load resumable, else drops it."""
         try:
             if not keep:
-                self.store.drop_load(self.state.name, _lease_held=True)
+                drop_load(self.store, self.state.name, lease=self.lease)
         finally:
             self.lease.release()
+
+
+def begin_load(
+    store: Store,
+    name: str,
+    *,
+    dim: int,
+    codec: str,
+    source: str = "",
+    source_format: str = "",
+    fingerprint: str = "",
+    declared_count: int | None = None,
+    resume: bool = False,
+    restart: bool = False,
+) -> LoadSession:
+    """Start (or with ``resume=True`` continue) a load of model ``name``.
+
+    Raises LoadInProgress when another live process holds the model's lease, or when an
+    interrupted load exists and neither ``resume`` nor ``restart`` says what to do.
+    """
+    validate_model_name(name)
+    codec_obj = get_codec(codec)
+    lease = Lease.take(store, name)
+    try:
+        state = store.get_load(name)
+        if state is not None and resume:
+            if fingerprint and state.fingerprint and state.fingerprint != fingerprint:
+                raise LoadInProgress(
+                    f"cannot resume the load of {name!r}: it was reading {state.source} "
+                    f"and that file has changed since; use --restart to load it afresh"
+                )
+            if state.dim != dim or state.codec != codec:
+                raise LoadInProgress(
+                    f"cannot resume the load of {name!r}: it was dim {state.dim} codec "
+                    f"{state.codec}, now dim {dim} codec {codec}; use --restart"
+                )
+            session = LoadSession(store, state, codec_obj, lease)
+            session.rewind()
+            return session
+        if state is not None:
+            if not restart:
+                raise LoadInProgress(
+                    f"an interrupted load of {name!r} exists ({state.written:,} vectors "
+                    f"of {state.source or 'unknown source'} written); pass --resume to "
+                    f"continue it or --restart to drop it and start again"
+                )
+            drop_load(store, name, lease=lease)
+        store.purge_trash(name)
+        with store.errors(f"starting a load of {name!r}"):
+            generation = int(store.client.hincrby(GENERATION, name, 1))
+            busy = {m.prefix for m in store.list_models()}
+            busy |= {s.prefix for s in store.list_loads()}
+            busy |= {p.decode() for p in store.client.smembers(TRASH)}
+        prefix = name if name not in busy else f"{name}~{generation}"
+        now = time.time()
+        state = LoadState(
+            name=name,
+            dim=dim,
+            codec=codec,
+            generation=generation,
+            prefix=prefix,
+            buckets=store.default_buckets,
+            source=source,
+            source_format=source_format,
+            fingerprint=fingerprint,
+            declared_count=declared_count,
+            started=now,
+            updated=now,
+            host=socket.gethostname(),
+            pid=os.getpid(),
+        )
+        session = LoadSession(store, state, codec_obj, lease)
+        store.delete_generation(prefix, state.buckets)  # leftovers of a crash, if any
+        with store.errors(f"starting a load of {name!r}"):
+            store.client.hset(LOADS, name, state.to_json())
+        return session
+    except BaseException:
+        lease.release()
+        raise
+
+
+def drop_load(store: Store, name: str, *, lease: Lease | None = None) -> LoadState | None:
+    """Delete an unfinished load's keys and state (under ``lease``, else a lease of its own)."""
+    own = None if lease is not None else Lease.take(store, name)
+    try:
+        state = store.get_load(name)
+        if state is None:
+            return None
+        with store.errors(f"dropping the load of {name!r}"):
+            store.client.sadd(TRASH, state.prefix)
+            store.client.hdel(LOADS, name)
+        store.delete_generation(state.prefix, state.buckets)
+        return state
+    finally:
+        if own is not None:
+            own.release()
+
+
+def cleanup_loads(store: Store) -> list[str]:
+    """Drop every interrupted load whose lease expired, and finish pending deletes."""
+    done = []
+    for state in store.list_loads():
+        try:
+            drop_load(store, state.name)
+            done.append(f"dropped interrupted load of {state.name} ({state.written:,} vectors)")
+        except LoadInProgress:
+            done.append(f"skipped {state.name}: a load is running")
+    with store.errors("reading trash"):
+        trash = [p.decode() for p in store.client.smembers(TRASH)]
+    for prefix in trash:
+        store.delete_generation(prefix, store.default_buckets)
+        done.append(f"deleted leftover keys of {prefix}")
+    return done

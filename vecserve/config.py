@@ -1,0 +1,64 @@
+"""The library's settings: every ``VECSERVE_*`` variable the library reads, read here.
+
+An explicit argument always wins; an unset or empty variable means "the default". The
+HTTP service has its own, larger set (:class:`vecserve.service.settings.Settings`, same
+prefix), validated by pydantic; these are the ones the library and the CLI need.
+
+========================  ==============================================================
+``VECSERVE_REDIS_URL``    Redis/Valkey URL; unset = the embedded server
+``VECSERVE_DATA_DIR``     the embedded server's data dir (platform user data dir)
+``VECSERVE_CACHE_DIR``    similarity snapshots and indexes (platform user cache dir)
+``VECSERVE_SIMILARITY_URL``  the vecserve HTTP service for whole-matrix calls
+========================  ==============================================================
+
+>>> redis_url("redis://localhost:6379/0")
+'redis://localhost:6379/0'
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+__all__ = ["cache_dir", "data_dir", "env", "redis_url", "similarity_url"]
+
+PREFIX = "VECSERVE_"
+
+
+def env(name: str) -> str | None:
+    """``$VECSERVE_<NAME>``, or None when unset or empty.
+
+    >>> env("SURELY_NOT_SET") is None
+    True
+    """
+    return os.environ.get(PREFIX + name.upper()) or None
+
+
+def redis_url(explicit: str | None = None) -> str | None:
+    """``explicit``, else ``$VECSERVE_REDIS_URL``, else None (= the embedded server)."""
+    return explicit or env("REDIS_URL")
+
+
+def similarity_url(explicit: str | None = None) -> str | None:
+    """``explicit``, else ``$VECSERVE_SIMILARITY_URL``, else None (= a local snapshot)."""
+    return explicit or env("SIMILARITY_URL")
+
+
+def data_dir(explicit: str | os.PathLike | None = None) -> Path:
+    """``explicit``, else ``$VECSERVE_DATA_DIR``, else ``<user data dir>/vecserve``."""
+    chosen = explicit or env("DATA_DIR")
+    if chosen:
+        return Path(chosen).expanduser()
+    from platformdirs import user_data_dir
+
+    return Path(user_data_dir("vecserve", appauthor=False))
+
+
+def cache_dir(explicit: str | os.PathLike | None = None) -> Path:
+    """``explicit``, else ``$VECSERVE_CACHE_DIR``, else ``<user cache dir>/vecserve``."""
+    chosen = explicit or env("CACHE_DIR")
+    if chosen:
+        return Path(chosen).expanduser()
+    from platformdirs import user_cache_dir
+
+    return Path(user_cache_dir("vecserve", appauthor=False))
