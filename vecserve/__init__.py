@@ -8,13 +8,18 @@
 
 from .codec import get_codec
 from .errors import (
+    BadQuery,
     CodecError,
     CorruptVectorFile,
     DimensionMismatch,
     EmbeddedServerError,
+    GenerationChanged,
     InvalidModelName,
     LoadInProgress,
     ModelNotFound,
+    QueryRejected,
+    RequestTooLarge,
+    SimilarityServiceError,
     StoreUnavailable,
     TokenNotFound,
     TrainingError,
@@ -36,14 +41,19 @@ def __getattr__(name: str):
 
 
 __all__ = [
+    "BadQuery",
     "CodecError",
     "CorruptVectorFile",
     "DimensionMismatch",
     "EmbeddedServerError",
+    "GenerationChanged",
     "InvalidModelName",
     "LoadInProgress",
     "ModelNotFound",
+    "QueryRejected",
     "RedisKeyedVectors",
+    "RequestTooLarge",
+    "SimilarityServiceError",
     "StoreUnavailable",
     "TokenNotFound",
     "TrainingError",

@@ -50,7 +50,7 @@ from starlette.routing import BaseRoute, Match
 
 from .ann import AnnManager
 from .connect import connect
-from .errors import ModelNotFound, TokenNotFound
+from .errors import BadQuery, ModelNotFound, QueryRejected, TokenNotFound
 from .service.deps import (
     AppContext,
     ContextDep,
@@ -67,7 +67,6 @@ from .service.responses import (
     NPY,
     OCTET,
     BodyLimitMiddleware,
-    QueryRejected,
     error_response,
     install_error_handlers,
     json_response,
@@ -77,7 +76,6 @@ from .service.responses import (
 )
 from .service.schemas import (
     AnalogyResponse,
-    BadQuery,
     BatchRequest,
     BatchResponse,
     DoesntMatchRequest,

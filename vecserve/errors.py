@@ -13,6 +13,11 @@ The hierarchy::
     ├── CodecError                   unknown codec or a value of the wrong size
     ├── LoadInProgress               another load of the same model holds the lock
     ├── StoreUnavailable             Redis unreachable or gone mid-operation
+    │   └── GenerationChanged        a model was re-loaded under a read, again and again
+    ├── SimilarityServiceError       the vecserve HTTP service failed (unreachable, 5xx)
+    ├── BadQuery                     a malformed query (the service answers 422)
+    ├── QueryRejected                a well-formed query that cannot be answered (400)
+    ├── RequestTooLarge              a request body over the service's limit (413)
     ├── EmbeddedServerError          the embedded valkey-server did not start
     └── TrainingError                bad corpus or parameters for the trainer
 
@@ -23,13 +28,18 @@ one boundary each, with ``raise Ours(msg) from exc`` so the cause stays attached
 from __future__ import annotations
 
 __all__ = [
+    "BadQuery",
     "CodecError",
     "CorruptVectorFile",
     "DimensionMismatch",
     "EmbeddedServerError",
+    "GenerationChanged",
     "InvalidModelName",
     "LoadInProgress",
     "ModelNotFound",
+    "QueryRejected",
+    "RequestTooLarge",
+    "SimilarityServiceError",
     "StoreUnavailable",
     "TokenNotFound",
     "TrainingError",
@@ -131,6 +141,30 @@ class LoadInProgress(VecserveError):
 
 class StoreUnavailable(VecserveError, ConnectionError):
     """The Redis server cannot be reached, or went away in the middle of an operation."""
+
+
+class GenerationChanged(StoreUnavailable):
+    """A model's generation changed under a read every time it was tried: retry later."""
+
+
+class SimilarityServiceError(VecserveError, ConnectionError):
+    """The vecserve HTTP service (``similarity_url``) is unreachable or answered a 5xx."""
+
+    def __init__(self, message: str, *, status: int | None = None):
+        self.status = status
+        super().__init__(message)
+
+
+class BadQuery(VecserveError, ValueError):
+    """A query item that is none of the accepted forms (the service answers 422)."""
+
+
+class QueryRejected(VecserveError, ValueError):
+    """A well-formed query the engine cannot answer (gensim raises ValueError; 400)."""
+
+
+class RequestTooLarge(VecserveError):
+    """A request body over the service's ``max_body_bytes`` (answered 413)."""
 
 
 class EmbeddedServerError(VecserveError):

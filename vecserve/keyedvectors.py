@@ -66,7 +66,7 @@ import numpy as np
 from . import config
 from .cache import VectorCache, cached_lookup, tracking_nodes
 from .connect import connect
-from .errors import ModelNotFound, StoreUnavailable, TokenNotFound
+from .errors import GenerationChanged, ModelNotFound, TokenNotFound
 from .similarity import IndexManager, SimilarityIndex, mean_vector
 from .store import MODELS, ModelInfo, Store
 from .wholematrix import WholeMatrixCalls
@@ -293,7 +293,7 @@ class RedisKeyedVectors(WholeMatrixCalls):
                 mat, found = codec.decode_values(values, info.dim, what=tokens)
                 return info, mat, found
             info = new  # a re-load committed in between: read the new generation
-        raise StoreUnavailable(f"model {self.name!r} keeps changing generation; retry")
+        raise GenerationChanged(f"model {self.name!r} keeps changing generation; retry")
 
     def _lookup(self, keys: Sequence) -> tuple[np.ndarray, np.ndarray]:
         """Rows (zeros where missing) and found-mask of ``keys``; cache-aware."""
@@ -603,7 +603,7 @@ class RedisKeyedVectors(WholeMatrixCalls):
         for tokens in store.iter_vocab(info, chunk=chunk):
             got, mat, found = self._fetch(tokens)
             if not found.all() or got.generation != info.generation:
-                raise StoreUnavailable(f"model {self.name!r} changed while being copied")
+                raise GenerationChanged(f"model {self.name!r} changed while being copied")
             kv.vectors[len(vocab) : len(vocab) + len(tokens)] = mat
             vocab.extend(tokens)
         kv.index_to_key = vocab

@@ -19,7 +19,7 @@ import urllib.request
 
 import numpy as np
 
-from .errors import ModelNotFound, StoreUnavailable, TokenNotFound
+from .errors import ModelNotFound, SimilarityServiceError, TokenNotFound
 from .similarity import (
     SimilarityIndex,
     encode_items,
@@ -63,7 +63,7 @@ class WholeMatrixCalls:
         except urllib.error.HTTPError as exc:
             raise self._http_error(exc, url, cosmul=cosmul) from None
         except (urllib.error.URLError, OSError) as exc:
-            raise StoreUnavailable(f"similarity service {url} unreachable: {exc}") from exc
+            raise SimilarityServiceError(f"similarity service {url} unreachable: {exc}") from exc
         if "similarities" in out:
             return np.asarray(out["similarities"], dtype=REAL)
         return [(k, float(s)) for k, s in out["results"]]
@@ -75,7 +75,7 @@ class WholeMatrixCalls:
         (``most_similar_cosmul`` looks words up, ``most_similar`` averages them); 404
         ModelNotFound -> :class:`ModelNotFound`; any other 4xx (a query the engine rejects,
         400, or a malformed one, 422) -> ``ValueError`` as gensim's arithmetic raises;
-        5xx -> :class:`StoreUnavailable`. A 4xx is the caller's, never "unavailable".
+        5xx -> :class:`SimilarityServiceError`. A 4xx is the caller's, never "unavailable".
         """
         try:
             err = json.loads(exc.read())
@@ -94,7 +94,9 @@ class WholeMatrixCalls:
             return ModelNotFound(self.name)
         if 400 <= exc.code < 500:
             return ValueError(detail)
-        return StoreUnavailable(f"similarity service {url}: HTTP {exc.code}: {detail}")
+        return SimilarityServiceError(
+            f"similarity service {url}: HTTP {exc.code}: {detail}", status=exc.code
+        )
 
     def most_similar(self, positive=None, negative=None, topn=10, clip_start=0, clip_end=None,
                      restrict_vocab=None, indexer=None):  # fmt: skip

@@ -30,10 +30,18 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from ..errors import InvalidModelName, ModelNotFound, StoreUnavailable, TokenNotFound, VecserveError
+from ..errors import (
+    BadQuery,
+    InvalidModelName,
+    ModelNotFound,
+    QueryRejected,
+    RequestTooLarge,
+    StoreUnavailable,
+    TokenNotFound,
+    VecserveError,
+)
 from ..store import ModelInfo
 from .metrics import Metrics
-from .schemas import BadQuery
 from .settings import Settings
 
 __all__ = [
@@ -41,7 +49,6 @@ __all__ = [
     "NPY",
     "OCTET",
     "BodyLimitMiddleware",
-    "QueryRejected",
     "error_response",
     "install_error_handlers",
     "json_response",
@@ -153,7 +160,7 @@ class BodyLimitMiddleware:
             message = await receive()
             seen += len(message.get("body", b""))
             if seen > self.limit:
-                raise _BodyTooLarge
+                raise RequestTooLarge
             return message
 
         async def tracking_send(message):
@@ -163,7 +170,7 @@ class BodyLimitMiddleware:
 
         try:
             await self.app(scope, limited_receive, tracking_send)
-        except _BodyTooLarge:
+        except RequestTooLarge:
             if not started:
                 await self._refuse(send)
 
@@ -174,14 +181,6 @@ class BodyLimitMiddleware:
         headers = [(b"content-type", JSON.encode()), (b"content-length", b"%d" % len(body))]
         await send({"type": "http.response.start", "status": 413, "headers": headers})
         await send({"type": "http.response.body", "body": body})
-
-
-class _BodyTooLarge(Exception):
-    pass
-
-
-class QueryRejected(ValueError):
-    """A well-formed query the engine cannot answer (gensim raises ValueError): 400."""
 
 
 # -- request helpers -----------------------------------------------------------------------

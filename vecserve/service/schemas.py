@@ -22,9 +22,10 @@ from typing import Annotated, Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
 
+from ..errors import BadQuery
+
 __all__ = [
     "AnalogyResponse",
-    "BadQuery",
     "BatchRequest",
     "BatchResponse",
     "DoesntMatchRequest",
@@ -72,10 +73,6 @@ _ITEM_SCHEMA = {
     ]
 }
 QueryItem = Annotated[Any, WithJsonSchema(_ITEM_SCHEMA)]
-
-
-class BadQuery(ValueError):
-    """A query item that is none of the accepted forms (answered 422)."""
 
 
 def _is_number(x: Any) -> bool:
