@@ -291,9 +291,7 @@ def get(words, name, as_json, redis_url):
     from .connect import open_store
 
     with open_store(redis_url) as store:
-        info = store.get_model(name)
-        values = store.fetch(info, list(words))
-        matrix, found = info.codec_obj.decode_values(values, info.dim, what=words)
+        info, matrix, found = store.read_rows(store.get_model(name), list(words))
     missing = [w for w, ok in zip(words, found, strict=True) if not ok]
     if as_json:
         click.echo(

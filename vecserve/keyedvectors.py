@@ -178,7 +178,6 @@ class RedisKeyedVectors(WholeMatrixCalls):
         self._cache = None
         self._indexes: IndexManager | None = None
         self._info: ModelInfo | None = None
-        self._raw_info: bytes | None = None
         self._info_time = 0.0
         self._vocab: tuple[int, list[str], dict[str, int]] | None = None
         self._counts: tuple[int, np.ndarray | None] | None = None
@@ -231,18 +230,15 @@ class RedisKeyedVectors(WholeMatrixCalls):
 
     # -- registry ---------------------------------------------------------------------------
 
-    def _set_info(self, raw: bytes | None) -> ModelInfo:
-        if raw is None:
-            self._info = self._raw_info = None
-            raise ModelNotFound(self.name)
-        if raw != self._raw_info:
-            self._info = ModelInfo.from_json(raw)
-            self._raw_info = raw
-        self._info_time = time.monotonic()
-        return self._info  # type: ignore[return-value]
-
     def _refresh_info(self) -> ModelInfo:
-        return self._set_info(self._get_store().registry_entry(self.name))
+        store = self._get_store()
+        try:
+            self._info = store.model_from_entry(self.name, store.registry_entry(self.name))
+        except ModelNotFound:
+            self._info = None
+            raise
+        self._info_time = time.monotonic()
+        return self._info
 
     def _current_info(self) -> ModelInfo:
         """The registry entry, re-read if older than REGISTRY_TTL or the cache saw a change."""
@@ -275,40 +271,33 @@ class RedisKeyedVectors(WholeMatrixCalls):
         if not tokens:
             info = self._current_info()
             return info, np.zeros((0, info.dim), dtype=REAL), np.zeros(0, dtype=bool)
-        for _ in range(5):
-            if not store.is_cluster:
-                values, raw = store.fetch_checked(info, tokens)
-                new = self._set_info(raw)
-            else:
-                values = store.fetch(info, tokens)
-                stale = time.monotonic() - self._info_time > REGISTRY_TTL
-                new = self._refresh_info() if stale or None in values else info
-            if new.generation == info.generation and new.prefix == info.prefix:
-                codec = info.codec_obj
-                if None not in values:  # the common case: no mask, no scatter
-                    buf = b"".join(values)
-                    if len(buf) == len(values) * codec.nbytes(info.dim):
-                        mat = codec.decode(buf, len(values), info.dim)
-                        return info, mat, np.ones(len(values), dtype=bool)
-                mat, found = codec.decode_values(values, info.dim, what=tokens)
-                return info, mat, found
-            info = new  # a re-load committed in between: read the new generation
-        raise GenerationChanged(f"model {self.name!r} keeps changing generation; retry")
+        try:
+            info, mat, found = store.read_rows(info, tokens)
+        except ModelNotFound:
+            self._info = None
+            raise
+        self._info, self._info_time = info, time.monotonic()
+        return info, mat, found
 
     def _lookup(self, keys: Sequence) -> tuple[np.ndarray, np.ndarray]:
         """Rows (zeros where missing) and found-mask of ``keys``; cache-aware."""
         tokens = [k if isinstance(k, str) else self._token_at(k) for k in keys]
         valid = [i for i, t in enumerate(tokens) if t is not None]
         want = tokens if len(valid) == len(tokens) else [tokens[i] for i in valid]
-        info, mat, found, _ = cached_lookup(
-            self._get_cache(), want, self._fetch, self._info_of_generation
-        )
+        info, mat, found = self._lookup_rows(want)
         if want is tokens:
             return mat, found
         out = np.zeros((len(tokens), info.dim), dtype=REAL)
         out_found = np.zeros(len(tokens), dtype=bool)
         out[valid], out_found[valid] = mat, found
         return out, out_found
+
+    def _lookup_rows(self, tokens: list[str]) -> tuple[ModelInfo, np.ndarray, np.ndarray]:
+        """``(info, rows, found)`` of ``tokens``, cache first, all of generation ``info``."""
+        info, mat, found, _ = cached_lookup(
+            self._get_cache(), tokens, self._fetch, self._info_of_generation
+        )
+        return info, mat, found
 
     def _info_of_generation(self, generation: int) -> ModelInfo:
         """The registry entry, re-read if it is not of ``generation`` (the cache's)."""

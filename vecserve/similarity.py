@@ -547,7 +547,6 @@ def _remove_older(root: Path, info: ModelInfo) -> None:
 
 
 def _write_snapshot(store: Store, info: ModelInfo, out: Path, chunk: int) -> None:
-    codec = info.codec_obj
     vectors = np.lib.format.open_memmap(
         out / "vectors.npy", mode="w+", dtype=REAL, shape=(info.count, info.dim)
     )
@@ -555,7 +554,7 @@ def _write_snapshot(store: Store, info: ModelInfo, out: Path, chunk: int) -> Non
     vocab: list[str] = []
     for tokens in store.iter_vocab(info, chunk=chunk):
         lo = len(vocab)
-        mat, found = codec.decode_values(store.fetch(info, tokens), info.dim, what=tokens)
+        _, mat, found = store.read_rows(info, tokens, follow=False)
         if not found.all():
             missing = tokens[int(np.argmin(found))]
             raise StoreUnavailable(

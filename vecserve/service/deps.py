@@ -100,6 +100,10 @@ class ModelCache:
         self._entries[name] = (now, info)
         return info, False
 
+    def remember(self, info: ModelInfo) -> None:
+        """Cache ``info`` (a newer entry a read just saw) as fresh."""
+        self._entries[info.name] = (time.monotonic(), info)
+
     def forget(self, name: str | None = None) -> None:
         if name is None:
             self._entries.clear()
@@ -258,22 +262,19 @@ def fetch_rows(ctx: AppContext, name: str, words: list[str]) -> Rows:
 
     Rows of missing words are zeros (``found`` False). With the vector cache on, hot words
     come from this process's memory (:func:`vecserve.cache.cached_lookup`); the rest from
-    one MGET. When some words are missing and the model's metadata came from the
-    metadata cache, the registry is read again: if the generation changed (a reload),
-    every word is fetched again from the new one.
+    :meth:`Store.read_rows <vecserve.store.Store.read_rows>`, which reads the registry
+    entry with the rows, so a generation flip is noticed on every read, not after
+    ``model_ttl``.
     """
     store = ctx.stores.get()
     first, _ = ctx.models.get(store, name)  # 404 before any cache is made for the name
 
     def fetch(tokens: list[str]) -> Rows:
-        info, cached = ctx.models.get(store, name)
-        values = store.fetch(info, tokens)
-        if cached and None in values:
-            fresh, _ = ctx.models.get(store, name, fresh=True)
-            if fresh.generation != info.generation or fresh.prefix != info.prefix:
-                info, values = fresh, store.fetch(fresh, tokens)
-        rows, found = info.codec_obj.decode_values(values, info.dim, what=tokens)
-        return info, rows, found
+        info, _ = ctx.models.get(store, name)
+        read = store.read_rows(info, tokens)
+        if read[0] is not info:  # a re-load committed: remember the new generation
+            ctx.models.remember(read[0])
+        return read
 
     def current(generation: int) -> ModelInfo:
         if first.generation == generation:

@@ -10,7 +10,7 @@ import numpy as np
 import redis
 from redis.cluster import RedisCluster
 
-from ..errors import ModelNotFound, StoreUnavailable
+from ..errors import GenerationChanged, ModelNotFound, StoreUnavailable
 from .layout import (
     DEFAULT_CLUSTER_BUCKETS,
     EVENTS,
@@ -56,6 +56,7 @@ class Store:
         self.client = client
         self.url = url or describe_client(client)
         self.is_cluster = isinstance(client, RedisCluster)
+        self._entries: dict[str, tuple[bytes, ModelInfo]] = {}  # model_from_entry
 
     # -- connecting ---------------------------------------------------------------------
 
@@ -145,7 +146,10 @@ class Store:
     # -- reading vectors ----------------------------------------------------------------
 
     def fetch(self, model: ModelInfo, tokens: Sequence[str]) -> list[bytes | None]:
-        """Raw values of ``tokens`` (``None`` where missing), one round trip per node."""
+        """Raw stored values of ``tokens`` (``None`` where missing), one round trip per node.
+
+        No generation check: for inspecting storage. Readers use :meth:`read_rows`.
+        """
         if not tokens:
             return []
         keys = self.vector_keys(model.prefix, tokens, model.buckets)
@@ -159,17 +163,64 @@ class Store:
         with self.errors(f"reading model {name!r}"):
             return self.client.hget(MODELS, name)
 
-    def fetch_checked(
+    def model_from_entry(self, name: str, raw: bytes | None) -> ModelInfo:
+        """The :class:`ModelInfo` of a raw registry entry (parsed once per distinct entry)."""
+        if raw is None:
+            self._entries.pop(name, None)
+            raise ModelNotFound(name)
+        hit = self._entries.get(name)
+        if hit is not None and hit[0] == raw:
+            return hit[1]
+        info = ModelInfo.from_json(raw)
+        self._entries[name] = (raw, info)
+        return info
+
+    def read_rows(
+        self,
+        model: ModelInfo,
+        tokens: Sequence[str],
+        *,
+        follow: bool = True,
+        attempts: int = 5,
+    ) -> tuple[ModelInfo, np.ndarray, np.ndarray]:
+        """``(info, rows, found)``: float32 rows of ``tokens``, all of ONE generation.
+
+        The one read of rows every reader uses (RedisKeyedVectors, the service, ``vecserve
+        get``, the similarity snapshot). The MGET and a read of the model's registry entry
+        travel together (one pipelined round trip on a single server; on a cluster the
+        entry is read right after the MGETs), and the rows are returned only when the
+        entry, read after them, still names the generation they were read from: as
+        generations never repeat, that generation was live for the whole read, even when
+        a later generation reuses its key prefix. ``info`` is that generation's entry.
+
+        When a re-load committed meanwhile, ``follow=True`` reads again from the new
+        generation (at most ``attempts`` times, else :class:`GenerationChanged`);
+        ``follow=False`` raises :class:`GenerationChanged` at once. A model deleted
+        meanwhile raises :class:`ModelNotFound`. Missing words are zero rows.
+        """
+        for _ in range(attempts):
+            if not tokens:
+                values: list[bytes | None] = []
+                raw = self.registry_entry(model.name)
+            else:
+                values, raw = self._fetch_with_entry(model, tokens)
+            current = self.model_from_entry(model.name, raw)
+            if current.generation == model.generation and current.prefix == model.prefix:
+                rows, found = _decode(model, values, tokens)
+                return model, rows, found
+            if not follow:
+                break
+            model = current
+        raise GenerationChanged(
+            f"model {model.name!r} changed generation while it was being read; retry"
+        )
+
+    def _fetch_with_entry(
         self, model: ModelInfo, tokens: Sequence[str]
     ) -> tuple[list[bytes | None], bytes | None]:
-        """:meth:`fetch` plus the model's current raw registry entry.
-
-        On a single server both travel in one pipelined round trip, so a caller can tell
-        whether a re-load committed while it read (the generation in the entry changed).
-        On a cluster the entry is read with a second call.
-        """
         if self.is_cluster:
-            return self.fetch(model, tokens), self.registry_entry(model.name)
+            values = self.fetch(model, tokens)
+            return values, self.registry_entry(model.name)
         keys = self.vector_keys(model.prefix, tokens, model.buckets)
         pipe = self.client.pipeline(transaction=False)
         pipe.execute_command("MGET", *keys)
@@ -274,3 +325,12 @@ class Store:
         for idx in group_by_tag(keys):
             pipe.execute_command("UNLINK", *[keys[i] for i in idx])
         pipe.execute()
+
+
+def _decode(model: ModelInfo, values: list[bytes | None], tokens: Sequence[str]):
+    codec = model.codec_obj
+    if values and None not in values:  # the common case: no mask, no scatter
+        buf = b"".join(values)  # type: ignore[arg-type]
+        if len(buf) == len(values) * codec.nbytes(model.dim):
+            return codec.decode(buf, len(values), model.dim), np.ones(len(values), dtype=bool)
+    return codec.decode_values(values, model.dim, what=tokens)

@@ -1,0 +1,134 @@
+"""Reloads raced against reads: no reader ever labels rows with the wrong generation.
+
+Every generation of model RACE is written with all components equal to its generation
+number (generations are handed out 1, 2, 3, ... and prefixes are reused: generation 1
+lives at ``RACE:``, 2 at ``RACE~2:``, 3 at ``RACE:`` again once 1 is deleted). Each read
+reports the generation it read; every row it returned must hold exactly that number.
+Missing rows are allowed only when a read raced a delete of its own generation, which
+``Store.read_rows`` must never return: so every word is always found, too.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from tests.api_support import AppClient
+from vecserve.errors import GenerationChanged
+from vecserve.loader import load_arrays
+from vecserve.store import Store
+from vecserve.store.layout import GENERATION
+
+WORDS = [f"w{i}" for i in range(300)]
+DIM = 8
+RELOADS = 12
+
+
+def _load_next(store: Store) -> int:
+    """Load the next generation of RACE, every component equal to its generation number."""
+    nxt = int(store.client.hget(GENERATION, "RACE") or 0) + 1
+    info = load_arrays(WORDS, np.full((len(WORDS), DIM), nxt, np.float32), name="RACE", store=store)
+    assert info.generation == nxt
+    return nxt
+
+
+def _reload_forever(store: Store, stop: threading.Event, done: list[int]) -> None:
+    try:
+        while not stop.is_set() and len(done) < RELOADS:
+            done.append(_load_next(store))
+    finally:
+        stop.set()
+
+
+def _race(store: Store, read) -> tuple[int, set[int]]:
+    """Run ``read() -> (generation, rows, found)`` against reloads; check every answer."""
+    if not store.client.hexists(GENERATION, "RACE"):
+        _load_next(store)
+    stop, done = threading.Event(), []
+    writer = threading.Thread(target=_reload_forever, args=(Store(store.client), stop, done))
+    writer.start()
+    reads, seen = 0, set()
+    deadline = time.monotonic() + 60
+    try:
+        while not stop.is_set() and time.monotonic() < deadline:
+            try:
+                generation, rows, found = read()
+            except GenerationChanged:
+                continue  # allowed: a reader may give up, never lie
+            rows = np.asarray(rows)
+            assert np.all(found), f"generation {generation}: words missing mid-read"
+            assert np.all(rows == generation), (
+                f"rows labelled generation {generation} hold {sorted(set(rows.ravel()))}"
+            )
+            reads += 1
+            seen.add(generation)
+    finally:
+        stop.set()
+        writer.join()
+    assert len(done) == RELOADS, "the reloads did not finish"
+    return reads, seen
+
+
+def _check(reads: int, seen: set[int]) -> None:
+    assert reads > 20
+    assert len(seen) >= 3, f"reads saw only generations {seen}: the race did not happen"
+
+
+def test_store_read_rows_never_mislabels(store):
+    def read():
+        info = store.get_model("RACE")
+        time.sleep(0.001)  # hold an entry that may go stale, as caches do
+        got, rows, found = store.read_rows(info, WORDS)
+        return got.generation, rows, found
+
+    _check(*_race(store, read))
+
+
+@pytest.mark.cluster
+def test_store_read_rows_never_mislabels_on_a_cluster(cluster_store):
+    def read():
+        info = cluster_store.get_model("RACE")
+        got, rows, found = cluster_store.read_rows(info, WORDS)
+        return got.generation, rows, found
+
+    _check(*_race(cluster_store, read))
+
+
+@pytest.mark.parametrize("cache", [0, 1000])
+def test_keyedvectors_never_mislabel(store, redis_url, cache):
+    from vecserve import RedisKeyedVectors
+
+    _load_next(store)
+    kv = RedisKeyedVectors("RACE", redis_url=redis_url, cache=cache)
+    try:
+
+        def read():
+            info, rows, found = kv._lookup_rows(WORDS)
+            return info.generation, rows, found
+
+        _check(*_race(store, read))
+    finally:
+        kv.close()
+
+
+def test_service_never_mislabels(store, redis_url):
+    from vecserve.api import create_app
+    from vecserve.service.settings import Settings
+
+    app = create_app(Settings(redis_url=redis_url, model_ttl=5.0, vector_cache=1000))
+    _load_next(store)
+    with AppClient(app) as client:
+
+        def read():
+            r = client.post("/vectors", json={"words": WORDS, "model": "RACE"})
+            if r.status_code == 503:
+                raise GenerationChanged(r.text)
+            assert r.status_code == 200, r.text
+            body = r.json()
+            assert body["missing"] == [], f"generation {body['generation']}: words missing"
+            return body["generation"], body["vectors"], True
+
+        _check(*_race(store, read))
