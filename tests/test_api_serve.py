@@ -106,7 +106,7 @@ def test_two_workers_answer_metrics_for_both(store, redis_url, tmp_path):
         deadline = time.monotonic() + 15
         while True:  # the other worker publishes its values every second
             text = httpx.get(f"{base}/metrics").text
-            if f"{line}{n}\n" in text and "vecserve_worker_processes 2\n" in text:
+            if f"{line}{float(n)}\n" in text and "vecserve_worker_processes 2.0\n" in text:
                 break
             assert time.monotonic() < deadline, text
             time.sleep(0.2)

@@ -279,7 +279,17 @@ def test_similarity_url_uses_the_http_contract(store, tmp_path):
     import json
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-    from vecserve.similarity import SimilarityIndex, decode_items
+    from vecserve.similarity import SimilarityIndex
+
+    def decode_items(items) -> list:  # the inverse of similarity.encode_items
+        def one(item):
+            if isinstance(item, dict):
+                return np.asarray(item["vector"], dtype=np.dtype(item.get("dtype", "<f8")))
+            if isinstance(item, list):
+                return (one(item[0]), float(item[1]))
+            return item
+
+        return [one(item) for item in (items or [])]
 
     kv = load_gensim("lee_fasttext.vec")
     load_arrays(kv.index_to_key, kv.vectors, name="M", store=store)

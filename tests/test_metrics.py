@@ -1,45 +1,92 @@
-"""Merging the metrics of several workers (the real two-worker service: test_api_serve)."""
+"""Metrics through prometheus_client, merged over worker processes (real processes here;
+the real two-worker service is in test_api_serve)."""
 
 from __future__ import annotations
 
-import json
+import subprocess
+import sys
+import textwrap
 
 from vecserve.service.metrics import Metrics
 
+WORKER = textwrap.dedent(
+    """
+    import sys
+    from vecserve.service.metrics import Metrics
+    m = Metrics(directory=sys.argv[1])
+    n, rows, entries = (int(x) for x in sys.argv[2:5])
+    m.inc("vecserve_requests_total", n, endpoint="/v", method="GET", status="200")
+    m.observe("vecserve_request_duration_seconds", 0.001 if n == 3 else 0.2, endpoint="/v")
+    m.set("vecserve_index_rows", rows, model="M")
+    m.set("vecserve_vector_cache_entries", entries, model="M")
+    print("ready", flush=True)
+    sys.stdin.readline()  # stay alive (a live worker) until told to exit
+    """
+)
+SCRAPE = "import sys; from vecserve.service.metrics import Metrics; " + (
+    "sys.stdout.write(Metrics(directory=sys.argv[1]).render().decode())"
+)
 
-def test_merge_sums_counters_and_histograms_and_takes_gauges_from_live_workers():
-    a, b = Metrics(), Metrics()
-    a.inc("vecserve_requests_total", 3, endpoint="/v")
-    b.inc("vecserve_requests_total", 2, endpoint="/v")
-    a.observe("vecserve_request_duration_seconds", 0.001, endpoint="/v")
-    b.observe("vecserve_request_duration_seconds", 0.2, endpoint="/v")
-    a.set("vecserve_index_rows", 10, model="M")
-    b.set("vecserve_index_rows", 12, model="M")
-    a.set("vecserve_vector_cache_entries", 5, model="M")
-    b.set("vecserve_vector_cache_entries", 7, model="M")
 
-    both = Metrics.merged([a.snapshot(), b.snapshot()], [True, True])
-    assert both.value("vecserve_requests_total", endpoint="/v") == 5
-    assert both.value("vecserve_index_rows", model="M") == 12  # the largest
-    assert both.value("vecserve_vector_cache_entries", model="M") == 12  # held by each: summed
-    text = both.render()
-    assert 'vecserve_request_duration_seconds_count{endpoint="/v"} 2' in text
-    assert 'vecserve_request_duration_seconds_bucket{endpoint="/v",le="0.001"} 1' in text
-    assert 'vecserve_request_duration_seconds_bucket{endpoint="/v",le="0.25"} 2' in text
-    assert "vecserve_worker_processes 2" in text
+def _scrape(directory) -> str:
+    return subprocess.run(
+        [sys.executable, "-c", SCRAPE, str(directory)], capture_output=True, text=True, check=True
+    ).stdout
 
-    b_exited = Metrics.merged([a.snapshot(), b.snapshot()], [True, False])
-    assert b_exited.value("vecserve_requests_total", endpoint="/v") == 5  # totals never drop
-    assert b_exited.value("vecserve_index_rows", model="M") == 10  # b's state is gone
-    assert b_exited.value("vecserve_vector_cache_entries", model="M") == 5
-    assert b_exited.value("vecserve_worker_processes") == 1
+
+def _sample(text: str, series: str) -> float:
+    for line in text.splitlines():
+        if line.startswith(series + " "):
+            return float(line.split()[-1])
+    raise AssertionError(f"{series} not in the scrape:\n{text}")
+
+
+def test_workers_merge_counters_histograms_and_live_gauges(tmp_path):
+    a, b = (
+        subprocess.Popen(
+            [sys.executable, "-c", WORKER, str(tmp_path), *args],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for args in (("3", "10", "5"), ("2", "12", "7"))
+    )
+    try:
+        assert a.stdout.readline().strip() == "ready" and b.stdout.readline().strip() == "ready"
+        text = _scrape(tmp_path)
+        req = 'vecserve_requests_total{endpoint="/v",method="GET",status="200"}'
+        assert _sample(text, req) == 5
+        assert _sample(text, 'vecserve_index_rows{model="M"}') == 12  # the largest
+        assert _sample(text, 'vecserve_vector_cache_entries{model="M"}') == 12  # summed
+        assert _sample(text, 'vecserve_request_duration_seconds_count{endpoint="/v"}') == 2
+        assert (
+            _sample(text, 'vecserve_request_duration_seconds_bucket{endpoint="/v",le="0.001"}') == 1
+        )
+        assert (
+            _sample(text, 'vecserve_request_duration_seconds_bucket{endpoint="/v",le="0.25"}') == 2
+        )
+        assert _sample(text, "vecserve_worker_processes") == 3  # a, b and the scraper
+
+        b.stdin.close()  # b exits: its totals stay, its state goes
+        b.wait(timeout=30)
+        text = _scrape(tmp_path)
+        assert _sample(text, req) == 5  # totals never drop
+        assert _sample(text, 'vecserve_index_rows{model="M"}') == 10
+        assert _sample(text, 'vecserve_vector_cache_entries{model="M"}') == 5
+        assert _sample(text, "vecserve_worker_processes") == 2
+    finally:
+        for p in (a, b):
+            if not p.stdin.closed:
+                p.stdin.close()
+            p.wait(timeout=30)
+            p.stdout.close()
 
 
 def test_collectors_set_gauges_before_each_render():
     m = Metrics()
     state = {"n": 1}
     m.on_collect(lambda metrics: metrics.set("vecserve_index_rows", state["n"], model="M"))
-    assert 'vecserve_index_rows{model="M"} 1' in m.render()
+    assert b'vecserve_index_rows{model="M"} 1.0' in m.render()
     state["n"] = 4
-    published = json.loads(json.dumps(m.snapshot()))  # what a worker writes to its file
-    assert published["values"]["vecserve_index_rows"] == [[[["model", "M"]], 4.0]]
+    assert b'vecserve_index_rows{model="M"} 4.0' in m.render()
+    assert m.value("vecserve_index_rows", model="M") == 4

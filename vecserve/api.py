@@ -61,7 +61,7 @@ from .service.deps import (
     fetch_rows,
     resolve_model_name,
 )
-from .service.metrics import Metrics, MetricsMiddleware, MetricsShare
+from .service.metrics import Metrics, MetricsMiddleware
 from .service.responses import (
     JSON,
     NPY,
@@ -281,7 +281,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     'vecserve'
     """
     settings = settings if settings is not None else Settings()
-    metrics = Metrics()
+    metrics = Metrics(directory=settings.metrics_dir)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI):
@@ -302,9 +302,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             )
             stack.callback(ctx.close)
             metrics.on_collect(ctx.collect_metrics)
-            if settings.metrics_dir is not None:
-                ctx.metrics_share = MetricsShare(settings.metrics_dir, metrics).start()
-                stack.callback(ctx.metrics_share.close)
             if settings.preload and settings.default_model:
                 ctx.preload(settings.default_model)
             yield {"ctx": ctx}
@@ -595,9 +592,7 @@ def _add_service_routes(app: FastAPI, metrics: Metrics) -> None:
     def prometheus(ctx: ContextDep):
         """Request counts and latencies per endpoint, cache hits, index build times (all
         workers' when the service runs several)."""
-        share = ctx.metrics_share
-        text = share.render() if share is not None else metrics.render()
-        return PlainTextResponse(text, media_type="text/plain; version=0.0.4")
+        return Response(metrics.render(), media_type="text/plain; version=0.0.4")
 
 
 def _model_dict(info) -> dict:

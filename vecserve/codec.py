@@ -27,7 +27,7 @@ import numpy as np
 
 from .errors import CodecError
 
-__all__ = ["CODECS", "Codec", "F16Codec", "F32Codec", "I8Codec", "get_codec", "split_rows"]
+__all__ = ["CODECS", "Codec", "F16Codec", "F32Codec", "I8Codec", "get_codec"]
 
 
 class Codec:
@@ -171,10 +171,3 @@ def get_codec(name: str) -> Codec:
         raise CodecError(
             f"unknown codec {name!r}; choose one of {', '.join(sorted(CODECS))}"
         ) from None
-
-
-def split_rows(encoded: np.ndarray) -> list[bytes]:
-    """Cut a ``(n, nbytes)`` uint8 array into ``n`` bytes objects (one Redis value each)."""
-    n, size = encoded.shape
-    buf = encoded.tobytes()
-    return [buf[i : i + size] for i in range(0, n * size, size)]

@@ -99,7 +99,6 @@ from .store import ModelInfo, Store
 __all__ = [
     "IndexManager",
     "SimilarityIndex",
-    "decode_items",
     "default_cache_dir",
     "encode_items",
     "gensim_argsort",
@@ -164,20 +163,6 @@ def encode_items(value) -> list:
         return [one(key), float(weight)]
 
     return [one(item) for item in ensure_list(value)]
-
-
-def decode_items(items) -> list:
-    """The inverse of :func:`encode_items` (vectors come back with their dtype: exact)."""
-
-    def one(item):
-        if isinstance(item, dict):
-            return np.asarray(item["vector"], dtype=np.dtype(item.get("dtype", "<f8")))
-        if isinstance(item, list):
-            key, weight = item
-            return (one(key), float(weight))
-        return item
-
-    return [one(item) for item in (items or [])]
 
 
 def split_weights(positive, negative) -> tuple[list, np.ndarray]:

@@ -2,7 +2,7 @@
 
 The lifespan of :func:`vecserve.api.create_app` builds one :class:`AppContext` per process
 and yields it as lifespan state; handlers receive its parts through the aliases below
-(``SettingsDep``, ``StoreDep``, ``ContextDep``, ``ModelName``), so a test can override any
+(``SettingsDep``, ``ContextDep``, ``ModelName``), so a test can override any
 of them with ``app.dependency_overrides``.
 
 Model metadata is cached for ``settings.model_ttl`` seconds (:class:`ModelCache`); a
@@ -39,7 +39,6 @@ __all__ = [
     "ModelCache",
     "ModelName",
     "SettingsDep",
-    "StoreDep",
     "StoreHandle",
     "fetch_rows",
 ]
@@ -120,7 +119,6 @@ class AppContext:
     metrics: Metrics
     models: ModelCache
     ann: Any = None  # vecserve.ann.AnnManager
-    metrics_share: Any = None  # vecserve.metrics.MetricsShare, with several workers
     _inline_ok: bool = False
     _indexes: IndexManager | None = None
     _seen: dict[str, SimilarityIndex] = field(default_factory=dict)
@@ -305,12 +303,7 @@ async def get_settings(ctx: ContextDep) -> Settings:
     return ctx.settings
 
 
-def get_store(ctx: ContextDep) -> Store:
-    return ctx.stores.get()
-
-
 SettingsDep = Annotated[Settings, Depends(get_settings)]
-StoreDep = Annotated[Store, Depends(get_store)]
 
 
 def resolve_model_name(name: str | None, settings: Settings) -> str:

@@ -1,185 +1,180 @@
-"""Prometheus metrics of the HTTP service, in the text exposition format, no dependency.
+"""Prometheus metrics of the HTTP service, through ``prometheus_client``.
 
-A :class:`Metrics` holds counters, and latency histograms with fixed buckets, keyed by
-label values; :meth:`Metrics.render` writes them as ``text/plain; version=0.0.4``.
+A :class:`Metrics` holds the service's counters, gauges and latency histograms (names,
+help and label names in :data:`SPECS`) in a registry of its own, so several apps in one
+process (tests) never collide. ``inc`` / ``set`` / ``observe`` take the labels as keyword
+arguments; :meth:`Metrics.render` answers a scrape (``text/plain; version=0.0.4``).
 
-Several uvicorn workers: a scrape reaches one of them, so each worker also publishes its
-values (:class:`MetricsShare`) as ``<pid>.json`` in a shared directory
-(``VECSERVE_METRICS_DIR``; ``vecserve serve --workers N`` makes one per run) at most
-``interval`` seconds old, and the worker that answers the scrape merges every file:
-counters and histograms are summed over all workers (those that exited too, so totals
-never go back), gauges are taken from live workers (the largest value; summed for
-per-worker quantities such as cache entries), and ``vecserve_worker_processes`` says
-how many live workers were merged.
+Several uvicorn workers: a scrape reaches one of them. Given a directory
+(``VECSERVE_METRICS_DIR``; ``vecserve serve --workers N`` makes one per run),
+prometheus_client's multiprocess mode keeps each worker's values in memory-mapped files
+there, and the worker that answers merges them: counters and histograms summed over every
+worker that ran (totals never go back), gauges over live workers only (the largest value,
+or the sum for per-worker quantities such as cache entries), and
+``vecserve_worker_processes`` counts the live workers. Files of workers that died are
+marked dead at scrape time (:func:`vecserve.procs.pid_alive`).
 
 >>> m = Metrics()
 >>> m.inc("vecserve_cache_hits_total", cache="model")
 >>> m.observe("vecserve_request_duration_seconds", 0.003, endpoint="/vectors")
->>> "vecserve_cache_hits_total{cache=\\"model\\"} 1" in m.render()
+>>> 'vecserve_cache_hits_total{cache="model"} 1.0' in m.render()
 True
 """
 
 from __future__ import annotations
 
-import bisect
-import contextlib
-import json
-import logging
 import os
+import re
 import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
 
+import prometheus_client
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client import multiprocess as prom_multiprocess
+from prometheus_client import values as prom_values
+
 from ..procs import pid_alive
 
-__all__ = ["BUCKETS", "HELP", "Metrics", "MetricsMiddleware", "MetricsShare"]
-
-log = logging.getLogger(__name__)
+__all__ = ["BUCKETS", "SPECS", "Metrics", "MetricsMiddleware"]
 
 BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 10.0)
 
-HELP = {
-    "vecserve_requests_total": ("counter", "HTTP requests by endpoint, method and status."),
-    "vecserve_request_duration_seconds": ("histogram", "HTTP request latency by endpoint."),
-    "vecserve_cache_hits_total": ("counter", "Cache hits by cache (model, index, vectors)."),
-    "vecserve_cache_misses_total": ("counter", "Cache misses by cache (model, index, vectors)."),
-    "vecserve_vector_cache_entries": ("gauge", "Vectors held in a model's vector cache."),
-    "vecserve_vectors_served_total": ("counter", "Vectors returned by /vectors."),
-    "vecserve_words_missing_total": ("counter", "Requested words not in the model."),
+# name -> (kind, help, label names[, multiprocess mode of a gauge])
+SPECS: dict[str, tuple] = {
+    "vecserve_requests_total": (
+        "counter",
+        "HTTP requests by endpoint, method and status.",
+        ("endpoint", "method", "status"),
+    ),
+    "vecserve_request_duration_seconds": (
+        "histogram",
+        "HTTP request latency by endpoint.",
+        ("endpoint",),
+    ),
+    "vecserve_cache_hits_total": (
+        "counter",
+        "Cache hits by cache (model, index, vectors).",
+        ("cache",),
+    ),
+    "vecserve_cache_misses_total": (
+        "counter",
+        "Cache misses by cache (model, index, vectors).",
+        ("cache",),
+    ),
+    "vecserve_vector_cache_entries": (
+        "gauge",
+        "Vectors held in a model's vector cache (summed over workers).",
+        ("model",),
+        "livesum",
+    ),
+    "vecserve_vectors_served_total": ("counter", "Vectors returned by /vectors.", ()),
+    "vecserve_words_missing_total": ("counter", "Requested words not in the model.", ()),
     "vecserve_index_build_seconds": (
         "gauge",
         "Seconds the last build (or open from the disk cache) of a model's index took.",
+        ("model",),
+        "livemax",
     ),
-    "vecserve_index_rows": ("gauge", "Rows in a model's similarity index."),
-    "vecserve_ann_recall_at_10": ("gauge", "Measured recall@10 of a model's ANN index."),
-    "vecserve_store_errors_total": ("counter", "Requests answered 503: Redis unavailable."),
-    "vecserve_worker_processes": ("gauge", "Live worker processes whose metrics are merged."),
+    "vecserve_index_rows": ("gauge", "Rows in a model's similarity index.", ("model",), "livemax"),
+    "vecserve_ann_recall_at_10": (
+        "gauge",
+        "Measured recall@10 of a model's ANN index.",
+        ("model",),
+        "livemax",
+    ),
+    "vecserve_store_errors_total": ("counter", "Requests answered 503: Redis unavailable.", ()),
+    "vecserve_worker_processes": (
+        "gauge",
+        "Live worker processes whose metrics are merged.",
+        (),
+        "livesum",
+    ),
 }
-# Gauges that count something each worker holds: summed over workers (others: the max).
-SUMMED_GAUGES = frozenset({"vecserve_vector_cache_entries"})
 
-Labels = tuple[tuple[str, str], ...]
+_KINDS = {"counter": Counter, "gauge": Gauge, "histogram": Histogram}
+_PID_FILE = re.compile(r"_(\d+)\.db$")
 
-
-def _fmt_labels(labels: Labels, extra: tuple[tuple[str, str], ...] = ()) -> str:
-    items = labels + extra
-    if not items:
-        return ""
-    esc = ((k, v.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")) for k, v in items)
-    return "{" + ",".join(f'{k}="{v}"' for k, v in esc) + "}"
-
-
-def _fmt_value(v: float) -> str:
-    return repr(float(v)) if v != int(v) else str(int(v))
+prometheus_client.disable_created_metrics()  # no *_created series: the format stays as it was
 
 
 class Metrics:
-    """Thread-safe counters, gauges and histograms; :meth:`render` gives Prometheus text."""
+    """The service's metrics; with ``directory``, shared by every worker of one run.
 
-    def __init__(self, *, buckets: tuple[float, ...] = BUCKETS):
-        self.buckets = buckets
-        self._lock = threading.Lock()
-        self._values: dict[str, dict[Labels, float]] = {}
-        self._hist: dict[str, dict[Labels, list]] = {}
+    ``directory`` switches this process to prometheus_client's multiprocess mode (a
+    process holds one app, so one mode): the directory must be private to one run of the
+    service, as ``vecserve serve`` makes it.
+    """
+
+    def __init__(self, *, directory: str | os.PathLike | None = None):
+        self.directory = Path(directory) if directory is not None else None
+        if self.directory is not None:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(self.directory)
+            prom_values.ValueClass = prom_values.MultiProcessValue()
+        self.registry = CollectorRegistry(auto_describe=True)
+        self._metrics: dict[str, object] = {}
+        self._children: dict[tuple, object] = {}  # (name, *label values) -> labelled child
+        for name, (kind, text, labels, *mode) in SPECS.items():
+            kw: dict = {"registry": self.registry, "labelnames": labels}
+            if kind == "histogram":
+                kw["buckets"] = BUCKETS
+            if kind == "gauge" and self.directory is not None:
+                kw["multiprocess_mode"] = mode[0]
+            self._metrics[name] = _KINDS[kind](name, text, **kw)
         self._collectors: list[Callable[[Metrics], None]] = []
+        self._lock = threading.Lock()
+        self.set("vecserve_worker_processes", 1)
 
     def on_collect(self, fn: Callable[[Metrics], None]) -> None:
-        """Call ``fn(self)`` before every render or snapshot (to set gauges of state)."""
+        """Call ``fn(self)`` before every render (to set gauges of state)."""
         self._collectors.append(fn)
 
-    def _collect(self) -> None:
-        for fn in self._collectors:
-            fn(self)
+    def _child(self, name: str, labels: dict):
+        key = (name, *labels.items())
+        child = self._children.get(key)
+        if child is None:
+            metric = self._metrics[name]
+            child = metric.labels(**labels) if labels else metric  # type: ignore[attr-defined]
+            self._children[key] = child
+        return child
 
     def inc(self, name: str, amount: float = 1.0, /, **labels: str) -> None:
-        key = tuple(sorted(labels.items()))
-        with self._lock:
-            series = self._values.setdefault(name, {})
-            series[key] = series.get(key, 0.0) + amount
+        self._child(name, labels).inc(amount)
 
     def set(self, name: str, value: float, /, **labels: str) -> None:
-        key = tuple(sorted(labels.items()))
-        with self._lock:
-            self._values.setdefault(name, {})[key] = float(value)
+        self._child(name, labels).set(value)
 
     def observe(self, name: str, seconds: float, /, **labels: str) -> None:
-        key = tuple(sorted(labels.items()))
-        i = bisect.bisect_left(self.buckets, seconds)
-        with self._lock:
-            h = self._hist.setdefault(name, {}).get(key)
-            if h is None:
-                h = self._hist[name][key] = [[0] * (len(self.buckets) + 1), 0.0, 0]
-            h[0][i] += 1
-            h[1] += seconds
-            h[2] += 1
+        self._child(name, labels).observe(seconds)
 
     def value(self, name: str, /, **labels: str) -> float:
-        """Current value of a counter or gauge (0 if never set); handy in tests."""
-        with self._lock:
-            return self._values.get(name, {}).get(tuple(sorted(labels.items())), 0.0)
+        """This process's value of a counter or gauge (0 if never set); handy in tests."""
+        got = self.registry.get_sample_value(name, labels)
+        return 0.0 if got is None else got
 
-    def snapshot(self) -> dict:
-        """The values as JSON-ready data (what :class:`MetricsShare` publishes)."""
-        self._collect()
+    def render(self) -> bytes:
+        """The scrape: this process's values, or every worker's in multiprocess mode."""
+        for fn in self._collectors:
+            fn(self)
+        if self.directory is None:
+            return generate_latest(self.registry)
         with self._lock:
-            return {
-                "values": {
-                    n: [[list(k), v] for k, v in d.items()] for n, d in self._values.items()
-                },
-                "hist": {
-                    n: [[list(k), [list(h[0]), h[1], h[2]]] for k, h in d.items()]
-                    for n, d in self._hist.items()
-                },
-            }
+            self._forget_dead_workers()
+            merged = CollectorRegistry()
+            prom_multiprocess.MultiProcessCollector(merged, path=str(self.directory))
+            return generate_latest(merged)
 
-    @classmethod
-    def merged(cls, snapshots: list[dict], live: list[bool], *, buckets=BUCKETS) -> Metrics:
-        """One :class:`Metrics` of several workers' snapshots (see the module docstring)."""
-        out = cls(buckets=buckets)
-        for snap, alive in zip(snapshots, live, strict=True):
-            for name, series in snap["values"].items():
-                gauge = HELP.get(name, ("untyped",))[0] == "gauge"
-                if gauge and not alive:
-                    continue
-                target = out._values.setdefault(name, {})
-                for labels, v in series:
-                    key = tuple(tuple(x) for x in labels)
-                    if not gauge or name in SUMMED_GAUGES:
-                        target[key] = target.get(key, 0.0) + v
-                    else:
-                        target[key] = max(target.get(key, v), v)
-            for name, series in snap["hist"].items():
-                target = out._hist.setdefault(name, {})
-                for labels, (counts, total, n) in series:
-                    key = tuple(tuple(x) for x in labels)
-                    h = target.setdefault(key, [[0] * len(counts), 0.0, 0])
-                    h[0] = [a + b for a, b in zip(h[0], counts, strict=True)]
-                    h[1] += total
-                    h[2] += n
-        out._values["vecserve_worker_processes"] = {(): float(sum(live))}
-        return out
-
-    def render(self) -> str:
-        self._collect()
-        out: list[str] = []
-        with self._lock:
-            names = sorted(set(self._values) | set(self._hist))
-            for name in names:
-                kind, text = HELP.get(name, ("untyped", name))
-                out.append(f"# HELP {name} {text}")
-                out.append(f"# TYPE {name} {kind}")
-                for labels, v in sorted(self._values.get(name, {}).items()):
-                    out.append(f"{name}{_fmt_labels(labels)} {_fmt_value(v)}")
-                for labels, (counts, total, n) in sorted(self._hist.get(name, {}).items()):
-                    cum = 0
-                    for le, c in zip((*self.buckets, float("inf")), counts, strict=True):
-                        cum += c
-                        le_s = "+Inf" if le == float("inf") else repr(le)
-                        out.append(f"{name}_bucket{_fmt_labels(labels, (('le', le_s),))} {cum}")
-                    out.append(f"{name}_sum{_fmt_labels(labels)} {total!r}")
-                    out.append(f"{name}_count{_fmt_labels(labels)} {n}")
-        return "\n".join(out) + "\n"
+    def _forget_dead_workers(self) -> None:
+        """Drop the live-gauge files of workers that exited (uvicorn has no exit hook)."""
+        dead = set()
+        for path in self.directory.glob("gauge_live*_*.db"):  # type: ignore[union-attr]
+            m = _PID_FILE.search(path.name)
+            if m and not pid_alive(int(m.group(1))):
+                dead.add(int(m.group(1)))
+        for pid in dead:
+            prom_multiprocess.mark_process_dead(pid, path=str(self.directory))
 
 
 class MetricsMiddleware:
@@ -220,61 +215,3 @@ class MetricsMiddleware:
                 status=str(status),
             )
             m.observe("vecserve_request_duration_seconds", self.clock() - start, endpoint=endpoint)
-
-
-class MetricsShare:
-    """Publish one worker's :class:`Metrics` to ``directory`` and merge every worker's.
-
-    ``start()`` writes ``<pid>.json`` now and then every ``interval`` seconds (atomically:
-    a temporary file renamed into place) from a daemon thread; :meth:`render` writes this
-    worker's file afresh and renders the merge of all files. The directory must be
-    private to one run of the service (``vecserve serve`` makes a fresh one).
-    """
-
-    def __init__(self, directory: str | os.PathLike, metrics: Metrics, *, interval: float = 1.0):
-        self.directory = Path(directory)
-        self.metrics = metrics
-        self.interval = interval
-        self.pid = os.getpid()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-
-    def start(self) -> MetricsShare:
-        self.directory.mkdir(parents=True, exist_ok=True)
-        self.publish()
-        self._thread = threading.Thread(target=self._run, name="vecserve-metrics", daemon=True)
-        self._thread.start()
-        return self
-
-    def _run(self) -> None:
-        while not self._stop.wait(self.interval):
-            try:
-                self.publish()
-            except OSError as exc:  # a full or vanished directory must not kill the worker
-                log.warning("cannot publish metrics to %s: %s", self.directory, exc)
-
-    def publish(self) -> None:
-        path = self.directory / f"{self.pid}.json"
-        tmp = path.with_name(f".{self.pid}.tmp")
-        tmp.write_text(json.dumps(self.metrics.snapshot()))
-        os.replace(tmp, path)
-
-    def render(self) -> str:
-        self.publish()
-        snapshots, live = [], []
-        for path in sorted(self.directory.glob("*.json")):
-            try:
-                snap = json.loads(path.read_text())
-                pid = int(path.stem)
-            except (OSError, ValueError):
-                continue  # vanished or foreign: skip
-            snapshots.append(snap)
-            live.append(pid == self.pid or pid_alive(pid))
-        return Metrics.merged(snapshots, live, buckets=self.metrics.buckets).render()
-
-    def close(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-        with contextlib.suppress(OSError):
-            self.publish()  # the final counts of this worker stay in the merge
