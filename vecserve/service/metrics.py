@@ -17,7 +17,7 @@ marked dead at scrape time (:func:`vecserve.procs.pid_alive`).
 >>> m = Metrics()
 >>> m.inc("vecserve_cache_hits_total", cache="model")
 >>> m.observe("vecserve_request_duration_seconds", 0.003, endpoint="/vectors")
->>> 'vecserve_cache_hits_total{cache="model"} 1.0' in m.render()
+>>> b'vecserve_cache_hits_total{cache="model"} 1.0' in m.render()
 True
 """
 

@@ -1,0 +1,125 @@
+"""ARCHITECTURE.md stays true: its paths exist, every module is in a layer, and no module
+imports a layer above its own. Also: every docstring example runs (doctests)."""
+
+from __future__ import annotations
+
+import ast
+import doctest
+import importlib
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGE = ROOT / "vecserve"
+DOC = (ROOT / "ARCHITECTURE.md").read_text()
+
+
+def _modules() -> dict[str, Path]:
+    """``{"store.registry": path, ...}`` for every module of the package (not __init__)."""
+    out = {}
+    for path in PACKAGE.rglob("*.py"):
+        rel = path.relative_to(PACKAGE).with_suffix("")
+        parts = rel.parts[:-1] if rel.name == "__init__" else rel.parts
+        out[".".join(parts)] = path
+    return out
+
+
+def _layers() -> dict[str, int]:
+    block = re.search(r"```layers\n(.*?)```", DOC, re.S)
+    assert block, "ARCHITECTURE.md has no ```layers block"
+    layers = {}
+    for line in block.group(1).splitlines():
+        level, *names = line.split()
+        for name in names:
+            layers[name] = int(level)
+    return layers
+
+
+LAYERS = _layers()
+
+
+def _component(module: str) -> str:
+    """The layer entry a module belongs to: the longest listed prefix of its name."""
+    parts = module.split(".")
+    for n in range(len(parts), 0, -1):
+        if ".".join(parts[:n]) in LAYERS:
+            return ".".join(parts[:n])
+    raise AssertionError(f"vecserve.{module} is in no layer of ARCHITECTURE.md")
+
+
+def _imports(module: str, path: Path) -> set[str]:
+    """Every vecserve module ``module`` imports (lazy imports inside functions included)."""
+    package = module.split(".")[:-1] if path.name != "__init__.py" else module.split(".")
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.level:
+            base = package[: len(package) - (node.level - 1)] if node.level > 1 else package
+            target = [*base, *(node.module.split(".") if node.module else [])]
+            if node.module:
+                found.add(".".join(target))
+            else:
+                found.update(".".join([*target, a.name]) for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("vecserve."):
+            found.add(node.module.removeprefix("vecserve."))
+        elif isinstance(node, ast.Import):
+            found.update(
+                a.name.removeprefix("vecserve.")
+                for a in node.names
+                if a.name.startswith("vecserve.")
+            )
+    return {f for f in found if f}
+
+
+def test_every_path_named_exists():
+    named = set(re.findall(r"`(vecserve/[\w/.]*)`", DOC))
+    assert len(named) > 10
+    missing = sorted(p for p in named if not (ROOT / p).exists())
+    assert missing == []
+
+
+def test_every_module_is_in_a_layer_and_every_layer_entry_exists():
+    modules = _modules()
+    for module in modules:
+        if module:
+            _component(module)
+    for name in LAYERS:
+        assert name in modules, f"ARCHITECTURE.md lists {name}, which is no module"
+
+
+def test_no_module_imports_a_higher_layer():
+    bad = []
+    for module, path in _modules().items():
+        if not module:
+            continue  # vecserve/__init__.py re-exports the public names
+        mine = _component(module)
+        for target in _imports(module, path):
+            if target.split(".")[0] == "__version__" or not target:
+                continue
+            theirs = _component(target) if target.split(".")[0] in _top() else None
+            if theirs is None or theirs == mine or mine.startswith(theirs + "."):
+                continue
+            if LAYERS[theirs] >= LAYERS[mine]:
+                bad.append(f"{module} (layer {LAYERS[mine]}) imports {target} "
+                           f"(layer {LAYERS[theirs]})")  # fmt: skip
+    assert bad == []
+
+
+def _top() -> set[str]:
+    return {m.split(".")[0] for m in _modules() if m}
+
+
+def _doctest_modules() -> list[str]:
+    return sorted(f"vecserve.{m}" if m else "vecserve" for m in _modules())
+
+
+@pytest.mark.parametrize("name", _doctest_modules())
+def test_doctests(name):
+    module = importlib.import_module(name)
+    finder = doctest.DocTestFinder(exclude_empty=True)
+    runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
+    for test in finder.find(module, name):
+        runner.run(test)
+    result = runner.summarize(verbose=False)
+    assert result.failed == 0, f"{result.failed} doctest(s) of {name} failed (output above)"
