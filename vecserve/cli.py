@@ -307,6 +307,29 @@ def get(words, name, as_json, redis_url):
 
 
 @cli.command()
+@click.argument("role", type=click.Choice(["worker", "api", "loader"]))
+@click.option("--user", default=None, help="Redis user name (default vecserve-ROLE).")
+@click.option("--model", "-k", default=None, help="The model (required for a loader).")
+@friendly_errors
+def acl(role, user, model):
+    """Print the ACL SETUSER line of a least-privilege Redis user for ROLE.
+
+    worker and api are read-only (no INFO, no @dangerous commands); a loader writes only
+    the keys of its --model and vecserve's registry. The password is a fresh random one:
+    run the line with redis-cli, then put the user and password in the URL.
+
+    \b
+    Example:
+        vecserve acl worker --user celery | redis-cli
+        vecserve acl loader --model GOOGLE_W2V
+        export VECSERVE_REDIS_URL=redis://celery:PASSWORD@redis:6379/0
+    """
+    from .acl import setuser_line
+
+    click.echo(setuser_line(role, user=user, model=model))
+
+
+@cli.command()
 @redis_url_option
 @friendly_errors
 def demo(redis_url):

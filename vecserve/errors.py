@@ -13,6 +13,7 @@ The hierarchy::
     ├── CodecError                   unknown codec or a value of the wrong size
     ├── LoadInProgress               another load of the same model holds the lock
     ├── StoreUnavailable             Redis unreachable or gone mid-operation
+    ├── PermissionDenied             the Redis user may not run a command (names both)
     │   └── GenerationChanged        a model was re-loaded under a read, again and again
     ├── SimilarityServiceError       the vecserve HTTP service failed (unreachable, 5xx)
     ├── BadQuery                     a malformed query (the service answers 422)
@@ -37,6 +38,7 @@ __all__ = [
     "InvalidModelName",
     "LoadInProgress",
     "ModelNotFound",
+    "PermissionDenied",
     "QueryRejected",
     "RequestTooLarge",
     "SimilarityServiceError",
@@ -141,6 +143,14 @@ class LoadInProgress(VecserveError):
 
 class StoreUnavailable(VecserveError, ConnectionError):
     """The Redis server cannot be reached, or went away in the middle of an operation."""
+
+
+class PermissionDenied(VecserveError, PermissionError):
+    """The Redis user vecserve connects as may not run a command it needs.
+
+    Not a :class:`StoreUnavailable`: retrying does not help; the user's ACL must change
+    (``vecserve acl`` prints least-privilege roles).
+    """
 
 
 class GenerationChanged(StoreUnavailable):

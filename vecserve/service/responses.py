@@ -20,7 +20,6 @@ from __future__ import annotations
 import contextlib
 import io
 import logging
-import re
 from urllib.parse import quote
 
 import numpy as np
@@ -34,6 +33,7 @@ from ..errors import (
     BadQuery,
     InvalidModelName,
     ModelNotFound,
+    PermissionDenied,
     QueryRejected,
     RequestTooLarge,
     StoreUnavailable,
@@ -41,6 +41,7 @@ from ..errors import (
     VecserveError,
 )
 from ..store import ModelInfo
+from ..store.layout import redact_url
 from .metrics import Metrics
 from .settings import Settings
 
@@ -54,7 +55,6 @@ __all__ = [
     "json_response",
     "missing_error",
     "negotiate",
-    "redact",
     "vectors_response",
 ]
 
@@ -64,7 +64,6 @@ OCTET = "application/octet-stream"
 NPY = "application/x-npy"
 JSON = "application/json"
 _FORMATS = {"json": JSON, "binary": OCTET, "npy": NPY}
-_CRED_RE = re.compile(r"(\w+://)[^@/\s]*@")
 
 
 def json_response(obj, *, status: int = 200, headers: dict | None = None) -> Response:
@@ -77,11 +76,6 @@ def error_response(status: int, error: str, detail: str, *, headers=None, **extr
     return json_response(body, status=status, headers=headers)
 
 
-def redact(text: str) -> str:
-    """Hide credentials of a Redis URL in a message."""
-    return _CRED_RE.sub(r"\1***@", text)
-
-
 def install_error_handlers(app: FastAPI, settings: Settings, metrics: Metrics) -> None:
     @app.exception_handler(VecserveError)
     async def vecserveerror_response(request: Request, exc: VecserveError):
@@ -90,9 +84,12 @@ def install_error_handlers(app: FastAPI, settings: Settings, metrics: Metrics) -
             return error_response(
                 503,
                 "StoreUnavailable",
-                redact(str(exc)),
+                redact_url(str(exc)),
                 headers={"Retry-After": str(settings.retry_after)},
             )
+        if isinstance(exc, PermissionDenied):  # the service's Redis user lacks a right
+            log.error("%s", redact_url(str(exc)))
+            return error_response(503, "PermissionDenied", redact_url(str(exc)))
         if isinstance(exc, ModelNotFound):
             return error_response(404, "ModelNotFound", str(exc), model=exc.name)
         if isinstance(exc, TokenNotFound):
@@ -103,7 +100,7 @@ def install_error_handlers(app: FastAPI, settings: Settings, metrics: Metrics) -
         if isinstance(exc, InvalidModelName):
             return error_response(422, "InvalidModelName", str(exc))
         log.error("%s: %s", type(exc).__name__, exc)
-        return error_response(500, type(exc).__name__, redact(str(exc)))
+        return error_response(500, type(exc).__name__, redact_url(str(exc)))
 
     @app.exception_handler(BadQuery)
     async def bad_query(request: Request, exc: BadQuery):

@@ -36,7 +36,7 @@ import numpy as np
 import redis
 
 from ..codec import Codec, get_codec
-from ..errors import InvalidModelName, StoreUnavailable
+from ..errors import InvalidModelName, PermissionDenied, StoreUnavailable
 
 NS = "vecserve"
 MODELS = f"{NS}:models"
@@ -44,6 +44,8 @@ LOADS = f"{NS}:loads"
 GENERATION = f"{NS}:generation"
 TRASH = f"{NS}:trash"
 EVENTS = f"{NS}:events"
+# The metadata every load reads and writes, whatever its model.
+SHARED_METADATA = (MODELS, LOADS, GENERATION, TRASH)
 LEASE_SECONDS = 30
 DEFAULT_CLUSTER_BUCKETS = 128
 _NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]{0,127}")
@@ -60,6 +62,23 @@ def vocab_sizes_key(prefix: str) -> str:
 
 def counts_key(prefix: str) -> str:
     return f"{NS}:counts:{prefix}"
+
+
+def model_key_patterns(name: str) -> list[str]:
+    """Glob patterns of every key a load of model ``name`` writes (for Redis ACLs).
+
+    Its generations' vectors (``name:...`` and ``name~<gen>:...``), their vocabulary
+    and counts, and its lease; not the registry hashes every load shares
+    (:data:`SHARED_METADATA`). Model names hold no glob characters.
+
+    >>> model_key_patterns("W2V")[:2]
+    ['W2V:*', 'W2V~*']
+    """
+    validate_model_name(name)
+    out = [f"{name}:*", f"{name}~*"]
+    for key in (vocab_key, vocab_sizes_key, counts_key):
+        out += [key(name), key(f"{name}~*")]
+    return [*out, lock_key(name)]
 
 
 def lock_key(name: str) -> str:
@@ -200,11 +219,43 @@ class LoadState(_JsonRecord):
     pid: int = 0
 
 
+_CRED_RE = re.compile(r"(\w+://)([^:@/\s]*)(:[^@/\s]*)?@")
+
+
+def redact_url(text: str) -> str:
+    """``text`` with the password of any URL in it hidden (the user name is kept).
+
+    >>> redact_url("Redis at redis://worker:s3cret@db:6379/0 is down")
+    'Redis at redis://worker:***@db:6379/0 is down'
+    >>> redact_url("rediss://:s3cret@db")
+    'rediss://:***@db'
+    """
+    return _CRED_RE.sub(lambda m: f"{m[1]}{m[2]}{':***' if m[3] else ''}@", text)
+
+
+def _url_user(url: str) -> str:
+    from urllib.parse import urlsplit
+
+    try:
+        return urlsplit(url).username or "default"
+    except ValueError:
+        return "default"
+
+
 @contextlib.contextmanager
 def translate_errors(url: str, what: str) -> Iterator[None]:
-    """The one boundary where redis-py's errors become StoreUnavailable."""
+    """The one boundary where redis-py's errors become StoreUnavailable / PermissionDenied.
+
+    Messages never carry a password: ``url`` is redacted.
+    """
+    user, url = _url_user(url), redact_url(url)
     try:
         yield
+    except redis.exceptions.NoPermissionError as exc:
+        raise PermissionDenied(
+            f"Redis user {user!r} at {url} may not do this ({what}): {exc}. "
+            "Grant it to the user (`vecserve acl --help` prints least-privilege roles)"
+        ) from exc
     except redis.AuthenticationError as exc:
         raise StoreUnavailable(
             f"Redis at {url} refused our credentials while {what}: {exc}"

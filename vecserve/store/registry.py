@@ -10,7 +10,7 @@ import numpy as np
 import redis
 from redis.cluster import RedisCluster
 
-from ..errors import GenerationChanged, ModelNotFound, StoreUnavailable
+from ..errors import GenerationChanged, ModelNotFound, StoreUnavailable, VecserveError
 from .layout import (
     DEFAULT_CLUSTER_BUCKETS,
     EVENTS,
@@ -25,6 +25,7 @@ from .layout import (
     encode_tokens,
     group_by_tag,
     lock_key,
+    redact_url,
     translate_errors,
     unpack_vocab,
     vector_keys,
@@ -54,7 +55,7 @@ class Store:
 
     def __init__(self, client: redis.Redis | RedisCluster, *, url: str = ""):
         self.client = client
-        self.url = url or describe_client(client)
+        self.url = redact_url(url or describe_client(client))
         self.is_cluster = isinstance(client, RedisCluster)
         self._entries: dict[str, tuple[bytes, ModelInfo]] = {}  # model_from_entry
 
@@ -67,15 +68,16 @@ class Store:
         kwargs.setdefault("health_check_interval", 30)
         client = redis.Redis.from_url(url, **kwargs)
         try:
-            with translate_errors(url, "connecting"):
-                cluster = client.info("cluster").get("cluster_enabled") in (1, "1")
-        except StoreUnavailable:
+            with translate_errors(url, "connecting (HELLO)"):
+                cluster = server_mode(client) == "cluster"
+            if cluster:
+                client.close()
+                kwargs.pop("health_check_interval", None)
+                with translate_errors(url, "reading the cluster's slots"):
+                    client = RedisCluster.from_url(url, **kwargs)
+        except VecserveError:
             client.close()
             raise
-        if cluster:
-            client.close()
-            kwargs.pop("health_check_interval", None)
-            client = RedisCluster.from_url(url, **kwargs)
         return cls(client, url=url)
 
     @property
@@ -325,6 +327,32 @@ class Store:
         for idx in group_by_tag(keys):
             pipe.execute_command("UNLINK", *[keys[i] for i in idx])
         pipe.execute()
+
+
+def server_mode(client: redis.Redis) -> str:
+    """``"standalone"``, ``"cluster"`` or ``"sentinel"``, from ``HELLO`` (in ``@connection``).
+
+    ``HELLO`` needs no right beyond what every client has, where ``INFO`` is ``@dangerous``
+    and refused to least-privilege users. It is sent with the protocol version the
+    connection already speaks, so it changes nothing. A server older than Redis 6 (no
+    ``HELLO``) is asked ``INFO cluster`` instead.
+    """
+    conn = client.connection_pool.get_connection()
+    try:
+        conn.send_command("HELLO", int(getattr(conn, "protocol", None) or 2))
+        reply = conn.read_response()
+    except redis.ResponseError as exc:
+        if "unknown command" not in str(exc).lower():
+            raise
+        return (
+            "cluster"
+            if client.info("cluster").get("cluster_enabled") in (1, "1")
+            else ("standalone")
+        )
+    if isinstance(reply, list):  # RESP2: a flat list of names and values
+        reply = dict(zip(reply[::2], reply[1::2], strict=False))
+    mode = reply.get(b"mode", reply.get("mode", b"standalone"))
+    return mode.decode() if isinstance(mode, bytes) else str(mode)
 
 
 def _decode(model: ModelInfo, values: list[bytes | None], tokens: Sequence[str]):

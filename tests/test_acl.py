@@ -1,0 +1,169 @@
+"""Least-privilege Redis users (``vecserve acl``) against a real valkey-server.
+
+The users are created from the lines ``vecserve acl`` prints; each role is then used the
+way it is meant to be (a worker's RedisKeyedVectors, ``vecserve get``, ``vecserve serve``,
+a loader) and refused what it must not do, with a clear error naming command and user.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+
+import httpx
+import numpy as np
+import pytest
+import redis
+
+from tests.api_support import AppClient
+from vecserve.acl import setuser_line
+from vecserve.embedded import ValkeyProcess, free_port
+from vecserve.errors import PermissionDenied, VecserveError
+from vecserve.loader import load_arrays
+
+WORDS = ["king", "queen", "man", "woman", "apple"]
+VECTORS = np.random.default_rng(0).standard_normal((len(WORDS), 8)).astype(np.float32)
+
+
+def cli(*args, url: str, check: bool = True) -> subprocess.CompletedProcess:
+    env = {**os.environ, "VECSERVE_REDIS_URL": url}
+    proc = subprocess.run(
+        [sys.executable, "-m", "vecserve.cli", *args],
+        capture_output=True, text=True, env=env, timeout=120,
+    )  # fmt: skip
+    if check:
+        assert proc.returncode == 0, proc.stderr
+    return proc
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    port = free_port()
+    with ValkeyProcess(tmp_path_factory.mktemp("acl"), port=port):
+        admin = redis.Redis(port=port)
+        for line in (
+            setuser_line("worker", user="w", password="wpw"),
+            setuser_line("api", user="a", password="apw", model="M"),
+            setuser_line("loader", user="l", password="lpw", model="L"),
+        ):
+            admin.execute_command(*line.split())
+        admin.execute_command("ACL", "SETUSER", "nomget", "on", ">npw", "~*", "+@connection",
+                              "+hget", "+hgetall", "+get", "+lrange", "+subscribe")  # fmt: skip
+        load_arrays(WORDS, VECTORS, name="M", redis_url=f"redis://127.0.0.1:{port}")
+        yield port
+        admin.close()
+
+
+def url(port: int, user: str, password: str) -> str:
+    return f"redis://{user}:{password}@127.0.0.1:{port}/0"
+
+
+@pytest.mark.parametrize("cache", [0, 100])
+def test_worker_reads_with_redis_keyed_vectors(server, cache):
+    from vecserve import RedisKeyedVectors
+
+    kv = RedisKeyedVectors("M", redis_url=url(server, "w", "wpw"), cache=cache)
+    try:
+        for _ in range(2):  # the second read is a cache hit when the cache is on
+            assert np.array_equal(kv[["king", "apple"]], VECTORS[[0, 4]])
+        assert kv.most_similar("king", topn=2)[0][0] in WORDS
+        with pytest.raises(KeyError):
+            kv["nope"]
+    finally:
+        kv.close()
+
+
+def test_worker_cannot_write(server):
+    with pytest.raises(PermissionDenied) as info:
+        load_arrays(["x"], np.ones((1, 8), np.float32), name="X", redis_url=url(server, "w", "wpw"))
+    msg = str(info.value)
+    assert "Redis user 'w'" in msg and "no permissions to run the" in msg and "wpw" not in msg
+    assert isinstance(info.value, VecserveError)
+
+
+def test_cli_get_as_worker_and_a_refused_load_is_one_line(server, tmp_path):
+    out = cli("get", "king", "queen", "--key", "M", url=url(server, "w", "wpw")).stdout
+    assert out.startswith("king\t[") and "queen\t[" in out
+    vec = tmp_path / "v.txt"
+    vec.write_text("1 3\nx 1 2 3\n")
+    proc = cli("load", str(vec), "--key", "X", url=url(server, "w", "wpw"), check=False)
+    assert proc.returncode == 1
+    err = proc.stderr.strip()
+    assert len(err.splitlines()) == 1 and "Traceback" not in proc.stderr
+    assert "no permissions to run" in err and "Redis user 'w'" in err and "wpw" not in err
+
+
+def test_loader_writes_its_model_only(server):
+    loader = url(server, "l", "lpw")
+    info = load_arrays(WORDS, VECTORS, name="L", redis_url=loader)
+    again = load_arrays(WORDS, VECTORS * 2, name="L", redis_url=loader)  # a reload: new gen
+    assert again.generation == info.generation + 1
+    with pytest.raises(PermissionDenied, match=r"Redis user 'l' .* No permissions to access a key"):
+        load_arrays(WORDS, VECTORS, name="OTHER", redis_url=loader)
+    assert "L " in cli("models", url=loader).stdout  # reading the registry is allowed
+    assert "OTHER" not in redis.Redis(port=server).hkeys("vecserve:models")
+
+
+def test_api_user_limited_to_its_model(server):
+    from vecserve.api import create_app
+    from vecserve.service.settings import Settings
+
+    app = create_app(Settings(redis_url=url(server, "a", "apw"), default_model="M"))
+    with AppClient(app) as client:
+        r = client.get("/vectors", params={"words": "king,apple"})
+        assert r.status_code == 200 and r.json()["words"] == ["king", "apple"]
+        assert (
+            client.get("/most_similar", params={"positive": "king", "topn": 2}).status_code == 200
+        )
+
+
+def test_api_answers_503_json_when_its_user_lacks_a_right(server):
+    from vecserve.api import create_app
+    from vecserve.service.settings import Settings
+
+    app = create_app(Settings(redis_url=url(server, "nomget", "npw"), default_model="M"))
+    with AppClient(app) as client:
+        r = client.get("/vectors", params={"words": "king"})
+        assert r.status_code == 503
+        body = r.json()
+        assert body["error"] == "PermissionDenied" and "mget" in body["detail"].lower()
+        assert "npw" not in r.text
+
+
+def test_serve_runs_as_the_read_only_user(server, tmp_path):
+    port = free_port()
+    env = {**os.environ, "VECSERVE_CACHE_DIR": str(tmp_path / "cache")}
+    argv = [sys.executable, "-m", "vecserve.cli", "serve", "--port", str(port),
+            "--redis-url", url(server, "w", "wpw"), "--default-model", "M",
+            "--log-level", "warning"]  # fmt: skip
+    log = tmp_path / "serve.log"
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(argv, env=env, stdout=out, stderr=subprocess.STDOUT)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                if httpx.get(f"{base}/readyz", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            assert proc.poll() is None and time.monotonic() < deadline, log.read_text()
+            time.sleep(0.1)
+        r = httpx.get(f"{base}/vectors", params={"words": "king"})
+        assert r.status_code == 200 and r.json()["words"] == ["king"]
+        r = httpx.get(f"{base}/most_similar", params={"positive": "queen", "topn": 3})
+        assert r.status_code == 200, r.text
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+    assert "wpw" not in log.read_text() and "Traceback" not in log.read_text()
+
+
+def test_acl_command_prints_a_line_per_role():
+    out = cli("acl", "worker", "--user", "celery", url="redis://unused").stdout.split()
+    assert out[:3] == ["ACL", "SETUSER", "celery"] and "-@dangerous" in out and "%R~*" in out
+    proc = cli("acl", "loader", url="redis://unused", check=False)
+    assert proc.returncode == 1 and "--model" in proc.stderr

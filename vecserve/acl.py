@@ -1,0 +1,60 @@
+"""Least-privilege Redis users for vecserve's roles, as ``ACL SETUSER`` lines.
+
+- ``worker`` (``RedisKeyedVectors`` in Celery workers) and ``api`` (``vecserve serve``):
+  read-only. ``+@read +@connection`` less ``@dangerous`` (so no ``INFO``, ``KEYS``,
+  ``CLIENT KILL``), keys readable only (``%R~``), plus what cache invalidation needs
+  (``SUBSCRIBE`` to ``__redis__:invalidate``; ``CLIENT TRACKING`` is in ``@connection``)
+  and, on a Redis Cluster, the slot map (``CLUSTER SLOTS``/``SHARDS``, ``READONLY``).
+- ``loader`` (``vecserve load``, ``vecserve train``): reads and writes one model's keys
+  and the shared registry hashes, publishes commit events, runs the lease's one script.
+
+vecserve detects a cluster with ``HELLO``, never ``INFO``, so these users suffice.
+
+>>> print(setuser_line("worker", user="w", password="pw"))  # doctest: +NORMALIZE_WHITESPACE
+ACL SETUSER w reset on >pw resetchannels &__redis__:invalidate %R~* -@all +@read
++@connection -@dangerous +subscribe +unsubscribe +cluster|slots +cluster|shards +readonly
+"""
+
+from __future__ import annotations
+
+import secrets
+
+from .errors import VecserveError
+from .store.layout import EVENTS, SHARED_METADATA, model_key_patterns
+
+__all__ = ["ROLES", "setuser_line"]
+
+INVALIDATE_CHANNEL = "__redis__:invalidate"
+_CLUSTER = ["+cluster|slots", "+cluster|shards", "+readonly"]
+_READER = ["-@all", "+@read", "+@connection", "-@dangerous", "+subscribe", "+unsubscribe"]
+ROLES = {
+    "worker": "read-only: RedisKeyedVectors in workers",
+    "api": "read-only: the HTTP service (vecserve serve)",
+    "loader": "writes one model (--model) and vecserve's registry",
+}
+
+
+def setuser_line(
+    role: str, *, user: str | None = None, model: str | None = None, password: str | None = None
+) -> str:
+    """The ``ACL SETUSER`` line of ``role`` for ``user`` (default ``vecserve-<role>``).
+
+    ``model`` limits a worker's or the API's reads to that model (and the registry), and
+    is required for a loader. ``password`` defaults to a fresh random one.
+    """
+    if role not in ROLES:
+        raise VecserveError(f"unknown role {role!r}; choose one of {', '.join(ROLES)}")
+    user = user or f"vecserve-{role}"
+    password = password or secrets.token_urlsafe(24)
+    head = ["ACL", "SETUSER", user, "reset", "on", f">{password}", "resetchannels"]
+    if role == "loader":
+        if not model:
+            raise VecserveError("a loader writes one model: name it with --model NAME")
+        keys = [f"~{p}" for p in (*model_key_patterns(model), *SHARED_METADATA)]
+        rights = ["-@all", "+@read", "+@write", "+@connection", "-@dangerous", "+eval"]
+        return " ".join([*head, f"&{EVENTS}", *keys, *rights, "+publish", *_CLUSTER])
+    if model:
+        keys = [f"%R~{p}" for p in (*model_key_patterns(model), *SHARED_METADATA)]
+    else:
+        keys = ["%R~*"]
+    return " ".join([*head, f"&{INVALIDATE_CHANNEL}", *keys, *_READER, *_CLUSTER])
