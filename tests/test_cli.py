@@ -165,3 +165,22 @@ def test_a_killed_load_resumes_at_once(env, store, tmp_path):
     got, found = info.codec_obj.decode_values(store.fetch(info, tokens), 20)
     assert found.all() and np.array_equal(got, vectors)
     assert store.list_loads() == []
+
+
+@pytest.mark.parametrize(
+    ("content", "args", "expect"),
+    [
+        ("2 3\na 1 2 3\nb 1 2 3\n", ["--encoding", "nope"], "unknown encoding 'nope'"),
+        ("a 1 2 3\nb 1\t2 3\n", [], "line 2, vector #2"),
+        ("2 3\na 1 2 3\n", ["--format", "nope"], "Invalid value for '--format'"),
+    ],
+)
+def test_bad_input_is_one_line_and_no_traceback(env, tmp_path, content, args, expect):
+    path = tmp_path / "v.txt"
+    path.write_text(content)
+    proc = run("load", str(path), "--key", "BAD", *args, env=env, check=False)
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr
+    lines = [x for x in proc.stderr.splitlines() if x.strip()]
+    assert expect in proc.stderr, proc.stderr
+    assert len(lines) <= 3 and ("Error:" in lines[-1] or "error" in lines[-1].lower())
+    assert "BAD" not in run("models", env=env).stdout

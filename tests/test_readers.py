@@ -436,8 +436,10 @@ def test_bad_arguments(tmp_path):
         open_vectors(path, limit=-1)
     with pytest.raises(ValueError, match="batch_size"):
         open_vectors(path, batch_size=0)
-    with pytest.raises(LookupError):
+    with pytest.raises(VectorFileError, match="unknown unicode_errors 'nonsense'"):
         open_vectors(path, unicode_errors="nonsense")
+    with pytest.raises(VectorFileError, match="unknown encoding 'nope'"):
+        open_vectors(path, encoding="nope")
 
 
 def test_no_thread_is_left_behind(tmp_path):

@@ -10,7 +10,7 @@ from itertools import islice
 from types import TracebackType
 from typing import Any
 
-from ..errors import CorruptVectorFile, UnknownFormat
+from ..errors import CorruptVectorFile, UnknownFormat, VectorFileError
 from ._binary import binary_batches
 from ._dedup import TokenSet
 from ._gensim import gensim_batches, load_keyed_vectors, side_files
@@ -193,8 +193,18 @@ def open_vectors(
         raise ValueError(f"limit must be >= 0 or None, not {limit}")
     if batch_size < 1:
         raise ValueError(f"batch_size must be >= 1, not {batch_size}")
-    codecs.lookup(encoding)  # LookupError for an unknown encoding or error handler
-    codecs.lookup_error(unicode_errors)
+    try:
+        codecs.lookup(encoding)
+    except LookupError:
+        raise VectorFileError(
+            path, f"unknown encoding {encoding!r} (e.g. utf-8, latin-1)"
+        ) from None
+    try:
+        codecs.lookup_error(unicode_errors)
+    except LookupError:
+        raise VectorFileError(
+            path, f"unknown unicode_errors {unicode_errors!r}: strict, ignore or replace"
+        ) from None
     src = Source(path)
     try:
         return _open(

@@ -114,7 +114,7 @@ def _parse_lines(
                 bad = (
                     DimensionMismatch,
                     f"{len(parts) - 1} numbers after the token {parts[0][:80]!r}, "
-                    f"the file's vectors have {dim}",
+                    f"the file's vectors have {dim}" + (_TAB_HINT if b"\t" in line else ""),
                 )
                 break
             parts = [" ".join(parts[: len(parts) - dim]), *parts[len(parts) - dim :]]
@@ -128,13 +128,20 @@ def _parse_lines(
         field = next(f for f in fields[j * dim :] if not _is_number(f))
         bad = (
             CorruptVectorFile,
-            f"{field[:80]!r} is not a number (in the vector of {tokens[j]!r})",
+            f"{field[:80]!r} is not a number (in the vector of {tokens[j]!r})"
+            + (_TAB_HINT if "\t" in field else ""),
         )
         del tokens[j:], fields[j * dim :]
         values = np.fromiter(map(float, fields), dtype=np.float64, count=len(fields))
     with np.errstate(over="ignore"):  # 1e39 becomes inf in float32, as in gensim
         vectors = values.astype(np.float32).reshape(len(tokens), dim)
     return tokens, vectors, bad
+
+
+_TAB_HINT = (
+    "; the line has a tab, and fields are separated by single spaces only (as gensim's "
+    "load_word2vec_format does)"
+)
 
 
 def _is_number(field: str) -> bool:
