@@ -58,6 +58,7 @@ import logging
 import os
 import threading
 import time
+import warnings
 import weakref
 from collections.abc import Iterable, Sequence
 
@@ -362,6 +363,13 @@ class RedisKeyedVectors(WholeMatrixCalls):
         result.setflags(write=False)
         return result
 
+    def word_vec(self, *args, **kwargs) -> np.ndarray:
+        """gensim's older name of :meth:`get_vector` (deprecated there too)."""
+        warnings.warn(
+            "Call to deprecated `word_vec` (Use get_vector instead).", DeprecationWarning, 2
+        )
+        return self.get_vector(*args, **kwargs)
+
     def get_vectors(
         self, keys: Sequence, *, norm: bool = False, missing: str | None = None
     ) -> tuple[np.ndarray, np.ndarray]:
@@ -565,6 +573,22 @@ class RedisKeyedVectors(WholeMatrixCalls):
         if c[1] is None:
             return info.count - index
         return c[1][index]
+
+    @property
+    def expandos(self) -> dict[str, np.ndarray]:
+        """gensim's per-key attributes: ``{"count": counts}`` in model order."""
+        info = self._current_info()
+        counts = self._get_store().counts(info)
+        if counts is None:  # gensim's made-up counts of a file without them
+            counts = np.arange(info.count, 0, -1, dtype=np.int64)
+        return {"count": counts}
+
+    @property
+    def next_index(self) -> int:
+        return len(self)
+
+    mapfile_path = None  # gensim's: the file a memory-mapped load came from
+    lifecycle_events: tuple = ()  # gensim's log of what made the model; none here
 
     def _index(self) -> SimilarityIndex:
         with self._lock:

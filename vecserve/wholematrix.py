@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import urllib.error
 import urllib.request
+import warnings
 
 import numpy as np
 
@@ -135,6 +136,55 @@ class WholeMatrixCalls:
 
     def rank(self, key1, key2) -> int:
         return self._index().rank(key1, key2)
+
+    def relative_cosine_similarity(self, wa, wb, topn=10) -> float:
+        """gensim's relative cosine similarity: ``similarity(wa, wb)`` over the summed
+        similarities of ``wa``'s ``topn`` nearest words (Leeuwenberg et al., 2016)."""
+        sims = self.similar_by_word(wa, topn)
+        if not sims:
+            raise ValueError(
+                "Cannot calculate relative cosine similarity without any similar words."
+            )
+        return float(self.similarity(wa, wb)) / sum(sim for _, sim in sims)
+
+    def words_closer_than(self, word1, word2) -> list[str]:
+        """gensim's older name of :meth:`closer_than` (deprecated there too)."""
+        warnings.warn(
+            "Call to deprecated `words_closer_than` (Use closer_than instead).",
+            DeprecationWarning,
+            2,
+        )
+        return self.closer_than(word1, word2)
+
+    def get_normed_vectors(self) -> np.ndarray:
+        """Every vector at unit length, in model order: the whole matrix, in memory."""
+        index = self._index()
+        return index.vectors / index.norms[..., np.newaxis]  # gensim's arithmetic
+
+    @property
+    def vectors(self) -> np.ndarray:
+        """The whole matrix, read-only: the memory-mapped snapshot's (built if needed)."""
+        return self._index().vectors
+
+    @property
+    def norms(self) -> np.ndarray:
+        """Every vector's L2 norm, from the snapshot."""
+        return self._index().norms
+
+    @staticmethod
+    def log_accuracy(section):
+        from gensim.models import KeyedVectors
+
+        return KeyedVectors.log_accuracy(section)
+
+    @staticmethod
+    def log_evaluate_word_pairs(pearson, spearman, oov, pairs):
+        from gensim.models import KeyedVectors
+
+        return KeyedVectors.log_evaluate_word_pairs(pearson, spearman, oov, pairs)
+
+    def similarity_unseen_docs(self, *args, **kwargs):
+        raise NotImplementedError("Call similarity_unseen_docs on a Doc2Vec model instead.")
 
     def evaluate_word_analogies(self, analogies, restrict_vocab=300000, case_insensitive=True,
                                 dummy4unknown=False,
