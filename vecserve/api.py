@@ -51,6 +51,7 @@ from starlette.routing import BaseRoute, Match
 from .ann import AnnManager
 from .connect import connect
 from .errors import BadQuery, ModelNotFound, QueryRejected, TokenNotFound
+from .service.auth import ApiKeyMiddleware, declare_bearer, load_keys
 from .service.deps import (
     AppContext,
     ContextDep,
@@ -282,6 +283,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     """
     settings = settings if settings is not None else Settings()
     metrics = Metrics(directory=settings.metrics_dir)
+    keys = load_keys(
+        settings.api_keys.get_secret_value() if settings.api_keys else None,
+        settings.api_keys_file,
+    )
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI):
@@ -315,9 +320,20 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     install_error_handlers(app, settings, metrics)
     app.add_middleware(BodyLimitMiddleware, limit=settings.max_body_bytes)
     app.add_middleware(MetricsMiddleware, metrics=metrics)
+    if keys:  # outermost: a refused request costs nothing else
+        app.add_middleware(ApiKeyMiddleware, keys=keys)
     _add_vector_routes(app)
     _add_similarity_routes(app)
     _add_service_routes(app, metrics)
+    if keys:
+        plain_openapi = app.openapi
+
+        def openapi() -> dict:
+            if app.openapi_schema is None:
+                app.openapi_schema = declare_bearer(plain_openapi())
+            return app.openapi_schema
+
+        app.openapi = openapi  # type: ignore[method-assign]
     return app
 
 

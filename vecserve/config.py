@@ -9,6 +9,7 @@ prefix), validated by pydantic; these are the ones the library and the CLI need.
 ``VECSERVE_DATA_DIR``     the embedded server's data dir (platform user data dir)
 ``VECSERVE_CACHE_DIR``    similarity snapshots and indexes (platform user cache dir)
 ``VECSERVE_SIMILARITY_URL``  the vecserve HTTP service for whole-matrix calls
+``VECSERVE_API_KEY``      the key RedisKeyedVectors sends to that service
 ========================  ==============================================================
 
 >>> redis_url("redis://localhost:6379/0")
@@ -20,7 +21,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-__all__ = ["cache_dir", "data_dir", "env", "redis_url", "similarity_url"]
+__all__ = ["api_key", "cache_dir", "data_dir", "env", "redis_url", "similarity_url"]
 
 PREFIX = "VECSERVE_"
 
@@ -42,6 +43,11 @@ def redis_url(explicit: str | None = None) -> str | None:
 def similarity_url(explicit: str | None = None) -> str | None:
     """``explicit``, else ``$VECSERVE_SIMILARITY_URL``, else None (= a local snapshot)."""
     return explicit or env("SIMILARITY_URL")
+
+
+def api_key(explicit: str | None = None) -> str | None:
+    """``explicit``, else ``$VECSERVE_API_KEY``: the key for the similarity service."""
+    return explicit or env("API_KEY")
 
 
 def data_dir(explicit: str | os.PathLike | None = None) -> Path:

@@ -115,6 +115,8 @@ class RedisKeyedVectors(WholeMatrixCalls):
     similarity_url : str, optional
         vecserve HTTP service for ``most_similar`` & co.; default
         ``$VECSERVE_SIMILARITY_URL``, else a local memory-mapped snapshot.
+    api_key : str, optional
+        Key sent to that service as ``Authorization: Bearer``; default ``$VECSERVE_API_KEY``.
     cache_dir : path, optional
         Where local snapshots go (default ``$VECSERVE_CACHE_DIR`` or the user cache dir).
 
@@ -134,6 +136,7 @@ class RedisKeyedVectors(WholeMatrixCalls):
         cache: bool | int = False,
         missing: str = "raise",
         similarity_url: str | None = None,
+        api_key: str | None = None,
         cache_dir: str | os.PathLike | None = None,
     ):
         if missing not in MISSING_POLICIES:
@@ -141,6 +144,7 @@ class RedisKeyedVectors(WholeMatrixCalls):
         self.name = name
         self.missing = missing
         self.similarity_url = config.similarity_url(similarity_url)
+        self._api_key = config.api_key(api_key)  # never shown: not in repr, logs or errors
         self.cache_dir = cache_dir
         self.cache_size = (
             0 if cache is False else DEFAULT_CACHE_SIZE if cache is True else int(cache)

@@ -35,7 +35,8 @@ REAL = np.float32
 
 
 class WholeMatrixCalls:
-    """Mixin: needs ``name``, ``similarity_url``, ``_index()`` and ``_vectors_of()``."""
+    """Mixin: needs ``name``, ``similarity_url``, ``_api_key``, ``_index()`` and
+    ``_vectors_of()``."""
 
     def snapshot(self) -> SimilarityIndex:
         """The local memory-mapped snapshot of the current generation (built if needed)."""
@@ -55,9 +56,10 @@ class WholeMatrixCalls:
             "cosmul": cosmul,
         }
         url = self.similarity_url.rstrip("/") + "/most_similar"  # type: ignore[union-attr]
-        req = urllib.request.Request(
-            url, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}
-        )
+        headers = {"Content-Type": "application/json"}
+        if self._api_key:
+            headers["Authorization"] = f"Bearer {self._api_key}"
+        req = urllib.request.Request(url, data=json.dumps(body).encode(), headers=headers)
         try:
             with urllib.request.urlopen(req, timeout=60) as resp:
                 out = json.loads(resp.read())
@@ -93,6 +95,12 @@ class WholeMatrixCalls:
             return TokenNotFound(token, self.name, lookup=cosmul)
         if kind == "ModelNotFound":
             return ModelNotFound(self.name)
+        if exc.code in (401, 403):  # not the query's fault: the key (api_key=) is wrong
+            return SimilarityServiceError(
+                f"similarity service {url} refused us (HTTP {exc.code}): {detail}; "
+                "pass api_key= or set VECSERVE_API_KEY",
+                status=exc.code,
+            )
         if 400 <= exc.code < 500:
             return ValueError(detail)
         return SimilarityServiceError(

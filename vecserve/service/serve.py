@@ -27,6 +27,7 @@ _OPTION_ENV = {
     "max_topn": "VECSERVE_MAX_TOPN",
     "max_body_bytes": "VECSERVE_MAX_BODY_BYTES",
     "vector_cache": "VECSERVE_VECTOR_CACHE",
+    "api_keys_file": "VECSERVE_API_KEYS_FILE",
 }
 
 
@@ -88,12 +89,23 @@ def settings_env(**options) -> dict[str, str]:
     "(default 20000; 0 = off).",
 )
 @click.option(
+    "--api-keys-file",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Require `Authorization: Bearer <key>` with one of the keys in FILE (one a line) "
+    "on every endpoint but /healthz and /readyz; or set VECSERVE_API_KEYS=k1,k2.",
+)
+@click.option("--ssl-certfile", type=click.Path(dir_okay=False, exists=True), default=None,
+              help="Serve HTTPS with this certificate (PEM).")  # fmt: skip
+@click.option("--ssl-keyfile", type=click.Path(dir_okay=False, exists=True), default=None,
+              help="The certificate's private key (PEM).")  # fmt: skip
+@click.option(
     "--log-level",
     default="info",
     show_default=True,
     type=click.Choice(["critical", "error", "warning", "info", "debug"]),
 )
-def serve(host, port, workers, log_level, **options):
+def serve(host, port, workers, log_level, ssl_certfile, ssl_keyfile, **options):
     """Serve vectors, similarity and most_similar over HTTP (FastAPI under uvicorn).
 
     Every option can also be set as a VECSERVE_* environment variable (e.g.
@@ -104,10 +116,13 @@ def serve(host, port, workers, log_level, **options):
         vecserve serve --default-model GOOGLE_W2V --port 8000
         curl 'localhost:8000/vectors?words=king,queen'
         curl 'localhost:8000/most_similar?positive=king,woman&negative=man&topn=3'
+        vecserve serve --api-keys-file keys.txt --ssl-certfile c.pem --ssl-keyfile k.pem
     """
     try:
         import uvicorn
 
+        from ..errors import VecserveError
+        from .auth import load_keys
         from .settings import Settings
     except ImportError as exc:
         raise click.ClickException(
@@ -119,6 +134,15 @@ def serve(host, port, workers, log_level, **options):
     except ValueError as exc:
         first = str(exc).splitlines()
         raise click.ClickException(f"invalid setting: {' '.join(first[:3])}") from exc
+    if bool(ssl_certfile) != bool(ssl_keyfile):
+        raise click.ClickException("--ssl-certfile and --ssl-keyfile go together")
+    try:  # a bad key file fails here, in one line, not in every worker
+        load_keys(
+            settings.api_keys.get_secret_value() if settings.api_keys else None,
+            settings.api_keys_file,
+        )
+    except VecserveError as exc:
+        raise click.ClickException(str(exc)) from exc
     with contextlib.ExitStack() as stack:
         if workers > 1 and settings.metrics_dir is None:  # /metrics answers for every worker
             shared = stack.enter_context(tempfile.TemporaryDirectory(prefix="vecserve-metrics-"))
@@ -132,6 +156,8 @@ def serve(host, port, workers, log_level, **options):
                 workers=workers,
                 log_level=log_level,
                 proxy_headers=True,
+                ssl_certfile=ssl_certfile,
+                ssl_keyfile=ssl_keyfile,
             )
         except OSError as exc:
             raise click.ClickException(f"cannot serve on {host}:{port}: {exc}") from exc

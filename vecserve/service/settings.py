@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import Field
+from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 __all__ = ["Settings"]
@@ -57,6 +57,14 @@ class Settings(BaseSettings):
         10.0, gt=0, description="Seconds one Redis command may take before it fails (503)."
     )
     retry_after: int = Field(5, ge=1, description="Seconds in Retry-After when Redis is down.")
+    api_keys: SecretStr | None = Field(
+        None,
+        description="Comma-separated API keys; when any is set, every endpoint but /healthz "
+        "and /readyz needs `Authorization: Bearer <key>`.",
+    )
+    api_keys_file: Path | None = Field(
+        None, description="A file of API keys, one a line (# comments and blanks ignored)."
+    )
     model_ttl: float = Field(
         1.0, ge=0, description="Seconds a model's metadata is cached between checks."
     )
