@@ -45,10 +45,13 @@ def store(redis_url):
         s.close()
 
 
-def start_cluster(base: Path, n: int = 3) -> list[ValkeyProcess]:
-    """Start ``n`` cluster-enabled servers and join them into one cluster."""
+def start_cluster(
+    base: Path, n: int = 3, *, replicas: bool = False, node_timeout: int = 5000
+) -> list[ValkeyProcess]:
+    """Start ``n`` cluster-enabled primaries (and a replica of each if ``replicas``) and
+    join them into one cluster; replicas come after the primaries in the list."""
     nodes = []
-    for i in range(n):
+    for i in range(2 * n if replicas else n):
         port = free_port()
         while port > 55535:  # the cluster bus listens on port + 10000
             port = free_port()
@@ -59,26 +62,41 @@ def start_cluster(base: Path, n: int = 3) -> list[ValkeyProcess]:
                 config={
                     "cluster-enabled": "yes",
                     "cluster-config-file": "nodes.conf",
-                    "cluster-node-timeout": "5000",
+                    "cluster-node-timeout": str(node_timeout),
                 },
             ).start()
         )
     clients = [redis.Redis(port=p.port) for p in nodes]
     per = 16384 // n
-    for i, c in enumerate(clients):
+    for i, c in enumerate(clients[:n]):
         lo, hi = i * per, (16383 if i == n - 1 else (i + 1) * per - 1)
         c.execute_command("CLUSTER", "ADDSLOTSRANGE", lo, hi)
     for c in clients[1:]:
         c.execute_command("CLUSTER", "MEET", "127.0.0.1", nodes[0].port)
-    deadline = time.monotonic() + 20
-    while True:
-        infos = [c.execute_command("CLUSTER", "INFO") for c in clients]
-        text = [i.decode() if isinstance(i, bytes) else str(i) for i in infos]
-        if all("cluster_state:ok" in t and f"cluster_known_nodes:{n}" in t for t in text):
-            break
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"cluster did not form: {text[0][:200]}")
-        time.sleep(0.05)
+    total = len(nodes)
+    deadline = time.monotonic() + 30
+
+    def wait(what: str, ok) -> None:
+        while True:
+            infos = [c.execute_command("CLUSTER", "INFO") for c in clients]
+            text = [i.decode() if isinstance(i, bytes) else str(i) for i in infos]
+            if ok(text):
+                return
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"cluster did not {what}: {text[0][:200]}")
+            time.sleep(0.05)
+
+    wait("form", lambda text: all(
+        "cluster_state:ok" in t and f"cluster_known_nodes:{total}" in t for t in text
+    ))  # fmt: skip
+    if replicas:
+        for primary, replica in zip(clients[:n], clients[n:], strict=True):
+            replica.execute_command(
+                "CLUSTER", "REPLICATE", primary.execute_command("CLUSTER", "MYID")
+            )
+        while not all(c.info("replication").get("master_link_status") == "up" for c in clients[n:]):
+            assert time.monotonic() < deadline, "replicas did not sync"
+            time.sleep(0.05)
     for c in clients:
         c.close()
     return nodes

@@ -43,7 +43,7 @@ from redis.cluster import RedisCluster
 
 from .store import MODELS, ModelInfo
 
-__all__ = ["VectorCache", "cached_lookup", "tracking_nodes"]
+__all__ = ["VectorCache", "cached_lookup", "topology", "tracking_nodes"]
 
 log = logging.getLogger(__name__)
 
@@ -67,6 +67,22 @@ def tracking_nodes(client: redis.Redis | RedisCluster) -> list[_NodeSpec]:
     return [(pool.connection_class, dict(pool.connection_kwargs))]
 
 
+def topology(client: redis.Redis | RedisCluster) -> Callable[[], list[_NodeSpec]] | None:
+    """For a cluster, a function giving its primaries as they are NOW (asked with
+    ``CLUSTER SLOTS``), so a cache follows failovers and resharding; None otherwise."""
+    if not isinstance(client, RedisCluster):
+        return None
+    template = tracking_nodes(client)[0]
+
+    def primaries() -> list[_NodeSpec]:
+        slots = client.cluster_slots(target_nodes=RedisCluster.RANDOM)
+        addrs = sorted({(str(v["primary"][0]), int(v["primary"][1])) for v in slots.values()})
+        cls, kw = template
+        return [(cls, {**kw, "host": host, "port": port}) for host, port in addrs]
+
+    return primaries
+
+
 class VectorCache:
     """LRU of read-only float32 vectors of one model, invalidated by the server.
 
@@ -76,6 +92,10 @@ class VectorCache:
         Most vectors kept.
     nodes : list of (connection class, kwargs)
         Where to listen (see :func:`tracking_nodes`).
+    topology : callable, optional
+        Gives the nodes to listen to as they are now (:func:`topology`). When a
+        listener's node fails, the cache asks it again and listens to the new primaries
+        (a failover, a slot move) instead of waiting for a node that is gone.
     read_registry : callable
         Returns the model's raw registry entry (JSON bytes) or None if it is gone.
     admit_on_repeat : bool
@@ -98,6 +118,7 @@ class VectorCache:
         nodes: Sequence[_NodeSpec],
         read_registry: Callable[[], bytes | None],
         admit_on_repeat: bool = False,
+        topology: Callable[[], Sequence[_NodeSpec]] | None = None,
     ):
         if maxsize < 1:
             raise ValueError(f"cache size must be >= 1, got {maxsize}")
@@ -113,7 +134,10 @@ class VectorCache:
         self.flushes = 0
         self.invalidations = 0
         self._closed = threading.Event()
+        self._topology = topology
+        self._topology_lock = threading.Lock()
         self._listeners = [_Listener(self, cls, kw, i) for i, (cls, kw) in enumerate(nodes)]
+        self._started = len(self._listeners)
         for listener in self._listeners:
             listener.thread.start()
 
@@ -229,6 +253,38 @@ class VectorCache:
         info = ModelInfo.from_json(raw)
         return info.generation, info.key_prefix
 
+    def _follow_topology(self) -> None:
+        """After a listener failed: listen to the primaries there are now (cluster only).
+
+        Listeners of nodes that are no longer primaries retire; new primaries get one.
+        The cache stays disabled until every current listener tracks again.
+        """
+        if self._topology is None or self._closed.is_set():
+            return
+        with self._topology_lock:
+            try:
+                specs = list(self._topology())
+            except Exception as exc:  # mid-failover: no answer yet, ask again next time
+                log.debug("cache cannot read the cluster's topology yet: %s", exc)
+                return
+            want = {_address(kw): (cls, kw) for cls, kw in specs}
+            have = {_address(lst.kwargs): lst for lst in self._listeners}
+            if not want or want.keys() == have.keys():
+                return
+            log.info("cache: cluster primaries changed to %s", sorted(want))
+            for addr, lst in have.items():
+                if addr not in want:
+                    lst.retired = True
+            new = []
+            for addr, (cls, kw) in want.items():
+                if addr not in have:
+                    new.append(_Listener(self, cls, kw, self._started))
+                    self._started += 1
+            self._listeners = [lst for lst in self._listeners if not lst.retired] + new
+            for lst in new:
+                lst.thread.start()
+        self._update_ready()
+
     def _update_ready(self) -> None:
         with self.lock:
             current = (self.generation, self.prefix)
@@ -328,6 +384,10 @@ def cached_lookup(
     return info, _stack(hits, info.dim), np.ones(len(tokens), dtype=bool), len(tokens)
 
 
+def _address(kwargs: dict) -> tuple:
+    return (kwargs.get("host"), kwargs.get("port"), kwargs.get("path"))
+
+
 def _stack(rows: list[np.ndarray], dim: int) -> np.ndarray:
     """``np.stack`` of float32 rows in one copy (7x faster for 100 rows of 300)."""
     return np.frombuffer(bytearray().join(rows), dtype=np.float32).reshape(len(rows), dim)
@@ -344,12 +404,13 @@ class _Listener:
         self.kwargs["socket_timeout"] = None
         self.tracking: tuple[int | None, bytes | None] | None = None
         self.conn = None
+        self.retired = False  # its node is no longer a primary (cluster failover)
         self.thread = threading.Thread(target=self._run, name=f"vecserve-cache-{n}", daemon=True)
 
     def _run(self) -> None:
         cache = self.cache
         delay = 0.02
-        while not cache._closed.is_set():
+        while not cache._closed.is_set() and not self.retired:
             failed = False
             try:
                 self._session()
@@ -361,6 +422,7 @@ class _Listener:
             self._disconnect()
             cache.flush(disable=True)
             if failed:
+                cache._follow_topology()
                 cache._closed.wait(delay)
                 delay = min(delay * 2, RECONNECT_MAX_SECONDS)
 

@@ -65,7 +65,7 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 
 from . import config
-from .cache import VectorCache, cached_lookup, tracking_nodes
+from .cache import VectorCache, cached_lookup, topology, tracking_nodes
 from .connect import connect
 from .errors import GenerationChanged, ModelNotFound, TokenNotFound
 from .similarity import IndexManager, SimilarityIndex, mean_vector
@@ -209,6 +209,7 @@ class RedisKeyedVectors(WholeMatrixCalls):
                 self._cache = VectorCache(
                     self.cache_size,
                     nodes=tracking_nodes(store.client),
+                    topology=topology(store.client),
                     read_registry=lambda: store.client.hget(MODELS, self.name),
                 )
             return self._cache

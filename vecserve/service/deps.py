@@ -26,7 +26,7 @@ from typing import Annotated, Any, TypeVar
 from fastapi import Depends, HTTPException, Query, Request
 from starlette.concurrency import run_in_threadpool
 
-from ..cache import Rows, VectorCache, cached_lookup, tracking_nodes
+from ..cache import Rows, VectorCache, cached_lookup, topology, tracking_nodes
 from ..errors import StoreUnavailable
 from ..similarity import IndexManager, SimilarityIndex
 from ..store import ModelInfo, Store, validate_model_name
@@ -166,6 +166,7 @@ class AppContext:
                     cache = self._vector_caches[info.name] = VectorCache(
                         size,
                         nodes=tracking_nodes(store.client),
+                        topology=topology(store.client),
                         read_registry=lambda: store.registry_entry(info.name),
                         admit_on_repeat=True,
                     )
