@@ -32,6 +32,7 @@ def redis_url(tmp_path_factory):
     server.acquire()
     yield server.url
     server.release()
+    server.stop()
 
 
 @pytest.fixture

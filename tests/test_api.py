@@ -447,12 +447,18 @@ def test_json_uses_orjson_float32_shortest_form(client):
 
 
 def test_default_store_is_the_embedded_server(tmp_path, monkeypatch):
+    from vecserve.embedded import EmbeddedServer
+
     monkeypatch.delenv("VECSERVE_REDIS_URL", raising=False)
     settings = Settings(redis_url=None, data_dir=tmp_path / "data", default_model=None)
-    with AppClient(create_app(settings)) as client:
-        assert client.get("/readyz").json()["status"] == "ready"
-        assert client.get("/models").json() == {"models": []}
-    assert not (tmp_path / "data" / "valkey.sock").exists()  # released on shutdown
+    server = EmbeddedServer(tmp_path / "data")
+    try:
+        with AppClient(create_app(settings)) as client:
+            assert client.get("/readyz").json()["status"] == "ready"
+            assert client.get("/models").json() == {"models": []}
+        assert server.status() is not None  # stays up for the next command
+    finally:
+        server.stop()
 
 
 def test_hung_store_times_out_as_503(tmp_path):

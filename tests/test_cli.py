@@ -84,13 +84,17 @@ def test_embedded_default_persists_between_commands(tmp_path, small_bin):
     path, _, _ = small_bin
     e = {k: v for k, v in os.environ.items() if k != "VECSERVE_REDIS_URL"}
     e["VECSERVE_DATA_DIR"] = str(tmp_path / "data")
-    run("load", str(path), "--key", "EMB", env=e)
-    assert not (tmp_path / "data" / "valkey.sock").exists(), "server stopped after the command"
-    assert "EMB" in run("models", env=e).stdout  # a new process, a restarted server
-    demo = run("demo", env=e).stdout
-    assert "DEMO: 1,762 vectors x 10" in demo
-    assert demo.count("identical to gensim: True") + demo.count("same as gensim: True") == 2
-    assert "DEMO" in run("models", env=e).stdout
+    try:
+        run("load", str(path), "--key", "EMB", env=e)
+        assert "EMB" in run("models", env=e).stdout  # a new process, the same server
+        run("server", "stop", env=e)
+        assert "EMB" in run("models", env=e).stdout  # a restarted server, from its data
+        demo = run("demo", env=e).stdout
+        assert "DEMO: 1,762 vectors x 10" in demo
+        assert demo.count("identical to gensim: True") + demo.count("same as gensim: True") == 2
+        assert "DEMO" in run("models", env=e).stdout
+    finally:
+        run("server", "stop", env=e)
 
 
 def test_incomplete_load_is_listed_and_cleaned(env, store, tmp_path):

@@ -1,9 +1,13 @@
-"""The embedded server: start, share between processes, persist across restarts."""
+"""The embedded server: started by the first command, kept up, shared, durable, restarted
+after a crash, stopped on request -- with the real ``vecserve`` command."""
 
+import json
 import os
 import subprocess
 import sys
+import time
 
+import pytest
 import redis
 
 from vecserve.embedded import (
@@ -14,47 +18,126 @@ from vecserve.embedded import (
     read_pid,
     wait_pid_gone,
 )
+from vecserve.procs import pid_alive
 
 
-def test_start_attach_release_and_persist(tmp_path):
-    first = EmbeddedServer(tmp_path).acquire()
-    assert first.url == f"unix://{tmp_path.resolve()}/valkey.sock"
-    client = redis.Redis.from_url(first.url)
-    client.set("k", "v")
-    second = EmbeddedServer(tmp_path).acquire()  # attaches, does not start another
-    first.release()
-    assert client.ping(), "the server must stay up while another holder uses it"
-    second.release()
-    client.close()
-    assert not (tmp_path / "valkey.sock").exists(), "last holder stops the server"
-    assert (tmp_path / "dump.rdb").exists(), "and saves the data first"
-    with embedded_server(tmp_path) as url:
+def vecserve(data_dir, *args, check=True):
+    env = {k: v for k, v in os.environ.items() if k != "VECSERVE_REDIS_URL"}
+    env["VECSERVE_DATA_DIR"] = str(data_dir)
+    proc = subprocess.run(
+        [sys.executable, "-m", "vecserve.cli", *args],
+        capture_output=True, text=True, env=env, timeout=120,
+    )  # fmt: skip
+    if check:
+        assert proc.returncode == 0, proc.stderr
+    return proc
+
+
+def status(data_dir) -> dict:
+    return json.loads(vecserve(data_dir, "server", "status", "--json", check=False).stdout)
+
+
+@pytest.fixture
+def data_dir(tmp_path):
+    yield tmp_path / "data"
+    EmbeddedServer(tmp_path / "data").stop()  # never leave a server behind
+
+
+def test_started_by_one_command_used_by_the_next(data_dir, tmp_path):
+    vec = tmp_path / "v.txt"
+    vec.write_text("2 3\nking 1 2 3\nqueen 4 5 6\n")
+    assert status(data_dir) == {"running": False, "data_dir": str(data_dir)}
+    vecserve(data_dir, "load", str(vec), "--key", "M")
+    first = status(data_dir)
+    assert first["running"] and first["models"] == ["M"]
+    assert (
+        "queen\t[4.0000 5.0000 6.0000]" in vecserve(data_dir, "get", "queen", "--key", "M").stdout
+    )
+    again = status(data_dir)
+    assert again["pid"] == first["pid"], "the second command attached, no restart"
+    assert again["uptime_seconds"] >= first["uptime_seconds"]
+    # durable without a shutdown: the commit was saved in the background
+    deadline = time.monotonic() + 30
+    while not status(data_dir)["saved"]:
+        assert time.monotonic() < deadline, "the committed load was never saved"
+        time.sleep(0.05)
+    assert (data_dir / "dump.rdb").exists()
+
+
+def test_status_and_stop_saving_only_changes(data_dir):
+    server = EmbeddedServer(data_dir).acquire()
+    client = redis.Redis.from_url(server.url)
+    client.execute_command("SAVE")
+    mtime = (data_dir / "dump.rdb").stat().st_mtime_ns
+    assert status(data_dir)["saved"] is True
+    out = vecserve(data_dir, "server", "stop").stdout
+    assert "nothing to save" in out
+    assert (data_dir / "dump.rdb").stat().st_mtime_ns == mtime, "no save without changes"
+    server.release()
+
+    server = EmbeddedServer(data_dir).acquire()  # started again
+    redis.Redis.from_url(server.url).set("k", "v")
+    st = status(data_dir)
+    assert st["saved"] is False and st["unsaved_changes"] >= 1
+    assert "saved its changes" in vecserve(data_dir, "server", "stop").stdout
+    assert vecserve(data_dir, "server", "status", check=False).returncode == 3
+    with embedded_server(data_dir) as url:
         assert redis.Redis.from_url(url).get("k") == b"v"
 
 
-def test_stale_socket_of_a_crashed_server_is_replaced(tmp_path):
-    server = EmbeddedServer(tmp_path).acquire()
-    pid = read_pid(tmp_path)
-    os.kill(pid, 9)  # crash the server under its holder
+def test_a_crashed_server_is_restarted_by_the_next_command(data_dir, tmp_path):
+    vec = tmp_path / "v.txt"
+    vec.write_text("1 2\nw 1 2\n")
+    vecserve(data_dir, "load", str(vec), "--key", "M")
+    deadline = time.monotonic() + 30
+    while not status(data_dir)["saved"]:
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    pid = read_pid(data_dir)
+    os.kill(pid, 9)
     assert wait_pid_gone(pid, 10)
-    assert (tmp_path / "valkey.sock").exists(), "a crash leaves the socket file behind"
-    server.release()  # must not hang or raise on a dead server
-    with embedded_server(tmp_path) as url:
-        assert redis.Redis.from_url(url).ping()
+    assert (data_dir / "valkey.sock").exists(), "a crash leaves the socket file behind"
+    assert "M" in vecserve(data_dir, "models").stdout  # restarted from its data dir
+    assert status(data_dir)["pid"] != pid
 
 
-def test_server_survives_the_holders_ctrl_c(tmp_path):
+def test_two_commands_at_once_start_one_server(data_dir):
+    env = {k: v for k, v in os.environ.items() if k != "VECSERVE_REDIS_URL"}
+    env["VECSERVE_DATA_DIR"] = str(data_dir)
+    procs = [
+        subprocess.Popen([sys.executable, "-m", "vecserve.cli", "models"], env=env,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for _ in range(3)
+    ]  # fmt: skip
+    for p in procs:
+        _, err = p.communicate(timeout=120)
+        assert p.returncode == 0, err
+    pid = status(data_dir)["pid"]
+    assert pid_alive(pid)
+    servers = []
+    for p in subprocess.run(
+        ["pgrep", "valkey-server"], capture_output=True, text=True
+    ).stdout.split():
+        try:
+            if os.readlink(f"/proc/{p}/cwd") == str(data_dir.resolve()):
+                servers.append(int(p))
+        except OSError:
+            pass
+    assert servers == [pid]
+
+
+def test_server_survives_the_holders_ctrl_c(data_dir):
     """The server runs in its own session: a SIGINT to the client's group spares it."""
     code = (
         "import sys, signal, os; from vecserve.embedded import EmbeddedServer;"
-        f"s = EmbeddedServer({str(tmp_path)!r}).acquire(); print('up', flush=True);"
+        f"s = EmbeddedServer({str(data_dir)!r}).acquire(); print('up', flush=True);"
         "os.killpg(0, signal.SIGINT)"
     )
     proc = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, start_new_session=True
     )
     assert "up" in proc.stdout
-    with embedded_server(tmp_path) as url:
+    with embedded_server(data_dir) as url:
         assert redis.Redis.from_url(url).ping()
 
 

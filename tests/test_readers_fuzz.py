@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import bz2
 import gzip
+import os
 import tempfile
 from pathlib import Path
 
@@ -20,7 +21,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from vecserve.errors import CorruptVectorFile, VectorFileError
+from vecserve.errors import CorruptVectorFile, DimensionMismatch, VectorFileError
 from vecserve.readers import open_vectors
 
 
@@ -82,7 +83,8 @@ def mutated(draw):
 
 
 @settings(
-    max_examples=300,
+    max_examples=int(os.environ.get("VECSERVE_FUZZ_EXAMPLES", "300")),
+    derandomize=os.environ.get("VECSERVE_FUZZ_EXAMPLES") is None,  # CI: the same 300 cases
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
@@ -123,6 +125,17 @@ def test_tabs(tmp_path, text, ok):
             open_vectors(path) as reader,
         ):
             list(reader)
+
+
+def test_a_short_glove_line_with_a_word_is_a_dimension_error(tmp_path):
+    """Found by the fuzz test: it was a bare "ValueError: cannot reshape array"."""
+    path = tmp_path / "short.txt"
+    path.write_text("a 1 2 3 4\nb x 1\n")
+    with (
+        pytest.raises(DimensionMismatch, match=r"line 2, .* 2 numbers after the token 'b'"),
+        open_vectors(path) as reader,
+    ):
+        list(reader)
 
 
 def test_unknown_encoding_is_a_clear_error(tmp_path):

@@ -59,9 +59,15 @@ def connect(
 def open_store(
     redis_url: str | None = None, *, data_dir: str | os.PathLike | None = None
 ) -> Iterator[Store]:
-    """A connected :class:`~vecserve.store.Store` on :func:`connect`'s server."""
+    """A connected :class:`~vecserve.store.Store` on :func:`connect`'s server.
+
+    On the embedded server every committed load is saved in the background at once, so
+    it is durable without waiting for a shutdown (a server you run has its own policy).
+    """
     with connect(redis_url, data_dir=data_dir) as conn:
         store = Store.from_url(conn.url)
+        if conn.embedded is not None:
+            store.after_commit = conn.embedded.save_soon
         try:
             yield store
         finally:

@@ -5,11 +5,14 @@ When no ``--redis-url`` / ``VECSERVE_REDIS_URL`` is given, vecserve runs the
 persistent data directory (``VECSERVE_DATA_DIR``, default: the platform's user data dir),
 so models loaded by one command are there for the next one and survive a restart.
 
-One server per data directory is shared by every vecserve process that uses it: the
-first process starts it, later ones attach to it, and the last one to leave shuts it down
-with a final RDB save. Each process holds one named "holder" connection for as long as it
-uses the server; start-up and shut-down decisions are serialised with a file lock, so a
-process that is attaching can never be cut off by one that is leaving.
+One server per data directory is shared by every vecserve process that uses it, and it
+stays up between commands: the first command that needs it starts it detached (nobody's
+child), later ones attach to its socket in milliseconds, and nothing reloads or re-saves
+the dataset per command. A committed load is saved at once in the background (``BGSAVE``
+after the commit, see :mod:`vecserve.connect`), besides the usual RDB save points.
+``vecserve server stop`` shuts it down, saving only if something is unsaved; a server
+that crashed is started again from its data dir by the next command. Starting is
+serialised with a file lock, so two commands at once start one server.
 
 :class:`ValkeyProcess` is the building block (one server process with a given config);
 the tests use it for throw-away servers and for a local Redis Cluster.
@@ -50,7 +53,6 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-HOLDER_NAME = "vecserve-embedded-holder"
 NO_RETRY = Retry(NoBackoff(), 0)  # control connections: SHUTDOWN must not be retried
 # RDB save points of a stock redis.conf: the embedded server keeps data across restarts.
 DEFAULT_SAVE = "3600 1 300 100 60 10000"
@@ -297,8 +299,7 @@ class EmbeddedServer:
         self.data_dir = Path(data_dir or default_data_dir()).expanduser().resolve()
         self.socket_path = self.data_dir / "valkey.sock"
         self.url = f"unix://{self.socket_path}"
-        self._holder: redis.Redis | None = None
-        self._pid: int | None = None
+        self._client: redis.Redis | None = None
 
     @contextlib.contextmanager
     def _locked(self) -> Iterator[None]:
@@ -310,16 +311,17 @@ class EmbeddedServer:
             finally:
                 fcntl.flock(f, fcntl.LOCK_UN)
 
-    def _connect_holder(self) -> redis.Redis | None:
+    def _attach(self) -> redis.Redis | None:
+        """A client of the running server, or None if none answers on the socket."""
         if not self.socket_path.exists():
             return None
         client = redis.Redis.from_url(
             self.url, socket_connect_timeout=2, socket_timeout=30, retry=NO_RETRY
         )
-        deadline = time.monotonic() + 120
+        deadline = time.monotonic() + 600  # a restarted server reloads its data first
         while True:
             try:
-                client.client_setname(HOLDER_NAME)
+                client.ping()
                 return client
             except redis.BusyLoadingError:
                 if time.monotonic() > deadline:
@@ -333,54 +335,97 @@ class EmbeddedServer:
 
     def acquire(self) -> EmbeddedServer:
         """Attach to the running server of this data dir, or start it. Returns ``self``."""
-        if self._holder is not None:
+        if self._client is not None:
             return self
-        with self._locked():
-            holder = self._connect_holder()
-            if holder is None:
-                with contextlib.suppress(FileNotFoundError):
-                    self.socket_path.unlink()  # stale socket of a crashed server
-                ValkeyProcess(
-                    self.data_dir,
-                    port=0,
-                    unixsocket=self.socket_path,
-                    config={"save": DEFAULT_SAVE},
-                    detach=True,
-                ).start()
-                log.debug("started embedded valkey-server in %s", self.data_dir)
-                holder = self._connect_holder()
-                if holder is None:
-                    raise EmbeddedServerError(f"embedded server at {self.socket_path} vanished")
-            self._holder = holder
-            self._pid = os.getpid()
+        client = self._attach()  # the common case: it is up; no lock needed
+        if client is None:
+            with self._locked():
+                client = self._attach()  # another command may have started it meanwhile
+                if client is None:
+                    with contextlib.suppress(FileNotFoundError):
+                        self.socket_path.unlink()  # stale socket of a crashed server
+                    ValkeyProcess(
+                        self.data_dir,
+                        port=0,
+                        unixsocket=self.socket_path,
+                        config={"save": DEFAULT_SAVE},
+                        detach=True,
+                    ).start()
+                    log.info("started the embedded valkey-server in %s", self.data_dir)
+                    client = self._attach()
+                    if client is None:
+                        raise EmbeddedServerError(f"embedded server at {self.socket_path} vanished")
+        self._client = client
         return self
 
     def release(self) -> None:
-        """Detach; the last process to detach saves the data and stops the server."""
-        holder, self._holder = self._holder, None
-        if holder is None or self._pid != os.getpid():
-            return  # never act on a server handle inherited through fork()
+        """Detach this process; the server stays up for the next command."""
+        client, self._client = self._client, None
+        if client is not None:
+            client.close()
+
+    def save_soon(self) -> None:
+        """Start a background save now (a committed load is then durable in seconds)."""
+        client = self._client or self._attach()
+        if client is None:
+            return
+        with contextlib.suppress(redis.ResponseError, redis.ConnectionError, OSError):
+            client.execute_command("BGSAVE", "SCHEDULE")  # queued if one is running
+
+    def status(self) -> dict | None:
+        """Facts about the running server (None if it is not running)."""
+        client = self._client or self._attach()
+        if client is None:
+            return None
+        try:
+            info = client.info()
+        except (redis.ConnectionError, OSError):
+            return None
+        unsaved = int(info.get("rdb_changes_since_last_save", 0))
+        saving = bool(info.get("rdb_bgsave_in_progress", 0))
+        return {
+            "pid": int(info.get("process_id", 0)),
+            "socket": str(self.socket_path),
+            "data_dir": str(self.data_dir),
+            "version": info.get("valkey_version") or info.get("redis_version"),
+            "uptime_seconds": int(info.get("uptime_in_seconds", 0)),
+            "used_memory": int(info.get("used_memory", 0)),
+            "used_memory_human": info.get("used_memory_human", ""),
+            "unsaved_changes": unsaved,
+            "saving": saving,
+            "saved": unsaved == 0 and not saving,
+            "last_save": int(info.get("rdb_last_save_time", 0)),
+        }
+
+    def stop(self, *, timeout: float = 600) -> bool:
+        """Shut the server down, saving first only if it has unsaved changes.
+
+        Returns False if it was not running. Waits for a save in progress to end.
+        """
         with self._locked():
+            client = self._client or self._attach()
+            self._client = None
+            if client is None:
+                return False
+            pid = read_pid(self.data_dir)
             try:
-                me = holder.client_id()
-                others = [
-                    c
-                    for c in holder.client_list()
-                    if c.get("name") == HOLDER_NAME and int(c["id"]) != me
-                ]
-                if others:
-                    log.debug("embedded server stays up for %d other process(es)", len(others))
-                    return
-                log.debug("saving and stopping the embedded valkey-server")
-                pid = read_pid(self.data_dir)
+                info = client.info("persistence")
+                while info.get("rdb_bgsave_in_progress"):
+                    time.sleep(0.05)
+                    info = client.info("persistence")
+                unsaved = int(info.get("rdb_changes_since_last_save", 0)) > 0
+                log.debug("stopping the embedded server (%s)", "saving" if unsaved else "no save")
                 with contextlib.suppress(redis.ConnectionError, OSError):
-                    holder.shutdown(save=True)
+                    client.shutdown(save=unsaved, nosave=not unsaved)
             except (redis.ConnectionError, OSError):
-                return  # already gone
+                pass  # already gone
             finally:
-                holder.close()
+                client.close()
             if pid is not None:
-                wait_pid_gone(pid, timeout=600)  # saving a big dataset takes a while
+                wait_pid_gone(pid, timeout=timeout)
+            with contextlib.suppress(FileNotFoundError):
+                self.socket_path.unlink()
+            return True
 
     def __enter__(self) -> str:
         return self.acquire().url

@@ -109,7 +109,9 @@ def _parse_lines(
                 bad = (CorruptVectorFile, undecodable(exc, line.rstrip(), encoding, "line"))
             break
         if len(parts) != dim + 1:
-            extra = parts[1 : len(parts) - dim]
+            # GloVe tokens may hold spaces: a longer line whose leading fields are not
+            # all numbers is one token plus ``dim`` numbers. A shorter line never is.
+            extra = parts[1 : len(parts) - dim] if len(parts) > dim + 1 else []
             if not (glove and extra and not all(map(_is_number, extra))):
                 bad = (
                     DimensionMismatch,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 import numpy as np
 import redis
@@ -58,6 +58,8 @@ class Store:
         self.url = redact_url(url or describe_client(client))
         self.is_cluster = isinstance(client, RedisCluster)
         self._entries: dict[str, tuple[bytes, ModelInfo]] = {}  # model_from_entry
+        # Called after a load of this store commits (the embedded server saves then).
+        self.after_commit: Callable[[], None] | None = None
 
     # -- connecting ---------------------------------------------------------------------
 

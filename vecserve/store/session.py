@@ -258,6 +258,8 @@ class LoadSession:
         if old is not None and old.prefix != info.prefix:
             store.delete_generation(old.prefix, old.buckets)
         self.lease.release()
+        if store.after_commit is not None:
+            store.after_commit()
         return info
 
     def abort(self, *, keep: bool = True) -> None:
