@@ -50,6 +50,13 @@ LEASE_SECONDS = 30
 DEFAULT_CLUSTER_BUCKETS = 128
 _NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]{0,127}")
 _REDIS_ERRORS = (redis.ConnectionError, redis.TimeoutError, OSError)
+# A Redis Cluster that is failing over or resharding: transient, like a lost connection.
+_CLUSTER_ERRORS = (
+    redis.exceptions.ClusterError,
+    redis.exceptions.TryAgainError,
+    redis.exceptions.SlotNotCoveredError,
+    redis.exceptions.MovedError,
+)
 
 
 def vocab_key(prefix: str) -> str:
@@ -264,6 +271,10 @@ def translate_errors(url: str, what: str) -> Iterator[None]:
         raise StoreUnavailable(f"Redis at {url} is still loading its data ({what})") from exc
     except _REDIS_ERRORS as exc:
         raise StoreUnavailable(f"Redis at {url} is unreachable while {what}: {exc}") from exc
+    except _CLUSTER_ERRORS as exc:
+        raise StoreUnavailable(
+            f"Redis Cluster at {url} is failing over or moving slots ({what}): {exc}; retry"
+        ) from exc
     except redis.ResponseError as exc:
         if "OOM" in str(exc):
             raise StoreUnavailable(f"Redis at {url} is out of memory while {what}: {exc}") from exc
