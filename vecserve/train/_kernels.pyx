@@ -170,6 +170,29 @@ cdef void cbow_window(W2VState *s, int n_ctx, int32_t target, int n_out) noexcep
     for c in range(n_ctx):
         saxpy(&D, &ONEF, s.work, &ONE, &s.syn0[<int64_t>s.ctx[c] * D], &ONE)
 
+cdef inline void hb_scores(W2VState *s, int B, int O) noexcept nogil:
+    """HogBatch forward: gather the output rows s.outs[:O] of syn1neg into outputM, then
+    corrM (B x O, row-major) = inputM . outputM^T. The caller has filled inputM."""
+    cdef int D = s.size
+    cdef int o
+    for o in range(O):
+        memcpy(&s.outputM[o * D], &s.syn1neg[<int64_t>s.outs[o] * D], D * sizeof(real))
+    sgemm(&TRANS, &NOTRANS, &O, &B, &D, &ONEF, s.outputM, &D, s.inputM, &D,
+          &ZEROF, s.corrM, &O)
+
+cdef inline void hb_updates(W2VState *s, int B, int O) noexcept nogil:
+    """HogBatch backward, once corrM holds the gradients G: inputMd (B x D) = G . outputM,
+    outputMd (O x D) = G^T . inputM, and the output rows' updates added to syn1neg. The
+    caller adds inputMd's rows to the syn0 rows its inputs came from."""
+    cdef int D = s.size
+    cdef int o
+    sgemm(&NOTRANS, &NOTRANS, &D, &B, &O, &ONEF, s.outputM, &D, s.corrM, &O,
+          &ZEROF, s.inputMd, &D)
+    sgemm(&NOTRANS, &TRANS, &D, &O, &B, &ONEF, s.inputM, &D, s.corrM, &O,
+          &ZEROF, s.outputMd, &D)
+    for o in range(O):
+        saxpy(&D, &ONEF, &s.outputMd[o * D], &ONE, &s.syn1neg[<int64_t>s.outs[o] * D], &ONE)
+
 cdef void hogbatch_window(W2VState *s, int n_ctx, int n_out) noexcept nogil:
     """HogBatch: contexts s.ctx[:n_ctx] x outputs s.outs[:n_out] (centre + shared negatives)."""
     cdef int D = s.size
@@ -180,11 +203,7 @@ cdef void hogbatch_window(W2VState *s, int n_ctx, int n_out) noexcept nogil:
     cdef real *g
     for b in range(B):
         memcpy(&s.inputM[b * D], &s.syn0[<int64_t>s.ctx[b] * D], D * sizeof(real))
-    for o in range(O):
-        memcpy(&s.outputM[o * D], &s.syn1neg[<int64_t>s.outs[o] * D], D * sizeof(real))
-    # corrM (B x O, row-major) = inputM . outputM^T
-    sgemm(&TRANS, &NOTRANS, &O, &B, &D, &ONEF, s.outputM, &D, s.inputM, &D,
-          &ZEROF, s.corrM, &O)
+    hb_scores(s, B, O)
     for b in range(B):
         g = &s.corrM[b * O]
         g[0] = neg_gradient(g[0], 1.0, s.alpha)
@@ -193,15 +212,9 @@ cdef void hogbatch_window(W2VState *s, int n_ctx, int n_out) noexcept nogil:
                 g[o] = 0.0
             else:
                 g[o] = neg_gradient(g[o], 0.0, s.alpha)
-    # inputMd (B x D) = G . outputM ;  outputMd (O x D) = G^T . inputM
-    sgemm(&NOTRANS, &NOTRANS, &D, &B, &O, &ONEF, s.outputM, &D, s.corrM, &O,
-          &ZEROF, s.inputMd, &D)
-    sgemm(&NOTRANS, &TRANS, &D, &O, &B, &ONEF, s.inputM, &D, s.corrM, &O,
-          &ZEROF, s.outputMd, &D)
+    hb_updates(s, B, O)
     for b in range(B):
         saxpy(&D, &ONEF, &s.inputMd[b * D], &ONE, &s.syn0[<int64_t>s.ctx[b] * D], &ONE)
-    for o in range(O):
-        saxpy(&D, &ONEF, &s.outputMd[o * D], &ONE, &s.syn1neg[<int64_t>s.outs[o] * D], &ONE)
 
 cdef void cbow_hogbatch(W2VState *s, int m) noexcept nogil:
     """CBOW HogBatch: m centres (inputs: their context means in s.inputM, targets in
@@ -213,10 +226,7 @@ cdef void cbow_hogbatch(W2VState *s, int m) noexcept nogil:
     cdef int b, o, c
     cdef int32_t target
     cdef real *g
-    for o in range(O):
-        memcpy(&s.outputM[o * D], &s.syn1neg[<int64_t>s.outs[o] * D], D * sizeof(real))
-    sgemm(&TRANS, &NOTRANS, &O, &B, &D, &ONEF, s.outputM, &D, s.inputM, &D,
-          &ZEROF, s.corrM, &O)
+    hb_scores(s, B, O)
     for b in range(B):
         g = &s.corrM[b * O]
         target = s.outs[b]
@@ -227,16 +237,11 @@ cdef void cbow_hogbatch(W2VState *s, int m) noexcept nogil:
                 g[o] = 0.0
             else:
                 g[o] = neg_gradient(g[o], 0.0, s.alpha)
-    sgemm(&NOTRANS, &NOTRANS, &D, &B, &O, &ONEF, s.outputM, &D, s.corrM, &O,
-          &ZEROF, s.inputMd, &D)
-    sgemm(&NOTRANS, &TRANS, &D, &O, &B, &ONEF, s.inputM, &D, s.corrM, &O,
-          &ZEROF, s.outputMd, &D)
+    hb_updates(s, B, O)
     for b in range(B):
         for c in range(s.bnctx[b]):
             saxpy(&D, &ONEF, &s.inputMd[b * D], &ONE,
                   &s.syn0[<int64_t>s.bctx[b * W2 + c] * D], &ONE)
-    for o in range(O):
-        saxpy(&D, &ONEF, &s.outputMd[o * D], &ONE, &s.syn1neg[<int64_t>s.outs[o] * D], &ONE)
 
 cdef inline void cbow_batch_add(W2VState *s, int m, int n_ctx, int32_t target) noexcept nogil:
     """Queue centre m of a CBOW HogBatch: its contexts are in s.ctx[:n_ctx]."""
