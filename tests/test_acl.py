@@ -8,16 +8,13 @@ a loader) and refused what it must not do, with a clear error naming command and
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
-import time
 
 import httpx
 import numpy as np
 import pytest
 import redis
 
-from tests.api_support import AppClient
+from tests.api_support import AppClient, run_vecserve, serving
 from vecserve.acl import setuser_line
 from vecserve.embedded import ValkeyProcess, free_port
 from vecserve.errors import PermissionDenied, VecserveError
@@ -27,15 +24,8 @@ WORDS = ["king", "queen", "man", "woman", "apple"]
 VECTORS = np.random.default_rng(0).standard_normal((len(WORDS), 8)).astype(np.float32)
 
 
-def cli(*args, url: str, check: bool = True) -> subprocess.CompletedProcess:
-    env = {**os.environ, "VECSERVE_REDIS_URL": url}
-    proc = subprocess.run(
-        [sys.executable, "-m", "vecserve.cli", *args],
-        capture_output=True, text=True, env=env, timeout=120,
-    )  # fmt: skip
-    if check:
-        assert proc.returncode == 0, proc.stderr
-    return proc
+def cli(*args, url: str, check: bool = True):
+    return run_vecserve(*args, env={**os.environ, "VECSERVE_REDIS_URL": url}, check=check)
 
 
 @pytest.fixture(scope="module")
@@ -133,32 +123,13 @@ def test_api_answers_503_json_when_its_user_lacks_a_right(server):
 
 
 def test_serve_runs_as_the_read_only_user(server, tmp_path):
-    port = free_port()
-    env = {**os.environ, "VECSERVE_CACHE_DIR": str(tmp_path / "cache")}
-    argv = [sys.executable, "-m", "vecserve.cli", "serve", "--port", str(port),
-            "--redis-url", url(server, "w", "wpw"), "--default-model", "M",
+    args = ["--redis-url", url(server, "w", "wpw"), "--default-model", "M",
             "--log-level", "warning"]  # fmt: skip
-    log = tmp_path / "serve.log"
-    with open(log, "wb") as out:
-        proc = subprocess.Popen(argv, env=env, stdout=out, stderr=subprocess.STDOUT)
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                if httpx.get(f"{base}/readyz", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert proc.poll() is None and time.monotonic() < deadline, log.read_text()
-            time.sleep(0.1)
+    with serving(args, tmp_path) as (base, log):
         r = httpx.get(f"{base}/vectors", params={"words": "king"})
         assert r.status_code == 200 and r.json()["words"] == ["king"]
         r = httpx.get(f"{base}/most_similar", params={"positive": "queen", "topn": 3})
         assert r.status_code == 200, r.text
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
     assert "wpw" not in log.read_text() and "Traceback" not in log.read_text()
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import os
 import shutil
 import ssl
 import subprocess
@@ -14,7 +13,7 @@ import httpx
 import numpy as np
 import pytest
 
-from tests.api_support import AppClient
+from tests.api_support import AppClient, serving
 from vecserve.api import create_app
 from vecserve.embedded import free_port
 from vecserve.errors import SimilarityServiceError, VecserveError
@@ -137,36 +136,18 @@ def test_serve_over_tls_with_keys(redis_url, model, tmp_path):
     )  # fmt: skip
     keys = tmp_path / "keys.txt"
     keys.write_text("tls-key\n")
-    port = free_port()
-    env = {**os.environ, "VECSERVE_CACHE_DIR": str(tmp_path / "cache")}
-    argv = [sys.executable, "-m", "vecserve.cli", "serve", "--port", str(port),
-            "--redis-url", redis_url, "--default-model", "M", "--log-level", "info",
+    args = ["--redis-url", redis_url, "--default-model", "M", "--log-level", "info",
             "--api-keys-file", str(keys),
             "--ssl-certfile", str(cert), "--ssl-keyfile", str(key)]  # fmt: skip
-    log = tmp_path / "serve.log"
-    with open(log, "wb") as out:
-        proc = subprocess.Popen(argv, env=env, stdout=out, stderr=subprocess.STDOUT)
-    base = f"https://127.0.0.1:{port}"
     trust = ssl.create_default_context(cafile=str(cert))
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                if httpx.get(f"{base}/healthz", verify=trust, timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert proc.poll() is None and time.monotonic() < deadline, log.read_text()
-            time.sleep(0.1)
+    with serving(args, tmp_path, verify=trust) as (base, log):
+        assert base.startswith("https://")
         r = httpx.get(f"{base}/vectors?words=king", verify=trust)
         assert r.status_code == 401
         r = httpx.get(f"{base}/vectors?words=king", verify=trust, headers=bearer("tls-key"))
         assert r.status_code == 200 and r.json()["words"] == ["king"]
         with pytest.raises(httpx.HTTPError):  # plain HTTP is not served
-            httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=2)
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
+            httpx.get(base.replace("https://", "http://") + "/healthz", timeout=2)
     assert "tls-key" not in log.read_text()
 
 

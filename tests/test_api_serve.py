@@ -70,46 +70,26 @@ def test_help_has_example():
 
 def test_two_workers_answer_metrics_for_both(store, redis_url, tmp_path):
     """A real ``vecserve serve --workers 2``: /metrics counts the requests of every worker."""
-    import subprocess
-    import sys
     import time
 
     import httpx
     import numpy as np
 
-    from vecserve.embedded import free_port
+    from tests.api_support import serving
     from vecserve.loader import load_arrays
 
     load_arrays(["a", "b"], np.eye(2), name="M", store=store, progress=False)
-    port = free_port()
-    env = {**os.environ, "VECSERVE_CACHE_DIR": str(tmp_path / "cache")}
-    argv = [sys.executable, "-m", "vecserve.cli", "serve", "--workers", "2", "--port", str(port),
-            "--redis-url", redis_url, "--default-model", "M", "--log-level", "warning"]  # fmt: skip
-    log = tmp_path / "serve.log"
-    with open(log, "wb") as out:
-        proc = subprocess.Popen(argv, env=env, stdout=out, stderr=subprocess.STDOUT)
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                if httpx.get(f"{base}/healthz", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert proc.poll() is None and time.monotonic() < deadline, log.read_text()
-            time.sleep(0.1)
+    args = ["--workers", "2", "--redis-url", redis_url, "--default-model", "M",
+            "--log-level", "warning"]  # fmt: skip
+    with serving(args, tmp_path) as (base, _log):
         n = 40
         for _ in range(n):  # a new connection each: the kernel spreads them over the workers
             assert httpx.get(f"{base}/vectors?words=a").status_code == 200
         line = 'vecserve_requests_total{endpoint="/vectors",method="GET",status="200"} '
         deadline = time.monotonic() + 15
-        while True:  # the other worker publishes its values every second
+        while True:  # until both workers' requests are in the merge
             text = httpx.get(f"{base}/metrics").text
             if f"{line}{float(n)}\n" in text and "vecserve_worker_processes 2.0\n" in text:
                 break
             assert time.monotonic() < deadline, text
             time.sleep(0.2)
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)

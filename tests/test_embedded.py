@@ -10,6 +10,7 @@ import time
 import pytest
 import redis
 
+from tests.api_support import run_vecserve
 from vecserve.embedded import (
     EmbeddedServer,
     ValkeyProcess,
@@ -23,14 +24,7 @@ from vecserve.procs import pid_alive
 
 def vecserve(data_dir, *args, check=True):
     env = {k: v for k, v in os.environ.items() if k != "VECSERVE_REDIS_URL"}
-    env["VECSERVE_DATA_DIR"] = str(data_dir)
-    proc = subprocess.run(
-        [sys.executable, "-m", "vecserve.cli", *args],
-        capture_output=True, text=True, env=env, timeout=120,
-    )  # fmt: skip
-    if check:
-        assert proc.returncode == 0, proc.stderr
-    return proc
+    return run_vecserve(*args, env={**env, "VECSERVE_DATA_DIR": str(data_dir)}, check=check)
 
 
 def status(data_dir) -> dict:
