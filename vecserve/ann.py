@@ -127,8 +127,12 @@ class AnnIndex:
         params: AnnParams | None = None,
         recall_queries: int | None = None,
         threads: int = 0,
+        progress: Callable[[int, int], None] | None = None,
     ) -> AnnIndex:
-        """Build over ``sim``, measure recall@10, save to ``path`` (atomically) if given."""
+        """Build over ``sim``, measure recall@10, save to ``path`` (atomically) if given.
+
+        ``progress(done, total)`` is called after every chunk of rows added.
+        """
         from usearch.index import Index
 
         p = params or AnnParams()
@@ -147,6 +151,8 @@ class AnnIndex:
         for lo in range(0, n, BUILD_CHUNK):
             hi = min(lo + BUILD_CHUNK, n)
             index.add(np.arange(lo, hi, dtype=np.uint64), _unit_rows(sim, lo, hi), threads=threads)
+            if progress is not None:
+                progress(hi, n)
         build_seconds = time.perf_counter() - start
         meta = {
             "library": _library_version(),
@@ -237,6 +243,40 @@ class AnnIndex:
         }
 
 
+@dataclass
+class BuildProgress:
+    """How far an index build is: rows added so far, of ``total``; logged every 10%."""
+
+    total: int
+    done: int = 0
+    started: float = 0.0
+
+    def __post_init__(self) -> None:
+        self.started = time.monotonic()
+
+    def update(self, done: int, total: int) -> None:
+        step = max(total // 10, 1)
+        if done // step != self.done // step or done == total:
+            d = self.as_dict(done)
+            log.info("ANN index: %d%% (%s/%s vectors), %s vectors/s, ETA %ss",
+                     round(100 * d["share"]), f"{done:,}", f"{total:,}",
+                     f"{d['vectors_per_s']:,.0f}", d["eta_s"])  # fmt: skip
+        self.done = done
+
+    def as_dict(self, done: int | None = None) -> dict:
+        done = self.done if done is None else done
+        elapsed = max(time.monotonic() - self.started, 1e-9)
+        rate = done / elapsed
+        eta = (self.total - done) / rate if rate > 0 else None
+        return {
+            "share": round(done / max(self.total, 1), 4),
+            "done": done,
+            "total": self.total,
+            "vectors_per_s": round(rate, 1),
+            "eta_s": None if eta is None else round(eta, 1),
+        }
+
+
 class AnnManager:
     """Per-process source of ANN indexes: opens them from disk, builds them in the background.
 
@@ -263,6 +303,7 @@ class AnnManager:
         self._lock = threading.Lock()
         self._ready: dict[tuple[str, int], AnnIndex] = {}
         self._building: dict[tuple[str, int], threading.Thread] = {}
+        self._progress: dict[tuple[str, int], BuildProgress] = {}
         self._failed: dict[tuple[str, int], str] = {}
 
     def path_for(self, sim: SimilarityIndex) -> Path | None:
@@ -311,7 +352,8 @@ class AnnManager:
     def _build(self, sim: SimilarityIndex, key, path: Path | None) -> None:
         try:
             log.info("building the ANN index of %s generation %s", *key)
-            ann = AnnIndex.build(sim, path=path, params=self.params)
+            prog = self._progress[key] = BuildProgress(total=sim.count)
+            ann = AnnIndex.build(sim, path=path, params=self.params, progress=prog.update)
             with self._lock:
                 self._keep(key, ann)
             log.info("ANN index of %s: recall@10 %.3f", key[0], ann.recall_at_10)
@@ -320,6 +362,7 @@ class AnnManager:
             self._failed[key] = str(exc)
         finally:
             self._building.pop(key, None)
+            self._progress.pop(key, None)
 
     def status(self, sim: SimilarityIndex | None) -> dict:
         """What ``GET /models/{name}`` shows under ``ann``."""
@@ -336,11 +379,20 @@ class AnnManager:
             out.update(state="ready", **{k: v for k, v in ann.meta.items() if k != "name"})
         elif key in self._building:
             out["state"] = "building"
+            prog = self._progress.get(key)
+            if prog is not None:
+                out["progress"] = prog.as_dict()
         elif key in self._failed:
             out.update(state="failed", error=self._failed[key])
         else:
             out["state"] = "absent"
         return out
+
+    def pending(self, sim: SimilarityIndex) -> str:
+        """Why ``sim`` has no approximate index to answer with (its ``status`` state)."""
+        if not self.enabled and self.get(sim) is None:
+            return "disabled"
+        return self.status(sim)["state"]
 
     def close(self) -> None:
         self._ready.clear()

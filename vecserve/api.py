@@ -211,6 +211,11 @@ def _most_similar(ctx: AppContext, name: str, q: MostSimilarQuery) -> dict:
     except ValueError as exc:
         raise QueryRejected(str(exc)) from exc
     out = {"model": info.name, "generation": index.generation, "approximate": ann is not None}
+    if q.approx and ann is None:  # answered exactly: say why
+        plain = q.topn and not q.restrict_vocab and not q.cosmul
+        out["approximate_status"] = (
+            ctx.ann.pending(index) if plain and ctx.ann is not None else "not applicable"
+        )
     if isinstance(result, np.ndarray):
         out["similarities"] = _scores(result)
     else:

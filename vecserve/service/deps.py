@@ -240,10 +240,9 @@ class AppContext:
         return thread
 
     def preloaded(self, info: ModelInfo) -> bool:
-        index = self.loaded_index(info)
-        if index is None:
-            return False
-        return self.ann is None or not self.ann.enabled or self.ann.ready(index)
+        """Ready as soon as exact search is: the approximate index builds on, and
+        approximate queries are answered exactly (and say so) until it is done."""
+        return self.loaded_index(info) is not None
 
     def close(self) -> None:
         for cache in self._vector_caches.values():

@@ -179,6 +179,11 @@ class MostSimilarResponse(BaseModel):
     results: list[tuple[str, float]] | None = None
     similarities: list[float] | None = None
     approximate: bool = False
+    approximate_status: str | None = Field(
+        None,
+        description="When approx was asked but the answer is exact: why (building, "
+        "absent, disabled, failed, or not applicable to this query).",
+    )
 
 
 class BatchResponse(BaseModel):

@@ -1,0 +1,103 @@
+"""The approximate index builds in the background: the service is ready as soon as exact
+search is, reports the build's progress, answers approximate queries exactly (and says
+so) meanwhile, and maps the finished index from disk after a restart instead of
+rebuilding it."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from tests.api_support import AppClient
+from vecserve import ann as ann_module
+from vecserve.api import create_app
+from vecserve.loader import load_arrays
+from vecserve.service.settings import Settings
+
+N, DIM = 20_000, 16
+
+
+@pytest.fixture
+def model(store):
+    rng = np.random.default_rng(7)
+    centres = rng.standard_normal((50, DIM))
+    vectors = (centres[rng.integers(0, 50, N)] + 0.3 * rng.standard_normal((N, DIM))).astype(
+        np.float32
+    )
+    words = [f"w{i}" for i in range(N)]
+    load_arrays(words, vectors, name="A", store=store)
+    return words
+
+
+def _wait(fn, timeout=60.0):
+    deadline = time.monotonic() + timeout
+    while True:
+        out = fn()
+        if out:
+            return out
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.02)
+
+
+def test_ready_before_the_ann_build_ends_with_progress_and_flagged_answers(
+    redis_url, model, tmp_path, monkeypatch
+):
+    monkeypatch.setattr(ann_module, "BUILD_CHUNK", 2_000)
+    gate, reached = threading.Event(), threading.Event()
+    update = ann_module.BuildProgress.update
+
+    def held(self, done, total):  # hold the real build after its third chunk
+        update(self, done, total)
+        if done >= 6_000 and not gate.is_set():
+            reached.set()
+            gate.wait(60)
+
+    monkeypatch.setattr(ann_module.BuildProgress, "update", held)
+    settings = Settings(redis_url=redis_url, default_model="A", preload=True, ann=True,
+                        cache_dir=tmp_path)  # fmt: skip
+    try:
+        with AppClient(create_app(settings)) as client:
+            _wait(lambda: client.get("/readyz").status_code == 200)
+            assert reached.wait(60), "the build never started"
+            assert client.get("/readyz").json()["status"] == "ready"  # while it builds
+            ann = client.get("/models/A").json()["ann"]
+            assert ann["state"] == "building"
+            prog = ann["progress"]
+            assert prog["done"] == 6_000 and prog["total"] == N
+            assert prog["share"] == pytest.approx(6_000 / N, abs=1e-4)
+            assert prog["vectors_per_s"] > 0 and prog["eta_s"] > 0
+            q = {"positive": ["w1"], "topn": 5, "approx": True}
+            r = client.post("/most_similar", json=q).json()
+            assert r["approximate"] is False and r["approximate_status"] == "building"
+            exact = client.post("/most_similar", json={**q, "approx": False}).json()
+            assert r["results"] == exact["results"]  # answered exactly meanwhile
+            gate.set()
+            _wait(lambda: client.get("/models/A").json()["ann"]["state"] == "ready")
+            r = client.post("/most_similar", json=q).json()
+            assert r["approximate"] is True and "approximate_status" not in r
+    finally:
+        gate.set()
+
+
+def test_the_index_is_mapped_after_a_restart_not_rebuilt(redis_url, model, tmp_path, monkeypatch):
+    settings = Settings(redis_url=redis_url, default_model="A", preload=True, ann=True,
+                        cache_dir=tmp_path)  # fmt: skip
+    with AppClient(create_app(settings)) as client:
+        _wait(lambda: client.get("/models/A").json()["ann"]["state"] == "ready")
+    builds = []
+    real = ann_module.AnnIndex.build
+    monkeypatch.setattr(
+        ann_module.AnnIndex,
+        "build",
+        classmethod(lambda cls, *a, **k: builds.append(1) or real(*a, **k)),
+    )
+    with AppClient(create_app(settings)) as client:
+        _wait(lambda: client.get("/readyz").status_code == 200)
+        ann = _wait(lambda: (a := client.get("/models/A").json()["ann"])["state"] == "ready" and a)
+        assert ann["rows"] == N
+        r = client.post("/most_similar", json={"positive": ["w1"], "topn": 5, "approx": True})
+        assert r.json()["approximate"] is True
+    assert builds == [], "the second service rebuilt the index instead of mapping it"
