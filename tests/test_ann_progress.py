@@ -101,3 +101,37 @@ def test_the_index_is_mapped_after_a_restart_not_rebuilt(redis_url, model, tmp_p
         r = client.post("/most_similar", json={"positive": ["w1"], "topn": 5, "approx": True})
         assert r.json()["approximate"] is True
     assert builds == [], "the second service rebuilt the index instead of mapping it"
+
+
+def test_load_with_ann_builds_the_index_the_service_then_maps(
+    redis_url, store, tmp_path, monkeypatch
+):
+    import os
+
+    from tests.api_support import run_vecserve
+    from tests.conftest import write_w2v
+
+    rng = np.random.default_rng(3)
+    words = [f"v{i}" for i in range(3_000)]
+    path = write_w2v(tmp_path / "m.bin", words, rng.standard_normal((3_000, 12)).astype("f4"))
+    cache = tmp_path / "cache"
+    env = {**os.environ, "VECSERVE_REDIS_URL": redis_url, "VECSERVE_CACHE_DIR": str(cache)}
+    out = run_vecserve("load", str(path), "--key", "L", "--ann", env=env).stdout
+    assert "L: approximate index of generation 1 ready" in out and "recall@10" in out
+
+    builds = []
+    real = ann_module.AnnIndex.build
+
+    def counted(cls, *args, **kwargs):
+        builds.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(ann_module.AnnIndex, "build", classmethod(counted))
+    settings = Settings(redis_url=redis_url, default_model="L", preload=True, ann=True,
+                        cache_dir=cache)  # fmt: skip
+    with AppClient(create_app(settings)) as client:
+        _wait(lambda: client.get("/readyz").status_code == 200)
+        assert client.get("/models/L").json()["ann"]["state"] == "ready"
+        r = client.post("/most_similar", json={"positive": ["v1"], "topn": 3, "approx": True})
+        assert r.json()["approximate"] is True
+    assert builds == [], "the service rebuilt what vecserve load --ann built"

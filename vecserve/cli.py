@@ -133,10 +133,16 @@ def cli(quiet: bool) -> None:
 @click.option(
     "--progress/--no-progress", default=None, help="Progress bar (default: on a terminal)."
 )
+@click.option(
+    "--ann",
+    is_flag=True,
+    help="Then build the similarity snapshot and the approximate (HNSW) index into the "
+    "cache dir ($VECSERVE_CACHE_DIR), so `vecserve serve --ann` only maps them.",
+)
 @redis_url_option
 @friendly_errors
 def load(file, name, fmt, codec, limit, unicode_errors, encoding, resume, restart, batch_size,
-         progress, redis_url):  # fmt: skip
+         progress, ann, redis_url):  # fmt: skip
     """Load a vector FILE into Redis as model --key.
 
     Streams word2vec .bin/.txt (also .gz/.bz2), GloVe, fastText .vec and gensim
@@ -147,8 +153,17 @@ def load(file, name, fmt, codec, limit, unicode_errors, encoding, resume, restar
     Example:
         vecserve load GoogleNews-vectors-negative300.bin.gz --key GOOGLE_W2V
         vecserve load glove.840B.300d.txt --key GLOVE --codec f16
+        vecserve load GoogleNews-vectors-negative300.bin --key GOOGLE_W2V --ann
     """
     from .loader import load_file
+
+    if ann:
+        try:
+            import usearch.index  # noqa: F401
+        except ImportError as exc:
+            raise click.ClickException(
+                f"--ann needs the api extra: pip install 'vecserve[api]' ({exc})"
+            ) from exc
 
     if resume and restart:
         raise click.UsageError("--resume and --restart exclude each other")
@@ -161,6 +176,30 @@ def load(file, name, fmt, codec, limit, unicode_errors, encoding, resume, restar
         f"{info.name}: {info.count:,} vectors x {info.dim} ({info.codec}, {info.source_format}) "
         f"committed as generation {info.generation} in {info.load_seconds:.1f}s"
         + (f"; {info.duplicates} duplicate tokens skipped" if info.duplicates else "")
+    )
+    if ann:
+        _build_ann(info, redis_url)
+
+
+def _build_ann(info, redis_url) -> None:
+    """Snapshot the committed generation and build its HNSW index, as the service would."""
+    from .ann import AnnManager
+    from .connect import open_store
+    from .similarity import IndexManager
+
+    start = time.perf_counter()
+    with open_store(redis_url) as store:
+        indexes = IndexManager(store)
+        try:
+            sim = indexes.get(info.name, info=info)
+            built = AnnManager(enabled=True).get(sim, wait=True)
+        finally:
+            indexes.close()
+    if built is None:
+        raise VecserveError(f"building the approximate index of {info.name} failed (see above)")
+    click.echo(
+        f"{info.name}: approximate index of generation {info.generation} ready in "
+        f"{time.perf_counter() - start:.1f}s, recall@10 {built.recall_at_10:.3f} ({sim.path})"
     )
 
 
