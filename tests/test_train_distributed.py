@@ -122,6 +122,16 @@ def test_doubling_schedule_and_budget():
     assert cost <= 10_000 < sum(sync_rows(k, head=head + 1, n_rows=10_000) for k in range(1, 40))
 
 
+def test_a_diverged_model_stops_with_an_error_not_a_crash():
+    from vecserve.errors import TrainingError
+
+    w = np.ones((3, 2), np.float32)
+    s = Synchronizer(Group(), [(w, False)])
+    w[1, 0] = np.nan
+    with pytest.raises(TrainingError, match="diverged"):
+        s.sync(3)
+
+
 def test_one_process_group_syncs_nothing():
     w = np.ones((3, 2), np.float32)
     s = Synchronizer(Group(), [(w, False)])
@@ -138,12 +148,12 @@ SYNC_SCRIPT = textwrap.dedent(
     from vecserve.train.distributed import Group, Synchronizer
     g = Group.from_environment()
     out = {}
-    for combine in ("sum", "mean"):
+    for combine, cap in (("sum", 1e9), ("mean", 1.0), ("cap2", 2.0)):
         rng = np.random.default_rng(0)
         base0 = rng.standard_normal((6, 4)).astype(np.float32)
         base1 = rng.standard_normal((5, 4)).astype(np.float32)
         w0, w1 = base0.copy(), base1.copy()
-        s = Synchronizer(g, [(w0, False), (w1, True)], combine=combine)
+        s = Synchronizer(g, [(w0, False), (w1, True)], cap=cap)
         d0 = np.load(sys.argv[1])[g.rank]
         d1 = np.load(sys.argv[2])[g.rank]
         w0 += d0
@@ -156,18 +166,19 @@ SYNC_SCRIPT = textwrap.dedent(
         s.exchange(payload)
         s.apply(payload)
         out[combine + "-overlap"] = w0.copy()
-    np.savez(f"{sys.argv[3]}/rank{g.rank}.npz", **{
-        "sum0": out["sum"][0], "sum1": out["sum"][1],
-        "mean0": out["mean"][0], "mean1": out["mean"][1],
-        "sum_overlap": out["sum-overlap"], "mean_overlap": out["mean-overlap"],
-        "bytes": np.array(g.bytes_sent)})
+    arrays = {"bytes": np.array(g.bytes_sent)}
+    for c in ("sum", "mean", "cap2"):
+        arrays[c + "0"], arrays[c + "1"] = out[c]
+        arrays[c + "_overlap"] = out[c + "-overlap"]
+    np.savez(f"{sys.argv[3]}/rank{g.rank}.npz", **arrays)
     """
 )
 
 
 def test_sync_arithmetic_on_known_deltas(tmp_path):
-    """3 ranks change known rows by known amounts; the sums, touch-weighted means and
-    the rows outside the synchronised head come out as computed here."""
+    """3 ranks change known rows by known amounts; the sums (cap >= ranks), the
+    touch-weighted means (cap 1), the capped means (cap 2) and the rows outside the
+    synchronised head come out as computed here."""
     ranks = 3
     d0 = np.zeros((ranks, 6, 4), np.float32)
     d0[:, 0] = [[1, 2, 3, 4], [10, 20, 30, 40], [100, 200, 300, 400]]  # all ranks touch
@@ -193,13 +204,15 @@ def test_sync_arithmetic_on_known_deltas(tmp_path):
     touches1 = (d1[:, 1:] != 0).any(axis=2).sum(axis=0)
     got = [np.load(tmp_path / f"rank{r}.npz") for r in range(ranks)]
     for r, z in enumerate(got):
-        for combine in ("sum", "mean"):
-            div0 = np.maximum(touches0, 1)[:, None] if combine == "mean" else 1
-            div1 = np.maximum(touches1, 1)[:, None] if combine == "mean" else 1
+        for combine, cap in (("sum", 1e9), ("mean", 1), ("cap2", 2)):
+
+            def gain(t, cap=cap):  # x the sum: min(touches, cap) / touches
+                return (np.minimum(t, cap) / np.maximum(t, 1))[:, None]
+
             want0 = base0 + d0[r]  # outside the head: this rank's own change
-            want0[:4] = base0[:4] + d0[:, :4].sum(axis=0) / div0
+            want0[:4] = base0[:4] + d0[:, :4].sum(axis=0) * gain(touches0)
             want1 = base1 + d1[r]
-            want1[1:] = base1[1:] + d1[:, 1:].sum(axis=0) / div1
+            want1[1:] = base1[1:] + d1[:, 1:].sum(axis=0) * gain(touches1)
             np.testing.assert_allclose(z[f"{combine}0"], want0, rtol=1e-6)
             np.testing.assert_allclose(z[f"{combine}1"], want1, rtol=1e-6)
             # the overlapped sync had nothing new to exchange, and kept the +100
@@ -209,6 +222,10 @@ def test_sync_arithmetic_on_known_deltas(tmp_path):
         assert int(z["bytes"]) > 0
     # the rare row (rank 1 only) keeps its whole change under "mean" too
     assert got[0]["mean0"][1] == pytest.approx(base0[1] + 5.0)
+    # row 0, touched by all 3: the sum, the mean, and 2x the mean
+    assert got[0]["sum0"][0] == pytest.approx(base0[0] + [111, 222, 333, 444])
+    assert got[0]["mean0"][0] == pytest.approx(base0[0] + np.array([111, 222, 333, 444]) / 3)
+    assert got[0]["cap20"][0] == pytest.approx(base0[0] + np.array([111, 222, 333, 444]) * 2 / 3)
     # every rank holds the same synchronised rows, bit for bit
     for z in got[1:]:
         assert (z["mean0"][:4] == got[0]["mean0"][:4]).all()

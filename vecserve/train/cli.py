@@ -60,8 +60,8 @@ __all__ = ["train"]
               help="Under mpiexec: words a rank trains between two model syncs.")  # fmt: skip
 @click.option("--sync-budget", default=1.0, show_default=True, type=float,
               help="Under mpiexec: head-sync traffic per epoch, in models.")  # fmt: skip
-@click.option("--sync-combine", type=click.Choice(["sum", "mean"]), default="sum",
-              show_default=True, help="Under mpiexec: add or average ranks' changes.")  # fmt: skip
+@click.option("--sync-cap", default=2.0, show_default=True, type=float,
+              help="Under mpiexec: 1 averages ranks' changes to a row, N adds them.")  # fmt: skip
 @redis_url_option
 @friendly_errors
 def train(corpus, name, save, binary, codec, redis_url, alpha, sg, **options):

@@ -15,13 +15,16 @@ things, all collective and synchronous:
   epoch's end;
 - **a checkpoint's weights**, when a job resumes.
 
-Two ways to combine a row's changes (:class:`Synchronizer`): ``"sum"`` (the default)
-adds every rank's change, as the threads of one machine add theirs (Hogwild across
-ranks); ``"mean"`` averages them weighted by how many ranks touched the row since its
-last sync (a row trained on one rank keeps that rank's whole change instead of a 1/N
-share), which is pWord2Vec's model averaging made fair to rare rows. Measured on the
-17M-word benchmark corpus, 2 ranks: "sum" 37.6% analogy, "mean" 32.0%, one process
-37.8% (BENCHMARKS.md). The learning rate follows the global word count, which the fixed
+How a row's changes combine (:class:`Synchronizer`): they are averaged over the ranks
+that touched the row since its last sync (so a row trained on one rank keeps that rank's
+whole change instead of a 1/N share: pWord2Vec's model averaging made fair to rare
+rows), then multiplied by ``min(touches, cap)``. ``cap=1`` is that plain touch-weighted
+mean; ``cap >= N`` adds every rank's change, as the threads of one machine add theirs
+(Hogwild across ranks). Measured on the 17M-word benchmark corpus (BENCHMARKS.md): the
+mean loses 5.8 analogy points at 2 ranks and 16.6 at 4; the sum matches one process at
+2 ranks and diverges at 4 (each rank's stale change to a frequent row is added N
+times); ``cap=2`` (the default) keeps the sum's quality at 2 ranks and stays stable
+beyond. The learning rate follows the global word count, which the fixed
 schedule makes known in advance: every rank trains the same number of sync groups per
 epoch, and the group sizes of all ranks are summed once.
 
@@ -47,16 +50,12 @@ import numpy as np
 from ..errors import TrainingError
 
 __all__ = [
-    "COMBINE",
     "Group",
     "Synchronizer",
     "head_for_budget",
     "launched_by_mpi",
     "sync_rows",
 ]
-
-#: How the ranks' changes to a row combine at a sync (see :class:`Synchronizer`).
-COMBINE = ("sum", "mean")
 
 #: Environment variables MPI launchers set in every rank (Open MPI, MPICH/Hydra, PMIx/Slurm).
 _LAUNCHER_VARS = ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK")
@@ -243,19 +242,18 @@ class Synchronizer:
 
     ``snapshot(n)`` takes each matrix's change since its last sync on its ``n`` most
     frequent rows, and whether this rank changed each row (the touch count);
-    ``exchange`` sums both over the ranks (one allreduce); ``apply`` adds to each row the
-    summed change (``combine="sum"``) or that sum divided by the number of ranks that
-    touched the row (``"mean"``), while keeping any change this rank made since the
-    snapshot (exchanges may overlap training).
+    ``exchange`` sums both over the ranks (one allreduce); ``apply`` adds to each row
+    the summed change x ``min(touches, cap) / touches``, while keeping any change this
+    rank made since the snapshot (exchanges may overlap training). A model that
+    diverged (NaN or infinite values) stops training with a
+    :class:`~vecserve.errors.TrainingError` rather than reaching the kernels.
     """
 
-    def __init__(
-        self, group: Group, matrices: list[tuple[np.ndarray, bool]], *, combine: str = "sum"
-    ):
-        if combine not in COMBINE:
-            raise TrainingError(f"sync_combine={combine!r}: must be one of {', '.join(COMBINE)}")
+    def __init__(self, group: Group, matrices: list[tuple[np.ndarray, bool]], *, cap: float = 2.0):
+        if not cap >= 1:
+            raise TrainingError(f"sync_cap={cap!r}: must be >= 1")
         self.group = group
-        self.combine = combine
+        self.cap = float(cap)
         self.mats = [_Matrix(w, w.copy(), tail) for w, tail in matrices if w is not None]
         self.syncs = 0
 
@@ -275,11 +273,8 @@ class Synchronizer:
             delta = m.weights[sl] - m.base[sl]
             slices.append(sl)
             deltas.append(delta)
-            if self.combine == "mean":  # one more column: did this rank touch the row
-                touched = np.any(delta != 0, axis=1).astype(np.float32)
-                parts.append(np.column_stack((delta, touched)))
-            else:
-                parts.append(delta)
+            touched = np.any(delta != 0, axis=1).astype(np.float32)  # one more column
+            parts.append(np.column_stack((delta, touched)))
         buf = np.ascontiguousarray(np.concatenate(parts) if len(parts) > 1 else parts[0])
         return _Payload(slices, deltas, buf)
 
@@ -295,10 +290,13 @@ class Synchronizer:
             n = len(delta)
             part = payload.buf[at : at + n]
             at += n
-            if self.combine == "mean":
-                change = part[:, :-1] / np.maximum(part[:, -1:], 1.0)
-            else:
-                change = part  # (the buffer is not used again)
+            touches = part[:, -1:]
+            if not np.isfinite(part).all():
+                raise TrainingError(
+                    "training diverged (the model holds NaN or infinite values): "
+                    "lower alpha or sync_cap, or sync more often (sync_words)"
+                )
+            change = part[:, :-1] * (np.minimum(touches, self.cap) / np.maximum(touches, 1.0))
             m.base[sl] += change
             if exact:
                 m.weights[sl] = m.base[sl]

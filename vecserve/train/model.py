@@ -31,7 +31,7 @@ from ..errors import TrainingError
 from . import _kernels
 from ._blas import single_threaded_blas
 from .corpus import Corpus, check_restartable, shard_corpus
-from .distributed import COMBINE, Exchange, Group, Synchronizer, head_for_budget, sync_rows
+from .distributed import Exchange, Group, Synchronizer, head_for_budget, sync_rows
 from .vocab import (
     alias_table,
     build_vocab,
@@ -64,8 +64,8 @@ class Word2Vec:
     ``comm`` (an ``mpi4py`` communicator, e.g. ``MPI.COMM_WORLD``, or a
     :class:`~vecserve.train.distributed.Group`) trains data-parallel across its ranks:
     each reads its share of the corpus and they average the model every ``sync_words``
-    words a rank trains (see :mod:`vecserve.train.distributed`; ``sync_combine`` "sum"
-    or "mean" says how); ``sync_budget`` bounds the head syncs' traffic per epoch in
+    words a rank trains (see :mod:`vecserve.train.distributed`; ``sync_cap`` says how
+    changes combine); ``sync_budget`` bounds the head syncs' traffic per epoch in
     models (each epoch ends with one whole-model sync on top); ``overlap`` runs each sync's exchange
     while the next words train. ``checkpoint_dir`` saves the model after every epoch;
     ``resume`` continues from the checkpoint there.
@@ -106,7 +106,7 @@ class Word2Vec:
         comm: Any = None,
         sync_words: int = 100_000,
         sync_budget: float = 1.0,
-        sync_combine: str = "sum",
+        sync_cap: float = 2.0,
         overlap: bool = True,
         checkpoint_dir: str | os.PathLike | None = None,
         resume: bool = False,
@@ -134,7 +134,7 @@ class Word2Vec:
         self.group = comm if isinstance(comm, Group) else Group(comm)
         self.sync_words = sync_words
         self.sync_budget = sync_budget
-        self.sync_combine = sync_combine
+        self.sync_cap = sync_cap
         self.overlap = overlap
         self.checkpoint_dir = checkpoint_dir
         self.resume = resume
@@ -186,8 +186,8 @@ class Word2Vec:
             bad("max_vocab_size", "must be >= 1")
         if not self.sync_budget > 0:
             bad("sync_budget", "must be > 0")
-        if self.sync_combine not in COMBINE:
-            bad("sync_combine", f"must be one of {', '.join(COMBINE)}")
+        if not self.sync_cap >= 1:
+            bad("sync_cap", "must be >= 1 (1: average the ranks' changes)")
         if self.resume and not self.checkpoint_dir:
             bad("resume", "needs checkpoint_dir")
 
@@ -359,7 +359,7 @@ class Word2Vec:
         head = len(self.vocab)
         if g.size > 1:
             mats = [(self.syn0, False), (self.syn1neg, False), (self.syn1, True)]
-            sync = Synchronizer(g, mats, combine=self.sync_combine)
+            sync = Synchronizer(g, mats, cap=self.sync_cap)
             head = head_for_budget(len(self.vocab), len(groups), self.sync_budget)
         first_epoch = self._load_checkpoint(sync) if self.resume else 0
 

@@ -1,0 +1,199 @@
+"""Benchmark data-parallel training on MPI: N ranks x T threads against 1 process.
+
+Each configuration ``NxT`` trains skip-gram (HogBatch; vector_size 100, window 5,
+negative 5, sample 1e-4, min_count 5) on the same corpus: ``1xT`` is one process with T
+threads, ``NxT`` with N > 1 is ``mpiexec -n N`` ranks of T threads each (oversubscribed
+when the machine has fewer cores). Rank 0 evaluates analogies (gensim's
+``questions-words.txt``, ``restrict_vocab=30000``) and WordSim-353, and reports the
+training words/s over all ranks, the share of training time spent waiting on syncs,
+and the bytes each rank sent per epoch (a ring allreduce's 2(N-1)/N of each buffer)
+against the synchronised model's size (both float32 matrices).
+
+The table compares every configuration with the first one (the reference, e.g. ``1x2``):
+words/s ratio, analogy and WS-353 differences. Scaling efficiency = words/s ratio /
+(N*T / reference threads).
+
+Usage::
+
+    flock /tmp/vecserve-bench.lock python bench/bench_distributed.py \\
+        ../shared/data/wiki100m.zip --configs 1x2,2x1,4x1
+    # on a 16-core machine:
+    python bench/bench_distributed.py wiki100m.zip --configs 1x2,2x2,4x2,8x2
+
+Results: a Markdown table on stdout, JSON lines in ``bench/out/distributed.jsonl``.
+Where gensim is missing (a bare 16-core machine), ``--save-vectors DIR`` keeps each run's
+30,000 most frequent vectors and the JSON lines in DIR; ``--evaluate DIR`` then scores
+them on a machine with gensim and prints the table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+from bench_train import evaluate, peak_rss_mb, prepare
+
+EVAL_VOCAB = 30_000
+COMMON = {"vector_size": 100, "window": 5, "negative": 5, "sample": 1e-4, "min_count": 5}
+MPIEXEC = os.environ.get("MPIEXEC") or Path(sys.executable).parent / "mpiexec"
+ENV = {**os.environ, "OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
+
+
+def child(spec: dict) -> dict | None:
+    """One configuration, in this rank (every rank runs this; rank 0 reports)."""
+    from vecserve.train import Word2Vec
+    from vecserve.train.distributed import Group
+
+    group = Group.from_environment()
+    params = {**COMMON, "sg": 1, "alpha": 0.025, **spec.get("params", {})}
+    t0 = time.perf_counter()
+    model = Word2Vec(
+        spec["text"], epochs=spec["epochs"], workers=spec["threads"], comm=group, **params
+    )
+    wall = time.perf_counter() - t0
+    if group.rank != 0:
+        return None
+    st = model.train_stats
+    try:
+        analogy, wordsim = evaluate(model.wv)
+    except ImportError:  # no gensim where it ran (the 16-core machine): --evaluate later
+        analogy = wordsim = None
+    if spec.get("save_dir"):  # the vectors analogies look at (restrict_vocab=30000)
+        import numpy as np
+
+        top = min(EVAL_VOCAB, len(model.vocab))
+        np.savez(
+            Path(spec["save_dir"]) / f"{spec['config']}.npz",
+            words=np.array(model.vocab.words[:top]),
+            counts=model.vocab.counts[:top],
+            vectors=model.syn0[:top],
+        )
+    epochs = spec["epochs"]
+    return {
+        "config": spec["config"],
+        "ranks": group.size,
+        "threads": spec["threads"],
+        "params": spec.get("params", {}),
+        "epochs": epochs,
+        "corpus_words": st["corpus_words"],
+        "vocab": len(model.vocab),
+        "wall_s": wall,
+        "train_s": st["train_seconds"],
+        "words_per_s": st["words_per_second"],
+        "sync_share": st.get("sync_share", 0.0),
+        "syncs": st.get("syncs", 0),
+        "bytes_per_epoch": st.get("bytes_sent", 0) / epochs,
+        "model_bytes": st.get("model_bytes", 0),
+        "peak_rss_mb_rank0": peak_rss_mb(),
+        "analogy": analogy,
+        "wordsim": wordsim,
+        "host": platform.node(),
+        "cpus": os.cpu_count(),
+    }
+
+
+def evaluate_saved(path: Path) -> tuple[float, float]:
+    """Analogy and WS-353 of vectors saved by ``--save-vectors`` (the top 30,000 words)."""
+    import numpy as np
+    from gensim.models import KeyedVectors
+
+    z = np.load(path)
+    kv = KeyedVectors(z["vectors"].shape[1], count=len(z["words"]))
+    kv.add_vectors([str(w) for w in z["words"]], z["vectors"])
+    return evaluate(kv)
+
+
+def run(config: str, text: Path, epochs: int, params: dict, extra_mpi: list[str],
+        save_dir: str | None = None) -> dict:  # fmt: skip
+    ranks, threads = (int(x) for x in config.split("x"))
+    spec = {"config": config, "text": str(text), "epochs": epochs, "threads": threads}
+    spec["params"] = params
+    spec["save_dir"] = save_dir
+    cmd = [sys.executable, __file__, "--child", json.dumps(spec)]
+    if ranks > 1:
+        cmd = [str(MPIEXEC), "-n", str(ranks), "--oversubscribe", *extra_mpi, *cmd]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=ENV, check=False)
+    if proc.returncode:
+        sys.exit(f"{config} failed:\n{proc.stderr[-4000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def table(results: list[dict]) -> str:
+    ref = results[0]
+    ref_threads = ref["ranks"] * ref["threads"]
+    out = [
+        "| config | train s | words/s | vs ref | scaling eff. | sync wait | syncs "
+        "| sent/rank/epoch | / model | analogy % | diff | WS-353 | diff |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in results:
+        ratio = r["words_per_s"] / ref["words_per_s"]
+        eff = ratio / (r["ranks"] * r["threads"] / ref_threads)
+        model = r["model_bytes"]
+        per_model = f"{r['bytes_per_epoch'] / model:.2f}x" if model else "-"
+        sent = f"{r['bytes_per_epoch'] / 1e6:.0f} MB" if model else "-"
+        name = r["config"] + (f" {r['params']}" if r["params"] else "")
+        out.append(
+            f"| {name} | {r['train_s']:.1f} | {r['words_per_s']:,.0f} | {ratio:.2f}x "
+            f"| {eff:.2f} | {100 * r['sync_share']:.1f}% | {r['syncs']} | {sent} | {per_model} "
+            f"| {100 * r['analogy']:.2f} | {100 * (r['analogy'] - ref['analogy']):+.2f} "
+            f"| {r['wordsim']:.3f} | {r['wordsim'] - ref['wordsim']:+.3f} |"
+        )
+    return "\n".join(out)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("corpus", nargs="?", help="text8-style corpus (.zip or text file)")
+    ap.add_argument("--configs", default="1x2,2x1,4x1", help="NxT,... (first = reference)")
+    ap.add_argument("--epochs", type=int, default=5)
+    ap.add_argument("--head-mb", type=float, default=None, help="only the first N MB")
+    ap.add_argument("--params", default="{}", help="extra Word2Vec parameters, JSON")
+    ap.add_argument("--mpi-args", default="", help="extra mpiexec arguments")
+    ap.add_argument("--save-vectors", metavar="DIR",
+                    help="save each run's top 30,000 vectors there (for --evaluate)")  # fmt: skip
+    ap.add_argument("--evaluate", metavar="DIR",
+                    help="evaluate the runs of DIR/distributed.jsonl from their saved "
+                    "vectors (runs from a machine without gensim) and print the table")  # fmt: skip
+    ap.add_argument("--child", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.child:
+        res = child(json.loads(args.child))
+        if res is not None:
+            print(json.dumps(res), flush=True)
+        return
+    if args.evaluate:
+        d = Path(args.evaluate)
+        results = [json.loads(x) for x in (d / "distributed.jsonl").read_text().splitlines()]
+        for r in results:
+            r["analogy"], r["wordsim"] = evaluate_saved(d / f"{r['config']}.npz")
+            r["evaluated"] = "top 30,000 words, saved"
+        print(table(results))
+        return
+    if not args.corpus:
+        ap.error("corpus is required")
+    text, _ = prepare(args.corpus, args.head_mb)
+    out_dir = Path(args.save_vectors or Path(__file__).parent / "out")
+    out_dir.mkdir(exist_ok=True, parents=True)
+    results = []
+    params = json.loads(args.params)
+    for config in args.configs.split(","):
+        res = run(config, text, args.epochs, params, args.mpi_args.split(), args.save_vectors)
+        res["corpus"] = text.name
+        results.append(res)
+        print(json.dumps(res), file=sys.stderr, flush=True)
+        with open(out_dir / "distributed.jsonl", "a") as f:
+            f.write(json.dumps(res) + "\n")
+    if all(r["analogy"] is not None for r in results):
+        print(table(results))
+
+
+if __name__ == "__main__":
+    main()
