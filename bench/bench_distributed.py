@@ -105,7 +105,7 @@ def evaluate_saved(path: Path) -> tuple[float, float]:
     from gensim.models import KeyedVectors
 
     z = np.load(path)
-    kv = KeyedVectors(z["vectors"].shape[1], count=len(z["words"]))
+    kv = KeyedVectors(z["vectors"].shape[1])
     kv.add_vectors([str(w) for w in z["words"]], z["vectors"])
     return evaluate(kv)
 

@@ -153,7 +153,7 @@ SYNC_SCRIPT = textwrap.dedent(
         base0 = rng.standard_normal((6, 4)).astype(np.float32)
         base1 = rng.standard_normal((5, 4)).astype(np.float32)
         w0, w1 = base0.copy(), base1.copy()
-        s = Synchronizer(g, [(w0, False), (w1, True)], cap=cap)
+        s = Synchronizer(g, [(w0, False), (w1, True)], cap=cap, coherent=False)
         d0 = np.load(sys.argv[1])[g.rank]
         d1 = np.load(sys.argv[2])[g.rank]
         w0 += d0
@@ -166,7 +166,15 @@ SYNC_SCRIPT = textwrap.dedent(
         s.exchange(payload)
         s.apply(payload)
         out[combine + "-overlap"] = w0.copy()
-    arrays = {"bytes": np.array(g.bytes_sent)}
+    # coherent (the default): rows where the ranks agree are averaged (x cap), rows where
+    # they disagree (orthogonal changes) are added
+    w = np.zeros((2, 3), np.float32)
+    s = Synchronizer(g, [(w, False)], cap=1.0)
+    w[0] = [1.0, 2.0, 3.0]  # every rank: the same change
+    w[1, g.rank] = 1.0  # each rank: its own axis
+    s.sync(2)
+    out["coherent"] = w.copy()
+    arrays = {"bytes": np.array(g.bytes_sent), "coherent": out["coherent"]}
     for c in ("sum", "mean", "cap2"):
         arrays[c + "0"], arrays[c + "1"] = out[c]
         arrays[c + "_overlap"] = out[c + "-overlap"]
@@ -226,6 +234,8 @@ def test_sync_arithmetic_on_known_deltas(tmp_path):
     assert got[0]["sum0"][0] == pytest.approx(base0[0] + [111, 222, 333, 444])
     assert got[0]["mean0"][0] == pytest.approx(base0[0] + np.array([111, 222, 333, 444]) / 3)
     assert got[0]["cap20"][0] == pytest.approx(base0[0] + np.array([111, 222, 333, 444]) * 2 / 3)
+    # coherent: 3 equal changes average to one; 3 orthogonal ones add up
+    np.testing.assert_allclose(got[0]["coherent"], [[1, 2, 3], [1, 1, 1]], rtol=1e-6)
     # every rank holds the same synchronised rows, bit for bit
     for z in got[1:]:
         assert (z["mean0"][:4] == got[0]["mean0"][:4]).all()

@@ -62,6 +62,8 @@ __all__ = ["train"]
               help="Under mpiexec: head-sync traffic per epoch, in models.")  # fmt: skip
 @click.option("--sync-cap", default=2.0, show_default=True, type=float,
               help="Under mpiexec: 1 averages ranks' changes to a row, N adds them.")  # fmt: skip
+@click.option("--sync-coherent/--no-sync-coherent", default=True, show_default=True,
+              help="Under mpiexec: add changes the ranks disagree on.")  # fmt: skip
 @redis_url_option
 @friendly_errors
 def train(corpus, name, save, binary, codec, redis_url, alpha, sg, **options):

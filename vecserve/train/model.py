@@ -63,12 +63,13 @@ class Word2Vec:
 
     ``comm`` (an ``mpi4py`` communicator, e.g. ``MPI.COMM_WORLD``, or a
     :class:`~vecserve.train.distributed.Group`) trains data-parallel across its ranks:
-    each reads its share of the corpus and they average the model every ``sync_words``
-    words a rank trains (see :mod:`vecserve.train.distributed`; ``sync_cap`` says how
-    changes combine); ``sync_budget`` bounds the head syncs' traffic per epoch in
-    models (each epoch ends with one whole-model sync on top); ``overlap`` runs each sync's exchange
-    while the next words train. ``checkpoint_dir`` saves the model after every epoch;
-    ``resume`` continues from the checkpoint there.
+    each reads its share of the corpus and they combine their changes every
+    ``sync_words`` words a rank trains (see :mod:`vecserve.train.distributed`;
+    ``sync_cap`` and ``sync_coherent`` say how); ``sync_budget`` bounds the head syncs'
+    traffic per epoch in models (each epoch ends with one whole-model sync on top);
+    ``overlap`` runs each sync's exchange while the next words train.
+    ``checkpoint_dir`` saves the model after every epoch; ``resume`` continues from the
+    checkpoint there.
 
     Examples
     --------
@@ -107,6 +108,7 @@ class Word2Vec:
         sync_words: int = 100_000,
         sync_budget: float = 1.0,
         sync_cap: float = 2.0,
+        sync_coherent: bool = True,
         overlap: bool = True,
         checkpoint_dir: str | os.PathLike | None = None,
         resume: bool = False,
@@ -135,6 +137,7 @@ class Word2Vec:
         self.sync_words = sync_words
         self.sync_budget = sync_budget
         self.sync_cap = sync_cap
+        self.sync_coherent = sync_coherent
         self.overlap = overlap
         self.checkpoint_dir = checkpoint_dir
         self.resume = resume
@@ -359,7 +362,7 @@ class Word2Vec:
         head = len(self.vocab)
         if g.size > 1:
             mats = [(self.syn0, False), (self.syn1neg, False), (self.syn1, True)]
-            sync = Synchronizer(g, mats, cap=self.sync_cap)
+            sync = Synchronizer(g, mats, cap=self.sync_cap, coherent=self.sync_coherent)
             head = head_for_budget(len(self.vocab), len(groups), self.sync_budget)
         first_epoch = self._load_checkpoint(sync) if self.resume else 0
 
