@@ -20,6 +20,7 @@ endpoint                                 answers
 ``GET /models``, ``GET /models/{name}``  registry metadata, index and ANN status
 ``GET /healthz``, ``/readyz``            process up; store reachable + default model
 ``GET /metrics``                         Prometheus text format
+``GET /``, ``GET /static/{name}``        the explorer page (no API key needed)
 =======================================  ===============================================
 
 ``GET /vectors`` is answered by :class:`VectorsFastRoute`, a plain route ahead of the
@@ -52,6 +53,7 @@ from .ann import AnnManager
 from .connect import connect
 from .errors import BadQuery, ModelNotFound, QueryRejected, TokenNotFound
 from .service.auth import ApiKeyMiddleware, declare_bearer, load_keys
+from .service.explorer import add_explorer_routes
 from .service.deps import (
     AppContext,
     ContextDep,
@@ -330,6 +332,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     _add_vector_routes(app)
     _add_similarity_routes(app)
     _add_service_routes(app, metrics)
+    add_explorer_routes(app)
     if keys:
         plain_openapi = app.openapi
 
