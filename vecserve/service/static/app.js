@@ -66,8 +66,11 @@ function validation(b) {
 }
 
 function show(el, message) {
-  el.textContent = message || "";
-  el.hidden = !message;
+  const global = $("#global-error");
+  // a section does not repeat what the page already says at the top (Redis down)
+  const repeat = el !== global && !global.hidden && message === global.textContent;
+  el.textContent = repeat ? "" : message || "";
+  el.hidden = !message || repeat;
 }
 
 // -- the API, with the key asked once per tab ----------------------------------------------
@@ -172,7 +175,7 @@ async function go(next, { push = true, all = false } = {}) {
   writeURL(state, push);
   fillForms(state);
   const modelChanged = all || changed(prev, next, ["model"]);
-  if (modelChanged) await showModel();
+  if (modelChanged) modelOK = await showModel();
   const jobs = [];
   for (const [name, keys] of Object.entries(SECTIONS)) {
     if (modelChanged || changed(prev, next, keys)) jobs.push(RUN[name]());
@@ -209,6 +212,12 @@ async function loadModels() {
     opt.textContent = `${m.name} — ${m.count.toLocaleString("en")} words, ${m.dim}-d, ${m.codec}`;
     select.append(opt);
   }
+  if (!models.length) {
+    const opt = document.createElement("option");
+    opt.textContent = "(no model)";
+    opt.value = "";
+    select.append(opt);
+  }
   if (!models.length && $("#global-error").hidden) {
     show($("#global-error"), "No model is loaded in this service yet: load one with `vecserve load`.");
   }
@@ -233,11 +242,12 @@ function annText(ann) {
   if (ann.state === "building" && ann.progress) {
     return `building (${Math.round(100 * (ann.progress.share || 0))}%)`;
   }
-  if (!ann.enabled) return "off (serve with --ann)";
+  if (!ann.enabled) return "not enabled";
   return ann.state;
 }
 
 let modelDetail = null;
+let modelOK = true;
 
 async function showModel() {
   const facts = $("#model-facts");
@@ -245,7 +255,7 @@ async function showModel() {
   modelDetail = null;
   show($("#model-error"), "");
   const name = state.model || defaultModel || (models[0] && models[0].name);
-  if (!name) return;
+  if (!name) return true;
   const select = $("#model");
   if (![...select.options].some((o) => o.value === name)) {
     const opt = document.createElement("option");
@@ -266,10 +276,14 @@ async function showModel() {
       fact("source", m.source || "—"),
       fact("approximate search", annText(m.ann)),
     );
+    return true;
   } catch (err) {
     const names = models.map((x) => quote(x.name)).join(", ");
     const more = err.body && err.body.error === "ModelNotFound" && names ? ` Models here: ${names}.` : "";
     show($("#model-error"), err.message + more);
+    // an unknown model: the sections would all repeat this message; other errors (Redis
+    // down, not ready) may pass, so the sections still try and say what they get
+    return !(err.body && err.body.error === "ModelNotFound");
   }
 }
 
@@ -300,7 +314,7 @@ async function runNeighbours() {
   show(mode, "");
   table.hidden = true;
   $("#map-figure").hidden = true;
-  if (!state.word) return;
+  if (!state.word || !modelOK) return;
   const topn = Math.max(1, Math.min(100, parseInt(state.topn || "10", 10) || 10));
   const approx = state.approx === "1";
   let res;
@@ -361,7 +375,7 @@ async function runSimilarity() {
   const err = $("#similarity-error");
   show(err, "");
   out.textContent = "";
-  if (!state.w1 || !state.w2) return;
+  if (!state.w1 || !state.w2 || !modelOK) return;
   try {
     const res = await api("/similarity", { params: { model: modelParam(), w1: state.w1, w2: state.w2 } });
     out.replaceChildren(
@@ -378,7 +392,7 @@ async function runAnalogy() {
   const err = $("#analogy-error");
   show(err, "");
   out.replaceChildren();
-  if (!state.a || !state.b || !state.c) return;
+  if (!state.a || !state.b || !state.c || !modelOK) return;
   try {
     const res = await api("/analogy", {
       params: { model: modelParam(), a: state.a, b: state.b, c: state.c, topn: 5 },
@@ -411,7 +425,7 @@ async function runOdd() {
   const err = $("#odd-error");
   show(err, "");
   out.textContent = "";
-  if (!state.odd) return;
+  if (!state.odd || !modelOK) return;
   const words = state.odd.split(/\s+/).filter(Boolean);
   try {
     const res = await api("/doesnt_match", { params: { model: modelParam() }, body: { words } });
@@ -483,7 +497,7 @@ async function drawMap(word, results) {
   const xy = pca2(res.vectors);
   const W = 640;
   const H = 460;
-  const pad = { l: 30, r: 120, t: 30, b: 30 };
+  const pad = { l: 90, r: 90, t: 34, b: 34 };
   const xs = xy.map((p) => p[0]);
   const ys = xy.map((p) => p[1]);
   const span = (a) => Math.max(...a) - Math.min(...a) || 1;
@@ -493,7 +507,9 @@ async function drawMap(word, results) {
   el("line", { class: "axis", y1: sy(0), y2: sy(0), x1: pad.l / 2, x2: W - pad.l / 2 }, svg);
   const cosine = new Map(results);
   const placed = [];
-  // neighbours first, the query word last (drawn on top)
+  const dots = xy.map(([x, y]) => [sx(x), sy(y)]);
+  // the query word's label is placed first (it gets the best spot), drawn last (on top)
+  labelSpot(dots[0][0], dots[0][1], words[0], true, placed, dots);
   const order = [...words.keys()].slice(1).concat([0]);
   for (const i of order) {
     const w = words[i];
@@ -511,14 +527,8 @@ async function drawMap(word, results) {
     }, svg);
     el("title", {}, g).textContent = label;
     el("circle", { r: isQuery ? 8 : 6 }, g);
-    // labels: right of the point, nudged down while they would overlap one already placed
-    let ly = 4;
-    const lw = 8 * [...w].length + 8;
-    while (placed.some((p) => Math.abs(p.x - x) < Math.max(p.w, lw) && Math.abs(p.y - (y + ly)) < 14)) {
-      ly += 14;
-    }
-    placed.push({ x, y: y + ly, w: lw });
-    el("text", { x: 11, y: ly }, g).textContent = w;
+    const spot = isQuery ? placed[0].spot : labelSpot(x, y, w, false, placed, dots);
+    el("text", { x: spot.dx, y: spot.dy, "text-anchor": spot.anchor }, g).textContent = w;
     const enter = () => tip(svg, x, y, isQuery ? w : `${w} · cosine ${fmt(cosine.get(w))}`);
     g.addEventListener("mouseenter", enter);
     g.addEventListener("focus", enter);
@@ -535,6 +545,45 @@ async function drawMap(word, results) {
     }
   }
   $("#map-figure").hidden = false;
+}
+
+const SPOTS = [
+  { dx: 11, dy: 4, anchor: "start" },
+  { dx: -11, dy: 4, anchor: "end" },
+  { dx: 0, dy: -11, anchor: "middle" },
+  { dx: 0, dy: 20, anchor: "middle" },
+  { dx: 9, dy: -8, anchor: "start" },
+  { dx: 9, dy: 16, anchor: "start" },
+  { dx: -9, dy: -8, anchor: "end" },
+  { dx: -9, dy: 16, anchor: "end" },
+];
+
+/** Where to put a point's label: the first of SPOTS whose box hits no label already
+ * placed, no other point and stays inside the map; else the one that overlaps least. */
+function labelSpot(x, y, word, bold, placed, dots) {
+  const w = (bold ? 9 : 7.6) * [...word].length;
+  const h = bold ? 15 : 13;
+  let best = null;
+  for (const spot of SPOTS) {
+    const left = spot.anchor === "start" ? x + spot.dx : spot.anchor === "end" ? x + spot.dx - w : x - w / 2;
+    const box = { l: left, r: left + w, t: y + spot.dy - h + 2, b: y + spot.dy + 3 };
+    let cost = 0;
+    for (const p of placed) {
+      const ox = Math.min(box.r, p.box.r) - Math.max(box.l, p.box.l);
+      const oy = Math.min(box.b, p.box.b) - Math.max(box.t, p.box.t);
+      if (ox > 0 && oy > 0) cost += ox * oy;
+    }
+    for (const [px, py] of dots) {
+      if ((px !== x || py !== y) && px > box.l - 6 && px < box.r + 6 && py > box.t - 6 && py < box.b + 6) {
+        cost += 60;
+      }
+    }
+    if (box.l < 2 || box.r > 638 || box.t < 2 || box.b > 458) cost += 10000;
+    if (best === null || cost < best.cost) best = { cost, spot, box };
+    if (cost === 0) break;
+  }
+  placed.push(best);
+  return best.spot;
 }
 
 function tip(svg, x, y, text) {
