@@ -73,7 +73,7 @@ def service(redis_url, tmp_path_factory):
     store.client.flushall()
     tokens, vectors = model_arrays()
     load_arrays(tokens, vectors, name="EX", store=store, progress=False, source="explorer-test")
-    args = ["--redis-url", redis_url, "--default-model", "EX", "--log-level", "warning"]
+    args = ["--redis-url", redis_url, "--default-model", "EX", "--ann", "--log-level", "warning"]
     tmp = tmp_path_factory.mktemp("explorer-serve")
     try:
         with serving(args, tmp, env={"VECSERVE_API_KEYS": KEY}) as (base, _log):
@@ -266,6 +266,28 @@ def test_the_page_asks_for_the_api_key_once(open_page, service, shots):
     page.reload()  # kept for the tab's session: no second prompt
     neighbours_on_page(page)
     assert form.is_hidden()
+
+
+def test_approximate_neighbours_show_the_measured_recall(open_page, service, shots):
+    import time
+
+    api(service, "/most_similar", positive="cat", approx="true", model="EX")  # builds the index
+    deadline = time.monotonic() + 60
+    while (ann := api(service, "/models/EX")["ann"])["state"] != "ready":
+        assert time.monotonic() < deadline, ann
+        time.sleep(0.2)
+    recall = f"{ann['recall_at_10']:.3f}"
+    page = open_page("?word=cat&approx=1")
+    got = neighbours_on_page(page)
+    want = api(service, "/most_similar", positive="cat", topn=10, approx="true", model="EX")
+    assert want["approximate"] is True
+    assert got == [(w, f"{s:.4f}") for w, s in want["results"]]
+    assert page.locator("#approx").is_checked()
+    mode = page.locator("#neighbours-mode").inner_text()
+    assert "Approximate" in mode and f"recall@10 {recall}" in mode
+    assert f"ready, recall@10 {recall}" in page.locator("#model-facts").inner_text()
+    page.wait_for_selector("#map-figure:not([hidden])")
+    page.screenshot(path=shots / "10-approximate.png", full_page=True)
 
 
 def test_redis_down_is_a_readable_message(browser, tmp_path, shots):

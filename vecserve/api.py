@@ -53,7 +53,6 @@ from .ann import AnnManager
 from .connect import connect
 from .errors import BadQuery, ModelNotFound, QueryRejected, TokenNotFound
 from .service.auth import ApiKeyMiddleware, declare_bearer, load_keys
-from .service.explorer import add_explorer_routes
 from .service.deps import (
     AppContext,
     ContextDep,
@@ -64,6 +63,7 @@ from .service.deps import (
     fetch_rows,
     resolve_model_name,
 )
+from .service.explorer import add_explorer_routes
 from .service.metrics import Metrics, MetricsMiddleware
 from .service.responses import (
     JSON,

@@ -66,7 +66,7 @@ def key_matches(keys: list[bytes], presented: str | bytes) -> bool:
 
 class ApiKeyMiddleware:
     """Pure ASGI middleware: 401 unless a configured key is presented (health and the
-explorer page's files exempt)."""
+    explorer page's files exempt)."""
 
     def __init__(self, app, *, keys: list[bytes]):
         self.app = app
