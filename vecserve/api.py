@@ -20,6 +20,7 @@ endpoint                                 answers
 ``GET /models``, ``GET /models/{name}``  registry metadata, index and ANN status
 ``GET /healthz``, ``/readyz``            process up; store reachable + default model
 ``GET /metrics``                         Prometheus text format
+``GET /``, ``GET /static/{name}``        the explorer page (no API key needed)
 =======================================  ===============================================
 
 ``GET /vectors`` is answered by :class:`VectorsFastRoute`, a plain route ahead of the
@@ -62,6 +63,7 @@ from .service.deps import (
     fetch_rows,
     resolve_model_name,
 )
+from .service.explorer import add_explorer_routes
 from .service.metrics import Metrics, MetricsMiddleware
 from .service.responses import (
     JSON,
@@ -330,6 +332,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     _add_vector_routes(app)
     _add_similarity_routes(app)
     _add_service_routes(app, metrics)
+    add_explorer_routes(app)
     if keys:
         plain_openapi = app.openapi
 

@@ -1,4 +1,6 @@
-"""API keys: ``Authorization: Bearer <key>`` on every endpoint but the health probes.
+"""API keys: ``Authorization: Bearer <key>`` on every endpoint but the health probes and
+the explorer page's own files (``/``, ``/static/...``: the page must load to ask for a key;
+every JSON call it makes still needs one).
 
 Keys come from ``VECSERVE_API_KEYS`` (comma-separated) and/or a file
 (``VECSERVE_API_KEYS_FILE``, ``vecserve serve --api-keys-file``: one key a line, blank
@@ -23,9 +25,19 @@ import orjson
 
 from ..errors import VecserveError
 
-__all__ = ["OPEN_PATHS", "ApiKeyMiddleware", "key_matches", "load_keys"]
+__all__ = ["OPEN_PATHS", "OPEN_PREFIXES", "ApiKeyMiddleware", "is_open", "key_matches", "load_keys"]
 
-OPEN_PATHS = frozenset({"/healthz", "/readyz"})
+OPEN_PATHS = frozenset({"/healthz", "/readyz", "/"})
+OPEN_PREFIXES = ("/static/",)
+
+
+def is_open(path: str) -> bool:
+    """True for the paths served without a key.
+
+    >>> is_open("/"), is_open("/static/app.js"), is_open("/models"), is_open("/static")
+    (True, True, False, False)
+    """
+    return path in OPEN_PATHS or path.startswith(OPEN_PREFIXES)
 
 
 def load_keys(inline: str | None, path: str | Path | None) -> list[bytes]:
@@ -53,14 +65,15 @@ def key_matches(keys: list[bytes], presented: str | bytes) -> bool:
 
 
 class ApiKeyMiddleware:
-    """Pure ASGI middleware: 401 unless a configured key is presented (health exempt)."""
+    """Pure ASGI middleware: 401 unless a configured key is presented (health and the
+    explorer page's files exempt)."""
 
     def __init__(self, app, *, keys: list[bytes]):
         self.app = app
         self.keys = keys
 
     async def __call__(self, scope, receive, send):
-        if scope["type"] != "http" or scope["path"] in OPEN_PATHS:
+        if scope["type"] != "http" or is_open(scope["path"]):
             await self.app(scope, receive, send)
             return
         header = next((v for k, v in scope["headers"] if k == b"authorization"), None)
@@ -94,7 +107,7 @@ def declare_bearer(openapi: dict) -> dict:
         "description": "One of the service's API keys (VECSERVE_API_KEYS).",
     }
     for path, ops in openapi.get("paths", {}).items():
-        if path in OPEN_PATHS:
+        if is_open(path):
             continue
         for op in ops.values():
             if isinstance(op, dict):

@@ -93,7 +93,8 @@ def settings_env(**options) -> dict[str, str]:
     type=click.Path(dir_okay=False),
     default=None,
     help="Require `Authorization: Bearer <key>` with one of the keys in FILE (one a line) "
-    "on every endpoint but /healthz and /readyz; or set VECSERVE_API_KEYS=k1,k2.",
+    "on every endpoint but /healthz, /readyz and the explorer page; or set "
+    "VECSERVE_API_KEYS=k1,k2.",
 )
 @click.option("--ssl-certfile", type=click.Path(dir_okay=False, exists=True), default=None,
               help="Serve HTTPS with this certificate (PEM).")  # fmt: skip

@@ -59,8 +59,8 @@ class Settings(BaseSettings):
     retry_after: int = Field(5, ge=1, description="Seconds in Retry-After when Redis is down.")
     api_keys: SecretStr | None = Field(
         None,
-        description="Comma-separated API keys; when any is set, every endpoint but /healthz "
-        "and /readyz needs `Authorization: Bearer <key>`.",
+        description="Comma-separated API keys; when any is set, every endpoint but /healthz, "
+        "/readyz and the explorer page's files needs `Authorization: Bearer <key>`.",
     )
     api_keys_file: Path | None = Field(
         None, description="A file of API keys, one a line (# comments and blanks ignored)."
