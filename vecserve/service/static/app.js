@@ -255,7 +255,11 @@ async function showModel() {
   modelDetail = null;
   show($("#model-error"), "");
   const name = state.model || defaultModel || (models[0] && models[0].name);
-  if (!name) return true;
+  if (!name) {
+    // no model listed: none loaded yet, or the models could not be read (said above)
+    facts.append(fact("model", "none to show"));
+    return true;
+  }
   const select = $("#model");
   if (![...select.options].some((o) => o.value === name)) {
     const opt = document.createElement("option");
