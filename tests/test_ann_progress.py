@@ -69,6 +69,9 @@ def test_ready_before_the_ann_build_ends_with_progress_and_flagged_answers(
             assert prog["done"] == 6_000 and prog["total"] == N
             assert prog["share"] == pytest.approx(6_000 / N, abs=1e-4)
             assert prog["vectors_per_s"] > 0 and prog["eta_s"] > 0
+            # another process (the CLI) sees the same build through the cache dir
+            info = _models_info("A", redis_url, tmp_path)["ann"]
+            assert info["state"] == "building" and info["progress"]["done"] == 6_000
             q = {"positive": ["w1"], "topn": 5, "approx": True}
             r = client.post("/most_similar", json=q).json()
             assert r["approximate"] is False and r["approximate_status"] == "building"
@@ -78,8 +81,78 @@ def test_ready_before_the_ann_build_ends_with_progress_and_flagged_answers(
             _wait(lambda: client.get("/models/A").json()["ann"]["state"] == "ready")
             r = client.post("/most_similar", json=q).json()
             assert r["approximate"] is True and "approximate_status" not in r
+            info = _models_info("A", redis_url, tmp_path)["ann"]
+            assert info["state"] == "ready" and info["recall_at_10"] > 0.5
+            assert not list(tmp_path.rglob("*.progress.json"))
     finally:
         gate.set()
+
+
+def _models_info(name, redis_url, cache_dir) -> dict:
+    import json
+    import os
+
+    from tests.api_support import run_vecserve
+
+    env = {**os.environ, "VECSERVE_REDIS_URL": redis_url, "VECSERVE_CACHE_DIR": str(cache_dir)}
+    return json.loads(run_vecserve("models", "info", name, env=env).stdout)
+
+
+HOLDER = """
+import fcntl, json, os, sys, time
+lock, progress = sys.argv[1], sys.argv[2]
+fd = os.open(lock, os.O_RDWR | os.O_CREAT)
+fcntl.flock(fd, fcntl.LOCK_EX)
+open(progress, "w").write(json.dumps({"share": 0.25, "done": 5000, "total": 20000,
+    "vectors_per_s": 1000.0, "eta_s": 15.0, "pid": os.getpid()}))
+print("held", flush=True)
+time.sleep(120)
+"""
+
+
+def test_one_builder_per_index_across_processes(store, model, tmp_path, monkeypatch):
+    """While another process holds an index's build lock, a manager does not build it too:
+    it reports that process's progress, then maps the index it leaves."""
+    import subprocess
+    import sys
+
+    from vecserve.similarity import SimilarityIndex
+
+    monkeypatch.setattr(ann_module, "WAIT_POLL", 0.05)
+    sim = SimilarityIndex.build(store, store.get_model("A"), cache_dir=tmp_path)
+    manager = ann_module.AnnManager(enabled=True)
+    path = manager.path_for(sim)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, str(path) + ".lock", str(path) + ".progress.json"],
+        stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        builds = []
+        real = ann_module.AnnIndex.build
+
+        def counted(cls, *args, **kwargs):
+            builds.append(1)
+            return real(*args, **kwargs)
+
+        monkeypatch.setattr(ann_module.AnnIndex, "build", classmethod(counted))
+        assert manager.get(sim) is None
+        status = _wait(lambda: (st := manager.status(sim)).get("builder") and st)
+        assert status["state"] == "building" and status["progress"]["done"] == 5000
+        assert ann_module.disk_status(path.parent)["state"] == "building"
+        time.sleep(0.3)
+        assert builds == [], "built while another process held the lock"
+        monkeypatch.setattr(ann_module.AnnIndex, "build", real)
+        theirs = ann_module.AnnIndex.build(sim, path=path)  # the other process finishes
+        holder.kill()
+        got = _wait(lambda: manager.ready(sim) and manager.get(sim))
+        assert got.meta["build_seconds"] == theirs.meta["build_seconds"]
+        assert builds == []
+    finally:
+        holder.kill()
+        holder.wait()
+        holder.stdout.close()
+        manager.close()
 
 
 def test_the_index_is_mapped_after_a_restart_not_rebuilt(redis_url, model, tmp_path, monkeypatch):

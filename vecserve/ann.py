@@ -33,6 +33,7 @@ shown in ``GET /models/{name}``.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import logging
 import os
@@ -44,13 +45,16 @@ from pathlib import Path
 
 import numpy as np
 
+from .procs import pid_alive
 from .similarity import SimilarityIndex
 
-__all__ = ["AnnIndex", "AnnManager", "AnnParams", "recall_at_k"]
+__all__ = ["AnnIndex", "AnnManager", "AnnParams", "disk_status", "recall_at_k"]
 
 log = logging.getLogger(__name__)
 
 BUILD_CHUNK = 50_000
+#: Seconds between looks at an index another process is building.
+WAIT_POLL = 1.0
 
 
 @dataclass(frozen=True)
@@ -250,9 +254,11 @@ class BuildProgress:
     total: int
     done: int = 0
     started: float = 0.0
+    file: Path | None = None  # where other processes read it (next to the index)
 
     def __post_init__(self) -> None:
         self.started = time.monotonic()
+        self._write()
 
     def update(self, done: int, total: int) -> None:
         step = max(total // 10, 1)
@@ -262,6 +268,21 @@ class BuildProgress:
                      round(100 * d["share"]), f"{done:,}", f"{total:,}",
                      f"{d['vectors_per_s']:,.0f}", d["eta_s"])  # fmt: skip
         self.done = done
+        self._write()
+
+    def _write(self) -> None:
+        if self.file is None:
+            return
+        data = dict(self.as_dict(), pid=os.getpid(), updated=time.time())
+        tmp = self.file.with_name(f".{self.file.name}.{os.getpid()}")
+        with contextlib.suppress(OSError):  # progress is informative: never fail a build
+            tmp.write_text(json.dumps(data))
+            os.replace(tmp, self.file)
+
+    def remove(self) -> None:
+        if self.file is not None:
+            with contextlib.suppress(OSError):
+                self.file.unlink()
 
     def as_dict(self, done: int | None = None) -> dict:
         done = self.done if done is None else done
@@ -275,6 +296,59 @@ class BuildProgress:
             "vectors_per_s": round(rate, 1),
             "eta_s": None if eta is None else round(eta, 1),
         }
+
+
+def _progress_file(path: Path) -> Path:
+    return path.with_name(path.name + ".progress.json")
+
+
+def _lock_file(path: Path) -> Path:
+    return path.with_name(path.name + ".lock")
+
+
+def disk_status(snapshot: str | os.PathLike, params: AnnParams | None = None) -> dict:
+    """The ANN index of a snapshot directory as any process sees it on disk: ``ready``
+    (with its build metadata and recall), ``building`` (with the builder's progress),
+    or ``absent``. ``vecserve models info`` shows this.
+
+    >>> disk_status("/nonexistent")["state"]
+    'absent'
+    """
+    path = Path(snapshot) / f"ann-{(params or AnnParams()).tag}.usearch"
+    if path.exists():
+        with contextlib.suppress(OSError, ValueError):
+            meta = json.loads(path.with_suffix(".json").read_text())
+            return {"state": "ready", "path": str(path), **meta}
+    with contextlib.suppress(OSError, ValueError):
+        prog = json.loads(_progress_file(path).read_text())
+        if pid_alive(int(prog.get("pid", 0))):
+            return {"state": "building", "path": str(path), "progress": prog}
+    return {"state": "absent", "path": str(path)}
+
+
+class _BuildLock:
+    """An exclusive ``flock`` on ``<index>.lock``: one builder per index among all the
+    processes (workers, restarts, ``vecserve load --ann``) sharing the cache dir; the
+    kernel drops it if the builder dies."""
+
+    def __init__(self, path: Path):
+        self.path = _lock_file(path)
+        self.fd: int | None = None
+
+    def acquire(self) -> bool:
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            return False
+        self.fd = fd
+        return True
+
+    def release(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)  # closing drops the lock
+            self.fd = None
 
 
 class AnnManager:
@@ -305,6 +379,7 @@ class AnnManager:
         self._building: dict[tuple[str, int], threading.Thread] = {}
         self._progress: dict[tuple[str, int], BuildProgress] = {}
         self._failed: dict[tuple[str, int], str] = {}
+        self._waiting: dict[tuple[str, int], Path] = {}  # built by another process
 
     def path_for(self, sim: SimilarityIndex) -> Path | None:
         return None if sim.path is None else Path(sim.path) / f"ann-{self.params.tag}.usearch"
@@ -350,10 +425,30 @@ class AnnManager:
         return ann
 
     def _build(self, sim: SimilarityIndex, key, path: Path | None) -> None:
+        lock = _BuildLock(path) if path is not None else None
         try:
+            while lock is not None and not lock.acquire():
+                # another process builds this index: wait for it (or for its lock to go)
+                self._waiting[key] = path
+                time.sleep(WAIT_POLL)
+                ann = AnnIndex.open(path)
+                if ann is not None:
+                    with self._lock:
+                        self._keep(key, ann)
+                    return
+            self._waiting.pop(key, None)
+            if path is not None and (ann := AnnIndex.open(path)) is not None:
+                with self._lock:  # built by the process we waited for
+                    self._keep(key, ann)
+                return
             log.info("building the ANN index of %s generation %s", *key)
-            prog = self._progress[key] = BuildProgress(total=sim.count)
-            ann = AnnIndex.build(sim, path=path, params=self.params, progress=prog.update)
+            prog = self._progress[key] = BuildProgress(
+                total=sim.count, file=_progress_file(path) if path is not None else None
+            )
+            try:
+                ann = AnnIndex.build(sim, path=path, params=self.params, progress=prog.update)
+            finally:
+                prog.remove()
             with self._lock:
                 self._keep(key, ann)
             log.info("ANN index of %s: recall@10 %.3f", key[0], ann.recall_at_10)
@@ -361,6 +456,9 @@ class AnnManager:
             log.error("building the ANN index of %s failed: %s", key[0], exc)
             self._failed[key] = str(exc)
         finally:
+            if lock is not None:
+                lock.release()
+            self._waiting.pop(key, None)
             self._building.pop(key, None)
             self._progress.pop(key, None)
 
@@ -382,6 +480,11 @@ class AnnManager:
             prog = self._progress.get(key)
             if prog is not None:
                 out["progress"] = prog.as_dict()
+            elif key in self._waiting:  # another process builds it: its progress file
+                theirs = disk_status(self._waiting[key].parent, self.params)
+                if "progress" in theirs:
+                    out["progress"] = theirs["progress"]
+                out["builder"] = "another process"
         elif key in self._failed:
             out.update(state="failed", error=self._failed[key])
         else:

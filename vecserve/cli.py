@@ -273,7 +273,19 @@ def models_info(ctx, name, redis_url):
         info = store.get_model(name)
         data = asdict(info)
         data["created_iso"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(info.created))
+        data["ann"] = _ann_on_disk(info)
         click.echo(json.dumps(data, indent=2, sort_keys=True))
+
+
+def _ann_on_disk(info) -> dict:
+    """The approximate index of this generation in the local cache dir, as the service
+    sees it: ready (recall), building (share, vectors/s, ETA) or absent."""
+    try:
+        from .ann import disk_status
+        from .similarity import snapshot_dir
+    except ImportError:  # the api extra is not installed
+        return {"state": "absent"}
+    return disk_status(snapshot_dir(info))
 
 
 @models.command("delete")

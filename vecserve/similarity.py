@@ -102,6 +102,7 @@ __all__ = [
     "default_cache_dir",
     "encode_items",
     "gensim_argsort",
+    "snapshot_dir",
 ]
 
 REAL = np.float32
@@ -510,6 +511,12 @@ class SimilarityIndex:
         kv.norms = self.norms[:n]
         kv.expandos = {}
         return kv
+
+
+def snapshot_dir(info: ModelInfo, cache_dir: str | os.PathLike | None = None) -> Path:
+    """Where generation *info*'s snapshot (and its ANN index) lives or will live."""
+    root = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+    return root / _dir_name(info)
 
 
 def _dir_name(info: ModelInfo) -> str:
