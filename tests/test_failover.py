@@ -3,6 +3,7 @@ after the promotion, and the client-side caches come back on the new topology.""
 
 from __future__ import annotations
 
+import contextlib
 import time
 
 import numpy as np
@@ -114,3 +115,142 @@ def test_service_cache_comes_back_after_a_failover(replicated, tmp_path):
         np.testing.assert_array_equal(got, vectors[:50])
     with pytest.raises(redis.ConnectionError):
         redis.Redis(port=replicated[1].port, socket_connect_timeout=0.5).ping()
+
+
+def _owner(nodes, slot: int):
+    """The node process serving *slot* (a primary), as a live node sees it."""
+    for p in nodes:
+        try:
+            with redis.Redis(port=p.port, socket_connect_timeout=0.5) as c:
+                rows = c.execute_command("CLUSTER", "SLOTS")
+            break
+        except redis.ConnectionError:
+            continue
+    for lo, hi, primary, *_ in rows:
+        if lo <= slot <= hi:
+            port = int(primary[1])
+            return next(p for p in nodes if p.port == port)
+    raise AssertionError(f"nobody serves slot {slot}")
+
+
+def _move_slot(nodes, slot: int, dest) -> int:
+    """Move *slot* to *dest* the way redis-cli --cluster reshard does (IMPORTING,
+    MIGRATING, MIGRATE the keys a batch at a time, SETSLOT NODE everywhere); returns the
+    keys moved."""
+    src = _owner(nodes, slot)
+    s, d = redis.Redis(port=src.port), redis.Redis(port=dest.port)
+    src_id = s.execute_command("CLUSTER", "MYID").decode()
+    dest_id = d.execute_command("CLUSTER", "MYID").decode()
+    d.execute_command("CLUSTER", "SETSLOT", slot, "IMPORTING", src_id)
+    s.execute_command("CLUSTER", "SETSLOT", slot, "MIGRATING", dest_id)
+    moved = 0
+    while keys := s.execute_command("CLUSTER", "GETKEYSINSLOT", slot, 50):
+        s.execute_command("MIGRATE", "127.0.0.1", dest.port, "", 0, 5000, "KEYS", *keys)
+        moved += len(keys)
+        time.sleep(0.01)  # readers run meanwhile: they meet ASK redirections
+    for p in nodes:
+        with contextlib.suppress(redis.ConnectionError, redis.ResponseError):
+            redis.Redis(port=p.port).execute_command("CLUSTER", "SETSLOT", slot, "NODE", dest_id)
+    s.close()
+    d.close()
+    return moved
+
+
+def test_reads_and_the_cache_carry_on_while_a_slot_moves(replicated):
+    """A slot holding part of the model moves to another primary while a worker reads in
+    a loop: every read is right (redirections are followed), the cache keeps working, and
+    a reload after the move is seen at once (no stale vector)."""
+    import threading
+
+    url = f"redis://127.0.0.1:{replicated[0].port}"
+    vectors = np.random.default_rng(2).standard_normal((len(WORDS), 8)).astype(np.float32)
+    load_arrays(WORDS, vectors, name="S", redis_url=url)
+    kv = RedisKeyedVectors("S", redis_url=url, cache=1000)
+    r = redis.RedisCluster.from_url(url)
+    try:
+        assert kv._get_cache().wait_ready(10)
+        key = next(k for k in r.scan_iter(match="S:*", count=1000) if b"{" in k)
+        slot = r.keyslot(key)
+        dest = next(p for p in replicated[:3] if p is not _owner(replicated, slot))
+        stop, wrong, errors, reads = threading.Event(), [], [], [0]
+
+        def reader():
+            plain = RedisKeyedVectors("S", redis_url=url)  # no cache: every read hits Redis
+            try:
+                while not stop.is_set():
+                    try:
+                        ok = np.array_equal(plain[WORDS], vectors)
+                    except StoreUnavailable as exc:
+                        errors.append(str(exc))
+                        continue
+                    reads[0] += 1
+                    if not ok:
+                        wrong.append(reads[0])
+            finally:
+                plain.close()
+
+        t = threading.Thread(target=reader)
+        t.start()
+        try:
+            moved = _move_slot(replicated, slot, dest)
+            time.sleep(0.3)
+        finally:
+            stop.set()
+            t.join(30)
+        assert moved > 0 and reads[0] > 0
+        assert wrong == [] and errors == [], (wrong[:3], errors[:3])
+        assert _owner(replicated, slot) is dest
+        np.testing.assert_array_equal(kv[WORDS], vectors)  # the cached reader too
+        load_arrays(WORDS, vectors * 3, name="S", redis_url=url)
+        _until(lambda: np.array_equal(kv[WORDS], vectors * 3), 10, "the reload")
+    finally:
+        kv.close()
+        r.close()
+
+
+def test_a_load_interrupted_by_a_failover_resumes(replicated, tmp_path):
+    """A primary dies while `vecserve load` writes: the load ends with one line (or rides
+    the failover out), nothing is visible meanwhile, and `--resume` finishes it; the
+    model equals the file, although the dead primary had acknowledged writes its replica
+    never got (the resume checks the written part and starts again if any is lost)."""
+    import os
+    import subprocess
+    import sys
+
+    from tests.conftest import write_w2v
+
+    url = f"redis://127.0.0.1:{replicated[0].port}"
+    n = 60_000
+    words = [f"t{i}" for i in range(n)]
+    vectors = np.random.default_rng(5).standard_normal((n, 16)).astype(np.float32)
+    path = write_w2v(tmp_path / "m.bin", words, vectors)
+    env = {**os.environ, "VECSERVE_REDIS_URL": url}
+    cmd = [sys.executable, "-m", "vecserve.cli", "load", str(path), "--key", "MID",
+           "--batch-size", "500"]  # fmt: skip
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    r = redis.RedisCluster.from_url(url)
+    try:
+        _until(lambda: r.hget("vecserve:loads", "MID"), 30, "the load to start")
+        _kill_a_primary(replicated)
+        _, err = proc.communicate(timeout=120)
+        print(f"load exit {proc.returncode}: {err.strip()[-300:]}")
+        assert "Traceback" not in err
+        if proc.returncode:
+            assert len(err.strip().splitlines()) == 1 and "--resume" in err, err
+            assert r.hget("vecserve:models", "MID") is None  # nothing visible
+            resumed, attempts = None, 0
+            while resumed is None or resumed.returncode:  # until the cluster settles
+                attempts += 1
+                assert attempts < 40, resumed.stderr
+                time.sleep(0.25)
+                resumed = subprocess.run([*cmd, "--resume"], env=env, capture_output=True,
+                                         text=True, timeout=120)  # fmt: skip
+            assert "Traceback" not in resumed.stderr
+        with RedisKeyedVectors("MID", redis_url=url) as kv:
+            _until(lambda: len(kv) == n, 30, "the committed model")
+            # every vector, also those the dead primary had acknowledged but not replicated
+            (got,), _ = _until(lambda: (kv[words],), 30, "reads")
+            np.testing.assert_array_equal(got, vectors)
+    finally:
+        proc.kill()
+        r.close()

@@ -8,6 +8,7 @@ registry knows nothing of loads in progress beyond reading their records.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import socket
 import time
@@ -38,6 +39,8 @@ from .layout import (
 )
 from .lease import Lease
 from .registry import Store
+
+log = logging.getLogger("vecserve.load")
 
 __all__ = ["LoadSession", "begin_load", "cleanup_loads", "drop_load"]
 
@@ -113,6 +116,29 @@ class LoadSession:
             for key, nbytes in truncations:
                 client.set(key, client.getrange(key, 0, nbytes - 1) if nbytes else b"")
             s.pid, s.host = os.getpid(), socket.gethostname()
+
+    def lost_writes(self) -> int:
+        """How many acknowledged vectors (or vocabulary blobs) the server no longer has.
+
+        On a Redis Cluster with replicas, a primary acknowledges a write before its
+        replica has it; when it dies and the replica takes over, the last writes are gone
+        although the load recorded them. Checked when a load resumes: one EXISTS per hash
+        tag of every written batch (the keys only, no vectors).
+        """
+        s = self.state
+        client = self.store.client
+        with self.store.errors(f"checking the written part of {s.name!r}"):
+            lost = max(0, s.chunks - int(client.llen(vocab_key(s.prefix))))
+            if not s.buckets or lost:
+                return lost
+            info = self._as_info(count=s.written)
+            for tokens in self.store.iter_vocab(info, chunk=50_000):
+                keys = vector_keys(s.prefix, encode_tokens(tokens), s.buckets)
+                pipe = client.pipeline(transaction=False)
+                for idx in group_by_tag(keys):
+                    pipe.execute_command("EXISTS", *[keys[i] for i in idx])
+                lost += len(keys) - sum(int(n) for n in pipe.execute())
+        return lost
 
     def write(
         self,
@@ -306,8 +332,16 @@ def begin_load(
                     f"{state.codec}, now dim {dim} codec {codec}; use --restart"
                 )
             session = LoadSession(store, state, codec_obj, lease)
-            session.rewind()
-            return session
+            lost = session.lost_writes()
+            if not lost:
+                session.rewind()
+                return session
+            log.warning(
+                "the interrupted load of %s lost %s of its %s written vectors (a failover: "
+                "replication is asynchronous); loading it again from the start",
+                name, f"{lost:,}", f"{state.written:,}",
+            )  # fmt: skip
+            restart = True
         if state is not None:
             if not restart:
                 raise LoadInProgress(
