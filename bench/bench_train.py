@@ -38,6 +38,9 @@ RUNS = {
     "gensim-cbow": ("gensim", {"sg": 0, "alpha": 0.05}),
     "ours-cbow": ("ours", {"sg": 0, "alpha": 0.05, "batch": False}),
     "ours-cbow-hogbatch": ("ours", {"sg": 0, "alpha": 0.05, "batch": True}),
+    # hierarchical softmax (Spark MLlib's only mode: no subsampling)
+    "gensim-sghs": ("gensim", {"sg": 1, "hs": 1, "negative": 0, "sample": 0}),
+    "ours-sghs": ("ours", {"sg": 1, "hs": 1, "negative": 0, "sample": 0}),
 }
 COMMON = {"vector_size": 100, "window": 5, "negative": 5, "sample": 1e-4, "min_count": 5}
 WORK = Path(os.environ.get("VECSERVE_BENCH_TMP", "/tmp/vecserve-bench-train"))
