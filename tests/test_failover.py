@@ -226,14 +226,13 @@ def test_a_load_interrupted_by_a_failover_resumes(replicated, tmp_path):
     path = write_w2v(tmp_path / "m.bin", words, vectors)
     env = {**os.environ, "VECSERVE_REDIS_URL": url}
     cmd = [sys.executable, "-m", "vecserve.cli", "load", str(path), "--key", "MID",
-           "--batch-size", "500"]  # fmt: skip
+           "--batch-size", "500", "--retries", "0"]  # fmt: skip
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     r = redis.RedisCluster.from_url(url)
     try:
         _until(lambda: r.hget("vecserve:loads", "MID"), 30, "the load to start")
         _kill_a_primary(replicated)
         _, err = proc.communicate(timeout=120)
-        print(f"load exit {proc.returncode}: {err.strip()[-300:]}")
         assert "Traceback" not in err
         if proc.returncode:
             assert len(err.strip().splitlines()) == 1 and "--resume" in err, err
@@ -249,6 +248,39 @@ def test_a_load_interrupted_by_a_failover_resumes(replicated, tmp_path):
         with RedisKeyedVectors("MID", redis_url=url) as kv:
             _until(lambda: len(kv) == n, 30, "the committed model")
             # every vector, also those the dead primary had acknowledged but not replicated
+            (got,), _ = _until(lambda: (kv[words],), 30, "reads")
+            np.testing.assert_array_equal(got, vectors)
+    finally:
+        proc.kill()
+        r.close()
+
+
+def test_a_load_rides_a_failover_out_by_itself(replicated, tmp_path):
+    """With its default retries, `vecserve load` resumes by itself after the promotion:
+    one line per retry, then the whole model, right."""
+    import os
+    import subprocess
+    import sys
+
+    from tests.conftest import write_w2v
+
+    url = f"redis://127.0.0.1:{replicated[0].port}"
+    n = 60_000
+    words = [f"u{i}" for i in range(n)]
+    vectors = np.random.default_rng(6).standard_normal((n, 16)).astype(np.float32)
+    path = write_w2v(tmp_path / "m.bin", words, vectors)
+    env = {**os.environ, "VECSERVE_REDIS_URL": url}
+    cmd = [sys.executable, "-m", "vecserve.cli", "load", str(path), "--key", "RIDE",
+           "--batch-size", "500"]  # fmt: skip
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    r = redis.RedisCluster.from_url(url)
+    try:
+        _until(lambda: r.hget("vecserve:loads", "RIDE"), 30, "the load to start")
+        _kill_a_primary(replicated)
+        out, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0, err
+        assert "Traceback" not in err and "RIDE: 60,000 vectors" in out
+        with RedisKeyedVectors("RIDE", redis_url=url) as kv:
             (got,), _ = _until(lambda: (kv[words],), 30, "reads")
             np.testing.assert_array_equal(got, vectors)
     finally:

@@ -17,7 +17,7 @@ import time
 import click
 import numpy as np
 
-from .errors import VecserveError
+from .errors import StoreUnavailable, VecserveError
 
 log = logging.getLogger("vecserve")
 
@@ -134,6 +134,14 @@ def cli(quiet: bool) -> None:
     "--progress/--no-progress", default=None, help="Progress bar (default: on a terminal)."
 )
 @click.option(
+    "--retries",
+    type=click.IntRange(min=0),
+    default=3,
+    show_default=True,
+    help="When Redis goes away mid-load (a failover, a restart), resume this many times, "
+    "after 2, 4, 8... seconds.",
+)
+@click.option(
     "--ann",
     is_flag=True,
     help="Then build the similarity snapshot and the approximate (HNSW) index into the "
@@ -142,7 +150,7 @@ def cli(quiet: bool) -> None:
 @redis_url_option
 @friendly_errors
 def load(file, name, fmt, codec, limit, unicode_errors, encoding, resume, restart, batch_size,
-         progress, ann, redis_url):  # fmt: skip
+         progress, retries, ann, redis_url):  # fmt: skip
     """Load a vector FILE into Redis as model --key.
 
     Streams word2vec .bin/.txt (also .gz/.bz2), GloVe, fastText .vec and gensim
@@ -167,11 +175,25 @@ def load(file, name, fmt, codec, limit, unicode_errors, encoding, resume, restar
 
     if resume and restart:
         raise click.UsageError("--resume and --restart exclude each other")
-    info = load_file(
-        file, name=name, redis_url=redis_url, format=fmt, codec=codec, limit=limit,
-        unicode_errors=unicode_errors, encoding=encoding, batch_size=batch_size,
-        resume=resume, restart=restart, progress=progress,
-    )  # fmt: skip
+    for attempt in range(retries + 1):
+        try:
+            info = load_file(
+                file, name=name, redis_url=redis_url, format=fmt, codec=codec, limit=limit,
+                unicode_errors=unicode_errors, encoding=encoding, batch_size=batch_size,
+                resume=resume, restart=restart, progress=progress,
+            )  # fmt: skip
+            break
+        except StoreUnavailable as exc:
+            if attempt == retries:
+                raise
+            wait = 2 ** (attempt + 1)
+            why = str(exc).split(". Load of")[0]
+            click.echo(
+                f"vecserve: {why}; resuming in {wait}s (retry {attempt + 1} of {retries})",
+                err=True,
+            )
+            time.sleep(wait)
+            resume, restart = True, False  # what was written is kept (and checked)
     click.echo(
         f"{info.name}: {info.count:,} vectors x {info.dim} ({info.codec}, {info.source_format}) "
         f"committed as generation {info.generation} in {info.load_seconds:.1f}s"
