@@ -21,7 +21,7 @@ from .errors import VecserveError
 
 log = logging.getLogger("vecserve")
 
-FORMATS = ["auto", "w2v-bin", "w2v-text", "glove", "fasttext", "gensim"]
+FORMATS = ["auto", "w2v-bin", "w2v-text", "glove", "fasttext", "fasttext-bin", "gensim"]
 CODECS = ["f32", "f16", "i8"]
 
 
@@ -145,7 +145,8 @@ def load(file, name, fmt, codec, limit, unicode_errors, encoding, resume, restar
          progress, ann, redis_url):  # fmt: skip
     """Load a vector FILE into Redis as model --key.
 
-    Streams word2vec .bin/.txt (also .gz/.bz2), GloVe, fastText .vec and gensim
+    Streams word2vec .bin/.txt (also .gz/.bz2), GloVe, fastText .vec, native fastText
+    .bin (with its n-gram buckets: unknown words then get vectors) and gensim
     KeyedVectors files in constant memory. The model becomes visible only when every
     vector is in; re-loading an existing model replaces it atomically.
 
@@ -153,6 +154,7 @@ def load(file, name, fmt, codec, limit, unicode_errors, encoding, resume, restar
     Example:
         vecserve load GoogleNews-vectors-negative300.bin.gz --key GOOGLE_W2V
         vecserve load glove.840B.300d.txt --key GLOVE --codec f16
+        vecserve load cc.en.300.bin --key FT --codec f16
         vecserve load GoogleNews-vectors-negative300.bin --key GOOGLE_W2V --ann
     """
     from .loader import load_file

@@ -179,13 +179,15 @@ def _check(f: _File, *, encoding: str, errors: str) -> FastTextBin:
             path, f"n-gram settings minn {minn}, maxn {maxn}, bucket {bucket}", offset=40
         )
     off = _ARGS.size
-    size, nwords, nlabels, _ntokens, pruneidx = _DICT.unpack(f.read(off, _DICT.size, "dictionary"))
+    size, nwords, nlabels, ntokens, pruneidx = _DICT.unpack(f.read(off, _DICT.size, "dictionary"))
     if nlabels:
         raise UnknownFormat(path, f"a supervised fastText model ({nlabels} labels)")
     if size < 0 or nwords != size:
         raise CorruptVectorFile(
             path, f"the dictionary declares {size} entries and {nwords} words", offset=off
         )
+    if ntokens < 0:
+        raise CorruptVectorFile(path, f"the dictionary declares {ntokens} tokens", offset=off + 12)
     if pruneidx > 0:
         raise UnknownFormat(path, "a pruned (quantized) fastText model: load the .bin it was "
                             "quantized from")  # fmt: skip

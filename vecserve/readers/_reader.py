@@ -265,7 +265,7 @@ def _open(
         f, layout = open_fasttext(src, encoding=encoding, errors=unicode_errors)
         count = min(layout.nwords, limit) if limit else layout.nwords
         if resume is not None and not (
-            layout.dict_offset <= resume.offset < layout.matrix_offset and 0 <= records <= count
+            layout.dict_offset <= resume.offset <= layout.matrix_offset and 0 <= records <= count
         ):
             f.close()
             raise ValueError(f"{resume} is not a point in the dictionary of {path}")
