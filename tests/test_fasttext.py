@@ -270,3 +270,46 @@ def test_cli_load_and_models_info(store, redis_url):
     assert res.exit_code == 0, res.output
     data = json.loads(res.output[res.output.index("{") :])
     assert (data["min_n"], data["max_n"], data["ngram_buckets"]) == (3, 6, 100)
+
+
+@pytest.mark.parametrize("phase", ["write_encoded", "write_ngrams"])
+def test_interrupted_load_resumes(store, monkeypatch, phase):
+    from vecserve.store import LoadSession
+
+    path = gensim_data("crime-and-punishment.bin")
+    kv = load_facebook_vectors(path)
+    real = getattr(LoadSession, phase)
+    calls = {"n": 0}
+
+    def flaky(self, *a, **kw):
+        calls["n"] += 1
+        if calls["n"] == 2:
+            raise KeyboardInterrupt
+        return real(self, *a, **kw)
+
+    monkeypatch.setattr(LoadSession, phase, flaky)
+    with pytest.raises(KeyboardInterrupt):
+        load_file(path, name="FT", store=store, batch_size=40, progress=False)
+    monkeypatch.setattr(LoadSession, phase, real)
+    assert store.list_models() == [] and len(store.list_loads()) == 1
+    info = load_file(path, name="FT", store=store, batch_size=40, resume=True, progress=False)
+    assert info.count == len(kv) and info.ngram_buckets == kv.bucket
+    rkv = RedisKeyedVectors("FT", store=store)
+    assert rkv.index_to_key == kv.index_to_key
+    assert np.array_equal(rkv[kv.index_to_key], kv.vectors)
+    np.testing.assert_allclose(rkv["raskolnikovish"], kv["raskolnikovish"], atol=1e-6)
+    store.delete_model("FT")
+    assert store.client.keys("*FT*") == []
+
+
+def test_cluster_load_and_oov(cluster_store):
+    path = gensim_data("toy-model.bin")
+    kv = load_facebook_vectors(path)
+    info = load_file(path, name="FTC", store=cluster_store, progress=False)
+    assert info.buckets and info.ngram_buckets == kv.bucket
+    rkv = RedisKeyedVectors("FTC", store=cluster_store)
+    words = [*kv.index_to_key, "raskolnikovish", "日本語"]
+    want = np.vstack([kv[w] for w in words])
+    np.testing.assert_allclose(rkv[words], want, rtol=0, atol=1e-6)
+    assert np.array_equal(rkv[kv.index_to_key], kv.vectors)
+    cluster_store.delete_model("FTC")
