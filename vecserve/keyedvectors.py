@@ -70,7 +70,6 @@ from .connect import connect
 from .errors import GenerationChanged, ModelNotFound, TokenNotFound
 from .similarity import IndexManager, SimilarityIndex, mean_vector
 from .store import MODELS, ModelInfo, Store
-from .subwords import compose, ngram_buckets
 from .wholematrix import WholeMatrixCalls
 
 __all__ = ["RedisKeyedVectors"]
@@ -292,31 +291,9 @@ class RedisKeyedVectors(WholeMatrixCalls):
     def _fetch_subwords(
         self, store: Store, info: ModelInfo, tokens: list[str]
     ) -> tuple[ModelInfo, np.ndarray, np.ndarray]:
-        """Rows of a fastText model: in-vocabulary rows, or gensim's mean of n-gram rows.
-
-        The words and the n-gram buckets of all of them travel in one MGET (whether a
-        word is in the vocabulary is known only from the reply). Every word has a row.
-        """
-        for attempt in range(2):
-            ids = ngram_buckets(tokens, info.min_n, info.max_n, info.ngram_buckets)
-            flat = np.concatenate(ids) if ids else np.zeros(0, np.uint32)
-            uniq, inverse = np.unique(flat, return_inverse=True)
-            try:
-                got, rows, found = store.read_rows(info, tokens, ngrams=uniq)
-            except GenerationChanged:
-                if attempt:
-                    raise
-                info = self._refresh_info()
-                continue
-            n = len(tokens)
-            mat, in_vocab = rows[:n], found[:n]
-            oov = np.flatnonzero(~in_vocab)
-            if len(oov):
-                local = np.split(inverse, np.cumsum([len(b) for b in ids])[:-1])
-                mat = np.array(mat, copy=True)
-                mat[oov] = compose(None, [local[i] for i in oov.tolist()], rows[n:])
-            return got, mat, np.ones(n, dtype=bool)
-        raise AssertionError("unreachable")
+        """Rows of a fastText model: every word has one (`Store.read_rows_subwords`)."""
+        info, mat, _ = store.read_rows_subwords(info, tokens)
+        return info, mat, np.ones(len(tokens), dtype=bool)
 
     def built_from_subwords(self, keys: Sequence[str]) -> list[bool]:
         """For each key: True when its vector is built from n-grams (not in the vocabulary).
@@ -326,7 +303,8 @@ class RedisKeyedVectors(WholeMatrixCalls):
         info = self._current_info()
         if not info.subwords:
             return [False] * len(keys)
-        return [not self.has_index_for(k) for k in keys]
+        _, _, in_vocab = self._get_store().read_rows(info, list(keys))
+        return (~in_vocab).tolist()
 
     def _lookup(self, keys: Sequence) -> tuple[np.ndarray, np.ndarray]:
         """Rows (zeros where missing) and found-mask of ``keys``; cache-aware."""

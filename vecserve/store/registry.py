@@ -11,6 +11,7 @@ import redis
 from redis.cluster import RedisCluster
 
 from ..errors import GenerationChanged, ModelNotFound, StoreUnavailable, VecserveError
+from ..subwords import compose, ngram_buckets
 from .layout import (
     DEFAULT_CLUSTER_BUCKETS,
     EVENTS,
@@ -232,6 +233,40 @@ class Store:
         raise GenerationChanged(
             f"model {model.name!r} changed generation while it was being read; retry"
         )
+
+    def read_rows_subwords(
+        self, model: ModelInfo, tokens: Sequence[str]
+    ) -> tuple[ModelInfo, np.ndarray, np.ndarray]:
+        """``(info, rows, in_vocab)`` of a fastText model: a row for every token.
+
+        An in-vocabulary word's row is its stored vector; any other word's is gensim's
+        ``FastTextKeyedVectors`` vector: the float32 mean of its n-grams' bucket rows
+        (zeros when it has none). The words and the buckets of all of them travel in one
+        MGET with the registry entry (`read_rows`): whether a word is in the vocabulary
+        is known only from the reply. A model without n-gram buckets: `read_rows`.
+        """
+        for attempt in range(2):
+            if not model.subwords:
+                return self.read_rows(model, tokens)
+            ids = ngram_buckets(tokens, model.min_n, model.max_n, model.ngram_buckets)
+            flat = np.concatenate(ids) if ids else np.zeros(0, np.uint32)
+            uniq, inverse = np.unique(flat, return_inverse=True)
+            try:
+                got, rows, found = self.read_rows(model, tokens, ngrams=uniq)
+            except GenerationChanged:  # a new generation with other n-gram settings
+                if attempt:
+                    raise
+                model = self.model_from_entry(model.name, self.registry_entry(model.name))
+                continue
+            n = len(tokens)
+            mat, in_vocab = rows[:n], found[:n]
+            oov = np.flatnonzero(~in_vocab)
+            if len(oov):
+                local = np.split(inverse, np.cumsum([len(b) for b in ids])[:-1])
+                mat = np.array(mat, copy=True)
+                mat[oov] = compose(None, [local[i] for i in oov.tolist()], rows[n:])
+            return got, mat, in_vocab
+        raise AssertionError("unreachable")
 
     def _fetch_with_entry(
         self, model: ModelInfo, tokens: Sequence[str], ngrams: np.ndarray | None = None
