@@ -313,3 +313,42 @@ def test_cluster_load_and_oov(cluster_store):
     np.testing.assert_allclose(rkv[words], want, rtol=0, atol=1e-6)
     assert np.array_equal(rkv[kv.index_to_key], kv.vectors)
     cluster_store.delete_model("FTC")
+
+
+# -- the HTTP service ----------------------------------------------------------------------
+
+
+@pytest.fixture
+def ft_client(redis_url, store, tmp_path):
+    from vecserve.api import create_app
+    from vecserve.service.settings import Settings
+
+    from .api_support import AppClient
+
+    load_file(gensim_data("crime-and-punishment.bin"), name="FT", store=store, progress=False)
+    settings = Settings(
+        redis_url=redis_url, default_model="FT", cache_dir=tmp_path / "cache", model_ttl=0
+    )
+    with AppClient(create_app(settings)) as client:
+        yield client
+
+
+def test_service_answers_oov_words(ft_client):
+    kv = load_facebook_vectors(gensim_data("crime-and-punishment.bin"))
+    known = kv.index_to_key[5]
+    words = [known, "raskolnikovish", "日本語"]
+    resp = ft_client.post("/vectors", json={"words": words})
+    assert resp.status_code == 200, resp.text
+    body = resp.json()
+    assert body["missing"] == [] and body["subwords"] == ["raskolnikovish", "日本語"]
+    np.testing.assert_allclose(body["vectors"], [kv[w] for w in words], atol=1e-6)
+    resp = ft_client.get("/similarity", params={"w1": known, "w2": "raskolnikovish"})
+    assert resp.status_code == 200, resp.text
+    assert resp.json()["subwords"] == ["raskolnikovish"]
+    assert abs(resp.json()["similarity"] - kv.similarity(known, "raskolnikovish")) < 1e-5
+    resp = ft_client.get("/most_similar", params={"positive": "raskolnikovish", "topn": 5})
+    assert resp.status_code == 200, resp.text
+    got = resp.json()
+    assert got["subwords"] == ["raskolnikovish"]
+    want = kv.most_similar("raskolnikovish", topn=5)
+    assert [k for k, _ in got["results"]] == [k for k, _ in want]
