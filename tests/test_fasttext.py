@@ -214,7 +214,7 @@ def test_one_round_trip_for_words_and_ngrams(store, monkeypatch):
         return pipe
 
     monkeypatch.setattr(store.client, "pipeline", counting)
-    rkv[["night", "raskolnikovish", "unseenword", "日本"]]
+    rkv[["the", "raskolnikovish", "unseenword", "日本"]]
     assert len(calls) == 1
 
 
@@ -352,3 +352,14 @@ def test_service_answers_oov_words(ft_client):
     assert got["subwords"] == ["raskolnikovish"]
     want = kv.most_similar("raskolnikovish", topn=5)
     assert [k for k, _ in got["results"]] == [k for k, _ in want]
+
+
+def test_cli_get_oov_word(store, redis_url):
+    load_file(gensim_data("toy-model.bin"), name="FT", store=store, progress=False)
+    known = load_facebook_vectors(gensim_data("toy-model.bin")).index_to_key[0]
+    res = CliRunner().invoke(
+        cli, ["get", known, "raskolnikovish", "--key", "FT", "--redis-url", redis_url]
+    )
+    assert res.exit_code == 0, res.output
+    lines = res.output.splitlines()
+    assert "from subwords" not in lines[0] and lines[1].endswith("(5 dims, from subwords)")

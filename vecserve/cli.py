@@ -337,6 +337,9 @@ def models_cleanup(ctx, redis_url):
 def get(words, name, as_json, redis_url):
     """Print the vectors of WORDS from model --key (one round trip).
 
+    For a fastText model, words outside its vocabulary get vectors built from their
+    character n-grams (marked "from subwords").
+
     \b
     Example:
         vecserve get king queen --key GOOGLE_W2V
@@ -344,7 +347,11 @@ def get(words, name, as_json, redis_url):
     from .connect import open_store
 
     with open_store(redis_url) as store:
-        info, matrix, found = store.read_rows(store.get_model(name), list(words))
+        info, matrix, in_vocab = store.read_rows_subwords(store.get_model(name), list(words))
+    found = [True] * len(words) if info.subwords else in_vocab.tolist()
+    built = (
+        set() if not info.subwords else {w for w, ok in zip(words, in_vocab, strict=True) if not ok}
+    )
     missing = [w for w, ok in zip(words, found, strict=True) if not ok]
     if as_json:
         click.echo(
@@ -354,7 +361,9 @@ def get(words, name, as_json, redis_url):
         for w, v, ok in zip(words, matrix, found, strict=True):
             if ok:
                 shown = " ".join(f"{x:.4f}" for x in v[:8])
-                click.echo(f"{w}\t[{shown}{' ...' if info.dim > 8 else ''}] ({info.dim} dims)")
+                more = " ..." if info.dim > 8 else ""
+                note = ", from subwords" if w in built else ""
+                click.echo(f"{w}\t[{shown}{more}] ({info.dim} dims{note})")
     if missing:
         raise click.ClickException(f"not in {name}: {', '.join(missing)}")
 
