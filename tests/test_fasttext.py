@@ -11,6 +11,7 @@ vecserve; the supervised ``pang_lee_polarity_fasttext.bin`` is refused.
 from __future__ import annotations
 
 import json
+import os
 import struct
 from pathlib import Path
 
@@ -18,6 +19,8 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 from gensim.models.fasttext import ft_ngram_hashes, load_facebook_vectors
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from vecserve.cli import cli
 from vecserve.errors import CorruptVectorFile, UnknownFormat, VectorFileError
@@ -363,3 +366,49 @@ def test_cli_get_oov_word(store, redis_url):
     assert res.exit_code == 0, res.output
     lines = res.output.splitlines()
     assert "from subwords" not in lines[0] and lines[1].endswith("(5 dims, from subwords)")
+
+
+_FUZZ_SOURCE = Path(gensim_data("toy-model.bin")).read_bytes()
+
+
+@st.composite
+def mutated_bin(draw):
+    data = bytearray(_FUZZ_SOURCE)
+    for _ in range(draw(st.integers(1, 3))):
+        op = draw(st.sampled_from(["truncate", "flip", "insert", "delete", "lie"]))
+        if not data:
+            break
+        i = draw(st.integers(0, len(data) - 1))
+        if op == "truncate":
+            del data[i:]
+        elif op == "flip":
+            data[i] ^= draw(st.integers(1, 255))
+        elif op == "insert":
+            data[i:i] = draw(st.sampled_from([b"\x00", b"\xff", b"a", b"\x00" * 9]))
+        elif op == "delete":
+            del data[i]
+        elif len(data) >= 92:  # a lying int32 in the header or the dictionary's header
+            field = draw(st.sampled_from([4, 8, 36, 40, 44, 48, 64, 68, 72]))
+            value = draw(st.sampled_from([-1, 0, 1, 2, 7, 1 << 20, 2**31 - 1]))
+            struct.pack_into("<i", data, field, value)
+    return bytes(data)
+
+
+@settings(
+    max_examples=int(os.environ.get("VECSERVE_FUZZ_EXAMPLES", "200")),
+    derandomize=os.environ.get("VECSERVE_FUZZ_EXAMPLES") is None,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(mutated_bin())
+def test_fuzzed_bin_reads_or_names_the_problem(tmp_path, data):
+    path = tmp_path / "fuzz.bin"
+    path.write_bytes(data)
+    try:
+        reader, tokens, vectors, ngrams = read_all(path, batch_size=3)
+        assert vectors.shape == (len(tokens), reader.dim) and vectors.dtype == np.float32
+        assert ngrams.shape == (reader.subwords.bucket, reader.dim)
+    except VectorFileError as exc:
+        assert str(path) in str(exc)
+        if isinstance(exc, CorruptVectorFile):
+            assert exc.offset is not None
