@@ -412,3 +412,18 @@ def test_fuzzed_bin_reads_or_names_the_problem(tmp_path, data):
         assert str(path) in str(exc)
         if isinstance(exc, CorruptVectorFile):
             assert exc.offset is not None
+
+
+def test_client_cache_keeps_in_and_has_index_for_apart(store):
+    path = gensim_data("crime-and-punishment.bin")
+    kv = load_facebook_vectors(path)
+    load_file(path, name="FT", store=store, progress=False)
+    with RedisKeyedVectors("FT", store=store, cache=True) as rkv:
+        known = kv.index_to_key[3]
+        for _ in range(2):  # the second time from the cache
+            np.testing.assert_allclose(rkv["raskolnikovish"], kv["raskolnikovish"], atol=1e-6)
+            assert np.array_equal(rkv[known], kv[known])
+            assert not rkv.has_index_for("raskolnikovish") and rkv.has_index_for(known)
+            assert "raskolnikovish" in rkv
+        with pytest.raises(KeyError):
+            rkv.get_index("raskolnikovish")
