@@ -425,7 +425,7 @@ def test_format_override_and_limit_zero(tmp_path):
     assert detect_format(path) == "fasttext"
     tokens, _, _, _, reader = read_all(path, format="w2v-text", limit=0)
     assert reader.format == "w2v-text" and tokens == ["a", "b"]
-    assert FORMATS == ("w2v-bin", "w2v-text", "glove", "fasttext", "gensim")
+    assert FORMATS == ("w2v-bin", "w2v-text", "glove", "fasttext", "fasttext-bin", "gensim")
 
 
 def test_bad_arguments(tmp_path):
@@ -524,8 +524,7 @@ def test_undetectable_format(tmp_path):
     path.write_bytes(b"hello world\nthis is prose\n")
     with pytest.raises(UnknownFormat, match="line 1"):
         open_vectors(path)
-    with pytest.raises(UnknownFormat, match="native fastText"):
-        detect_format(datapath("crime-and-punishment.bin"))
+    assert detect_format(datapath("crime-and-punishment.bin")) == "fasttext-bin"
 
 
 @pytest.mark.parametrize("kind", ["bin", "text"])

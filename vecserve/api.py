@@ -51,7 +51,7 @@ from starlette.routing import BaseRoute, Match
 
 from .ann import AnnManager
 from .connect import connect
-from .errors import BadQuery, ModelNotFound, QueryRejected, TokenNotFound
+from .errors import BadQuery, GenerationChanged, ModelNotFound, QueryRejected, TokenNotFound
 from .service.auth import ApiKeyMiddleware, declare_bearer, load_keys
 from .service.deps import (
     AppContext,
@@ -61,6 +61,7 @@ from .service.deps import (
     SettingsDep,
     StoreHandle,
     fetch_rows,
+    fill_subwords,
     resolve_model_name,
 )
 from .service.explorer import add_explorer_routes
@@ -127,7 +128,7 @@ def _split(values: list[str] | None) -> list[str]:
 
 def _vectors(ctx: AppContext, name: str, words: list[str], policy: str, media: str) -> Response:
     words = _check_words(words, ctx.settings)
-    info, rows, found = fetch_rows(ctx, name, words)
+    info, rows, found, built = fill_subwords(ctx, words, fetch_rows(ctx, name, words))
     n_found = int(found.sum())
     missing_idx = [] if n_found == len(words) else np.flatnonzero(~found).tolist()
     missing = [words[i] for i in missing_idx]
@@ -139,12 +140,18 @@ def _vectors(ctx: AppContext, name: str, words: list[str], policy: str, media: s
     if missing:
         ctx.metrics.inc("vecserve_words_missing_total", len(missing))
     return vectors_response(
-        info, words, rows, missing=missing, missing_idx=missing_idx, media=media
-    )
+        info, words, rows, missing=missing, missing_idx=missing_idx, media=media,
+        subwords=built if info.subwords else None,
+    )  # fmt: skip
 
 
-def _items(raw, index: SimilarityIndex, name: str, *, cosmul: bool = False) -> list:
-    """Parse query items and check every word/position is in the index (404 if not)."""
+def _items(
+    raw, index: SimilarityIndex, name: str, *, cosmul: bool = False, oov: list | None = None
+) -> list:
+    """Parse query items and check every word/position is in the index (404 if not).
+
+    With ``oov`` (a fastText model), words not in the index are collected there instead.
+    """
     if raw is None:
         return []
     if isinstance(raw, str):
@@ -154,7 +161,9 @@ def _items(raw, index: SimilarityIndex, name: str, *, cosmul: bool = False) -> l
         parsed = parse_item(item, dim=index.dim)
         key = parsed[0] if isinstance(parsed, tuple) else parsed
         if isinstance(key, (str, int)) and key not in index:
-            raise TokenNotFound(str(key), name)
+            if oov is None or not isinstance(key, str):
+                raise TokenNotFound(str(key), name)
+            oov.append(key)
         if cosmul and isinstance(parsed, (tuple, int)):
             raise BadQuery("cosmul takes words and vectors only (no positions or weights)")
         out.append(parsed)
@@ -173,19 +182,42 @@ def _query(ctx: AppContext, index: SimilarityIndex, name: str, q: MostSimilarQue
     s = ctx.settings
     if q.topn is not None and q.topn > s.max_topn:
         raise BadQuery(f"topn={q.topn} is over the limit of {s.max_topn}")
-    pos = _items(q.positive, index, name, cosmul=q.cosmul)
-    neg = _items(q.negative, index, name, cosmul=q.cosmul)
+    info = ctx.model(name)
+    oov: list[str] | None = [] if info.subwords else None
+    pos = _items(q.positive, index, name, cosmul=q.cosmul, oov=oov)
+    neg = _items(q.negative, index, name, cosmul=q.cosmul, oov=oov)
+    if oov:
+        pos, neg = _subword_items(ctx, index, info, oov, pos, neg)
     if len(pos) + len(neg) > s.max_words:
         raise BadQuery(f"{len(pos) + len(neg)} query items; the limit is {s.max_words}")
     if not pos and not neg:
         raise QueryRejected("cannot compute mean with no input: give positive and/or negative")
     return {
+        "subwords": list(dict.fromkeys(oov)) if oov is not None else None,
         "positive": pos,
         "negative": neg,
         "topn": q.topn,
         "restrict_vocab": q.restrict_vocab,
         "cosmul": q.cosmul,
     }
+
+
+def _subword_items(ctx: AppContext, index: SimilarityIndex, info, oov: list[str], pos, neg):
+    """A fastText query's out-of-vocabulary words replaced by their unit vectors (gensim
+    normalises each word's vector), read from the index's generation."""
+    words = list(dict.fromkeys(oov))
+    got, rows, _ = ctx.stores.get().read_rows_subwords(info, words)
+    if got.generation != index.generation:
+        raise GenerationChanged(f"model {info.name!r} changed generation; retry")
+    norms = np.linalg.norm(rows, axis=1)
+    vecs = dict(zip(words, rows / np.where(norms > 0, norms, 1)[:, None], strict=True))
+
+    def swap(item):
+        if isinstance(item, tuple) and isinstance(item[0], str) and item[0] in vecs:
+            return (vecs[item[0]], item[1])
+        return vecs[item] if isinstance(item, str) and item in vecs else item
+
+    return [swap(i) for i in pos], [swap(i) for i in neg]
 
 
 def _ann_for(ctx: AppContext, index: SimilarityIndex, q: MostSimilarQuery):
@@ -200,6 +232,7 @@ def _most_similar(ctx: AppContext, name: str, q: MostSimilarQuery) -> dict:
     info = ctx.model(name)
     index = ctx.index(info)
     query = _query(ctx, index, name, q)
+    built = query.pop("subwords")
     ann = _ann_for(ctx, index, q)
     try:
         if ann is not None:
@@ -213,6 +246,8 @@ def _most_similar(ctx: AppContext, name: str, q: MostSimilarQuery) -> dict:
     except ValueError as exc:
         raise QueryRejected(str(exc)) from exc
     out = {"model": info.name, "generation": index.generation, "approximate": ann is not None}
+    if built is not None:
+        out["subwords"] = built
     if q.approx and ann is None:  # answered exactly: say why
         plain = q.topn and not q.restrict_vocab and not q.cosmul
         out["approximate_status"] = (
@@ -233,6 +268,8 @@ def _most_similar_batch(ctx: AppContext, name: str, body: BatchRequest) -> dict:
     info = ctx.model(name)
     index = ctx.index(info)
     queries = [_query(ctx, index, name, q) for q in body.queries]
+    for query in queries:
+        query.pop("subwords")
     ann = [_ann_for(ctx, index, q) for q in body.queries]
     approx = [i for i, a in enumerate(ann) if a is not None]
     exact = [i for i, a in enumerate(ann) if a is None]
@@ -263,12 +300,13 @@ def _small_kv(ctx: AppContext, name: str, words: list[str]):
     from gensim.models import KeyedVectors
 
     unique = list(dict.fromkeys(_check_words(words, ctx.settings)))
-    info, matrix, found = fetch_rows(ctx, name, unique)
+    info, matrix, found, built = fill_subwords(ctx, unique, fetch_rows(ctx, name, unique))
     kv = KeyedVectors(info.dim, count=0)
     present = [w for w, ok in zip(unique, found, strict=True) if ok]
     if present:
         kv.add_vectors(present, matrix[found])
-    return info, kv, [w for w, ok in zip(unique, found, strict=True) if not ok]
+    missing = [w for w, ok in zip(unique, found, strict=True) if not ok]
+    return info, kv, missing, (built if info.subwords else None)
 
 
 # -- the app -------------------------------------------------------------------------------
@@ -463,22 +501,23 @@ def _add_similarity_routes(app: FastAPI) -> None:
     @app.get("/similarity", response_model=SimilarityResponse, responses=responses)
     def similarity(ctx: ContextDep, name: ModelName, w1: str, w2: str):
         """Cosine similarity of two words (gensim's ``similarity``)."""
-        info, kv, missing = _small_kv(ctx, name, [w1, w2])
+        info, kv, missing, built = _small_kv(ctx, name, [w1, w2])
         if missing:
             raise missing_error(name, missing)
-        return json_response(
-            {
-                "model": info.name,
-                "generation": info.generation,
-                "similarity": float(kv.similarity(w1, w2)),
-            }
-        )
+        out = {
+            "model": info.name,
+            "generation": info.generation,
+            "similarity": float(kv.similarity(w1, w2)),
+        }
+        if built is not None:
+            out["subwords"] = built
+        return json_response(out)
 
     @app.post("/n_similarity", response_model=SimilarityResponse, responses=responses)
     def n_similarity(ctx: ContextDep, body: NSimilarityRequest, model: ModelQuery = None):
         """Cosine of the means of two word lists; missing words are skipped, as gensim does."""
         name = resolve_model_name(body.model or model, ctx.settings)
-        info, kv, missing = _small_kv(ctx, name, body.ws1 + body.ws2)
+        info, kv, missing, _ = _small_kv(ctx, name, body.ws1 + body.ws2)
         if not any(w in kv for w in body.ws1) or not any(w in kv for w in body.ws2):
             raise missing_error(name, missing)
         value = float(kv.n_similarity(body.ws1, body.ws2))
@@ -527,7 +566,7 @@ def _add_similarity_routes(app: FastAPI) -> None:
         return json_response(_most_similar_batch(ctx, name, body))
 
     def _doesnt_match(ctx: AppContext, name: str, words: list[str]) -> Response:
-        info, kv, missing = _small_kv(ctx, name, words)
+        info, kv, missing, _ = _small_kv(ctx, name, words)
         if len(kv) == 0:
             raise missing_error(name, missing)
         present = [w for w in words if w in kv]

@@ -21,7 +21,7 @@ from .errors import StoreUnavailable, VecserveError
 
 log = logging.getLogger("vecserve")
 
-FORMATS = ["auto", "w2v-bin", "w2v-text", "glove", "fasttext", "gensim"]
+FORMATS = ["auto", "w2v-bin", "w2v-text", "glove", "fasttext", "fasttext-bin", "gensim"]
 CODECS = ["f32", "f16", "i8"]
 
 
@@ -153,7 +153,8 @@ def load(file, name, fmt, codec, limit, unicode_errors, encoding, resume, restar
          progress, retries, ann, redis_url):  # fmt: skip
     """Load a vector FILE into Redis as model --key.
 
-    Streams word2vec .bin/.txt (also .gz/.bz2), GloVe, fastText .vec and gensim
+    Streams word2vec .bin/.txt (also .gz/.bz2), GloVe, fastText .vec, native fastText
+    .bin (with its n-gram buckets: unknown words then get vectors) and gensim
     KeyedVectors files in constant memory. The model becomes visible only when every
     vector is in; re-loading an existing model replaces it atomically.
 
@@ -161,6 +162,7 @@ def load(file, name, fmt, codec, limit, unicode_errors, encoding, resume, restar
     Example:
         vecserve load GoogleNews-vectors-negative300.bin.gz --key GOOGLE_W2V
         vecserve load glove.840B.300d.txt --key GLOVE --codec f16
+        vecserve load cc.en.300.bin --key FT --codec f16
         vecserve load GoogleNews-vectors-negative300.bin --key GOOGLE_W2V --ann
     """
     from .loader import load_file
@@ -357,6 +359,9 @@ def models_cleanup(ctx, redis_url):
 def get(words, name, as_json, redis_url):
     """Print the vectors of WORDS from model --key (one round trip).
 
+    For a fastText model, words outside its vocabulary get vectors built from their
+    character n-grams (marked "from subwords").
+
     \b
     Example:
         vecserve get king queen --key GOOGLE_W2V
@@ -364,7 +369,11 @@ def get(words, name, as_json, redis_url):
     from .connect import open_store
 
     with open_store(redis_url) as store:
-        info, matrix, found = store.read_rows(store.get_model(name), list(words))
+        info, matrix, in_vocab = store.read_rows_subwords(store.get_model(name), list(words))
+    found = [True] * len(words) if info.subwords else in_vocab.tolist()
+    built = (
+        set() if not info.subwords else {w for w, ok in zip(words, in_vocab, strict=True) if not ok}
+    )
     missing = [w for w, ok in zip(words, found, strict=True) if not ok]
     if as_json:
         click.echo(
@@ -374,7 +383,9 @@ def get(words, name, as_json, redis_url):
         for w, v, ok in zip(words, matrix, found, strict=True):
             if ok:
                 shown = " ".join(f"{x:.4f}" for x in v[:8])
-                click.echo(f"{w}\t[{shown}{' ...' if info.dim > 8 else ''}] ({info.dim} dims)")
+                more = " ..." if info.dim > 8 else ""
+                note = ", from subwords" if w in built else ""
+                click.echo(f"{w}\t[{shown}{more}] ({info.dim} dims{note})")
     if missing:
         raise click.ClickException(f"not in {name}: {', '.join(missing)}")
 

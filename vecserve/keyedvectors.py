@@ -278,12 +278,33 @@ class RedisKeyedVectors(WholeMatrixCalls):
             info = self._current_info()
             return info, np.zeros((0, info.dim), dtype=REAL), np.zeros(0, dtype=bool)
         try:
-            info, mat, found = store.read_rows(info, tokens)
+            if info.subwords:
+                info, mat, found = self._fetch_subwords(store, info, tokens)
+            else:
+                info, mat, found = store.read_rows(info, tokens)
         except ModelNotFound:
             self._info = None
             raise
         self._info, self._info_time = info, time.monotonic()
         return info, mat, found
+
+    def _fetch_subwords(
+        self, store: Store, info: ModelInfo, tokens: list[str]
+    ) -> tuple[ModelInfo, np.ndarray, np.ndarray]:
+        """Rows of a fastText model: every word has one (`Store.read_rows_subwords`)."""
+        info, mat, _ = store.read_rows_subwords(info, tokens)
+        return info, mat, np.ones(len(tokens), dtype=bool)
+
+    def built_from_subwords(self, keys: Sequence[str]) -> list[bool]:
+        """For each key: True when its vector is built from n-grams (not in the vocabulary).
+
+        Always False for models without subwords (their unknown words have no vector).
+        """
+        info = self._current_info()
+        if not info.subwords:
+            return [False] * len(keys)
+        _, _, in_vocab = self._get_store().read_rows(info, list(keys))
+        return (~in_vocab).tolist()
 
     def _lookup(self, keys: Sequence) -> tuple[np.ndarray, np.ndarray]:
         """Rows (zeros where missing) and found-mask of ``keys``; cache-aware."""
@@ -411,14 +432,55 @@ class RedisKeyedVectors(WholeMatrixCalls):
         return out
 
     def has_index_for(self, key) -> bool:
-        if type(key) is str and self._cache is not None and key in self._cache.data:
-            return True
+        """Whether ``key`` is in the vocabulary (for fastText models too, as gensim)."""
         if not isinstance(key, _KEY_TYPES):
             return False
+        info = self._current_info()
+        if info.subwords:  # the cache holds subword-built vectors too: ask Redis
+            token = key if isinstance(key, str) else self._token_at(key)
+            if token is None:
+                return False
+            got, _, found = self._get_store().read_rows(info, [token])
+            self._info = got
+            return bool(found[0])
+        if type(key) is str and self._cache is not None and key in self._cache.data:
+            return True
         return bool(self._lookup([key])[1][0])
 
     def __contains__(self, key) -> bool:
+        """``key in kv``: for a fastText model with n-gram buckets, always True (gensim's
+        ``FastTextKeyedVectors``: every word has a vector); else `has_index_for`."""
+        if self._current_info().subwords:
+            return True
         return self.has_index_for(key)
+
+    def _subword_terms(self, positive, negative):
+        """``most_similar``'s arguments with out-of-vocabulary words of a fastText model
+        replaced by their unit vectors (gensim normalises each word's vector first)."""
+        if not self._current_info().subwords:
+            return positive, negative
+
+        def listed(terms):
+            if terms is None:
+                return []
+            if isinstance(terms, (str, int, np.integer, np.ndarray)):
+                return [terms]
+            return list(terms)
+
+        positive, negative = listed(positive), listed(negative)
+        words = [t[0] if isinstance(t, tuple) else t for t in positive + negative]
+        words = list(dict.fromkeys(w for w in words if isinstance(w, str)))
+        oov = [w for w in words if not self.has_index_for(w)]
+        if not oov:
+            return positive, negative
+        vecs = dict(zip(oov, self.get_vectors(oov, norm=True)[0], strict=True))
+
+        def swap(t):
+            if isinstance(t, tuple) and isinstance(t[0], str) and t[0] in vecs:
+                return (vecs[t[0]], *t[1:])
+            return vecs[t] if isinstance(t, str) and t in vecs else t
+
+        return [swap(t) for t in positive], [swap(t) for t in negative]
 
     def get_mean_vector(
         self, keys, weights=None, pre_normalize=True, post_normalize=False, ignore_missing=True

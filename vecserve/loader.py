@@ -121,8 +121,11 @@ class _Writer:
             tokens, vectors, counts, resume = item
             try:
                 encoded = self.codec.encode(vectors)
-                self.session.write_encoded(tokens, encoded, counts=counts, resume=resume)
-                self.progress.update(len(tokens))
+                if tokens is None:  # fastText n-gram bucket rows from number ``resume``
+                    self.session.write_ngrams(resume, encoded)
+                else:
+                    self.session.write_encoded(tokens, encoded, counts=counts, resume=resume)
+                self.progress.update(len(vectors))
             except BaseException as exc:
                 self.error = exc
 
@@ -130,6 +133,10 @@ class _Writer:
         if self.error is not None:
             raise self.error
         self._q.put((tokens, vectors, counts, resume))
+
+    def put_ngrams(self, first: int, vectors) -> None:
+        """Queue n-gram bucket rows ``first, first + 1, ...`` (after every word)."""
+        self.put(None, vectors, None, first)
 
     def finish(self) -> None:
         """Wait for every queued batch; re-raise the writer's error if it had one."""
@@ -165,13 +172,15 @@ def load_file(
     Parameters
     ----------
     path : path
-        word2vec ``.bin``/``.txt`` (also ``.gz``/``.bz2``), GloVe, fastText ``.vec`` or a
-        gensim ``KeyedVectors.save()`` file.
+        word2vec ``.bin``/``.txt`` (also ``.gz``/``.bz2``), GloVe, fastText ``.vec``,
+        a native fastText ``.bin`` (its n-gram bucket rows are stored too, and its
+        ``min_n``/``max_n``/``bucket`` go to the model's metadata) or a gensim
+        ``KeyedVectors.save()`` file.
     name : str
         Model name: the key prefix (``NAME:token``) and the registry entry.
     redis_url, store
         Where to write; neither means ``$VECSERVE_REDIS_URL`` or the embedded server.
-    format : {"auto", "w2v-bin", "w2v-text", "glove", "fasttext", "gensim"}
+    format : {"auto", "w2v-bin", "w2v-text", "glove", "fasttext", "fasttext-bin", "gensim"}
     codec : {"f32", "f16", "i8"}
     limit : int, optional
         Read at most this many vectors (gensim's ``limit=``).
@@ -206,6 +215,8 @@ def load_file(
         batch_size=1,
     ) as probe:  # fmt: skip
         dim, fmt, declared = probe.dim, probe.format, probe.count
+        sub = probe.subwords
+        ngrams = sub.bucket if sub is not None and sub.max_n > 0 else 0
     session = begin_load(
         store,
         name,
@@ -218,6 +229,12 @@ def load_file(
         resume=resume,
         restart=restart,
     )
+    if ngrams and not session.state.ngram_buckets:
+        try:
+            session.declare_ngrams(min_n=sub.min_n, max_n=sub.max_n, bucket=ngrams)  # type: ignore[union-attr]
+        except BaseException:
+            _abort(session, keep=False)
+            raise
     resume_at = None
     seen: Sequence[str] | Iterator[str] = ()
     if session.written and session.resume_point:
@@ -225,7 +242,8 @@ def load_file(
         seen = session.seen_tokens()
         log.info("resuming the load of %s after %s vectors", name, f"{session.written:,}")
     batch = batch_size or max(64, DEFAULT_BATCH_BYTES // (4 * dim))
-    prog = Progress(total=declared, desc=f"loading {name}", enabled=progress)
+    total = None if declared is None else declared + ngrams
+    prog = Progress(total=total, desc=f"loading {name}", enabled=progress)
     prog.done = session.written
     try:
         with open_vectors(
@@ -236,6 +254,9 @@ def load_file(
             try:
                 for b in reader:
                     writer.put(b.tokens, b.vectors, b.counts, _resume_dict(b.resume))
+                if ngrams:  # fastText: the n-gram bucket rows, after the words
+                    for first, rows in reader.subwords.batches(batch):  # type: ignore[union-attr]
+                        writer.put_ngrams(first, rows)
             except BaseException:
                 with contextlib.suppress(BaseException):
                     writer.finish()

@@ -107,12 +107,17 @@ class WholeMatrixCalls:
             f"similarity service {url}: HTTP {exc.code}: {detail}", status=exc.code
         )
 
+    def _subword_terms(self, positive, negative):
+        """Hook: a fastText model's out-of-vocabulary words as vectors (identity here)."""
+        return positive, negative
+
     def most_similar(self, positive=None, negative=None, topn=10, clip_start=0, clip_end=None,
                      restrict_vocab=None, indexer=None):  # fmt: skip
         """gensim's ``most_similar`` (all argument forms); see the module docstring for where
         it is computed. ``[(key, similarity), ...]``, or an array when ``topn=None``."""
         if isinstance(topn, int) and topn < 1:
             return []
+        positive, negative = self._subword_terms(positive, negative)
         if indexer is not None and isinstance(topn, int):
             keys, weight = split_weights(positive, negative)
             normed = self._vectors_of(keys, norm=True)

@@ -7,6 +7,8 @@ w2v-bin     ``count dim`` line, then ``token<space><dim x <f4>``     ``load_word
                                                                      ``(binary=True)``
 w2v-text    ``count dim`` line, then ``token f1 ... fdim`` lines     ``load_word2vec_format``
 fasttext    ``.vec``: w2v-text whose lines often end with a space    ``load_word2vec_format``
+fasttext-   Facebook's native ``.bin`` (magic 793712314): args,      ``load_facebook_vectors``
+bin         dictionary, input matrix (words + n-gram buckets)        (``.vectors``)
 glove       no header; ``token f1 ... fdim`` lines                   ``load_word2vec_format``
                                                                      ``(no_header=True)``
 gensim      a ``KeyedVectors.save()`` pickle (+ ``.npy`` files)      ``KeyedVectors.load``
@@ -36,7 +38,8 @@ record before it was yielded, so a loader can stop cleanly at the first bad one.
 
 One module per concern: ``_source`` (file, decompression, checksum), ``_sniff``
 (recognising formats), ``_binary``, ``_text``, ``_gensim`` (one per format family),
-``_dedup`` (duplicates), ``_reader`` (`open_vectors`), ``_types``.
+``_fasttext`` (native fastText ``.bin``; ``VectorReader.subwords`` gives its n-gram
+settings and bucket rows), ``_dedup`` (duplicates), ``_reader`` (`open_vectors`), ``_types``.
 
 >>> with open_vectors("GoogleNews-vectors-negative300.bin.gz") as reader:  # doctest: +SKIP
 ...     for batch in reader:

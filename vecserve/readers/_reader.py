@@ -10,9 +10,12 @@ from itertools import islice
 from types import TracebackType
 from typing import Any
 
+import numpy as np
+
 from ..errors import CorruptVectorFile, UnknownFormat, VectorFileError
 from ._binary import binary_batches
 from ._dedup import TokenSet
+from ._fasttext import FastTextBin, fasttext_batches, ngram_batches, open_fasttext
 from ._gensim import gensim_batches, load_keyed_vectors, side_files
 from ._sniff import FORMATS, glove_dim, parse_header, sniff
 from ._source import SNIFF, Source
@@ -54,6 +57,7 @@ class VectorReader:
         seen: TokenSet | None,
         extra_files: list[str] | None = None,
         bytes_read: Callable[[], int] | None = None,
+        subwords: _Subwords | None = None,
     ):
         self.path = src.path
         self.format = format
@@ -66,6 +70,7 @@ class VectorReader:
         self.size_bytes = src.size_bytes + sum(os.path.getsize(f) for f in self._extra_files)
         self._bytes_read = bytes_read or (lambda: src.bytes_read)
         self._batches = self._dedup(batches) if seen is not None else batches
+        self.subwords = subwords
 
     @property
     def bytes_read(self) -> int:
@@ -111,6 +116,8 @@ class VectorReader:
     def close(self) -> None:
         """Close the file; iteration stops."""
         self._batches.close()
+        if self.subwords is not None:
+            self.subwords.close()
         self._src.close()
 
     def __enter__(self) -> VectorReader:
@@ -126,6 +133,27 @@ class VectorReader:
 
     def __repr__(self) -> str:
         return f"<VectorReader {self.format} {self.path!r} dim={self.dim} count={self.count}>"
+
+
+class _Subwords:
+    """A fastText ``.bin``'s n-gram settings and bucket rows (``VectorReader.subwords``).
+
+    ``min_n``, ``max_n`` and ``bucket`` as in gensim's ``FastTextKeyedVectors``;
+    `batches` yields ``(first bucket, float32 rows)`` over all ``bucket`` rows.
+    """
+
+    def __init__(self, f, layout: FastTextBin):
+        self._f = f
+        self.layout = layout
+        self.min_n, self.max_n, self.bucket = layout.min_n, layout.max_n, layout.bucket
+
+    def batches(self, batch_size: int) -> Iterator[tuple[int, np.ndarray]]:
+        return ngram_batches(self._f, self.layout, batch_size=batch_size)
+
+    def close(self) -> None:
+        if self._f.fd >= 0:
+            self._f.close()
+            self._f.fd = -1
 
 
 def open_vectors(
@@ -233,6 +261,28 @@ def _open(
         raise CorruptVectorFile(path, "the file is empty", offset=0)
     fmt = sniff(prefix, path, encoding) if format == "auto" else format
     records = resume.records if resume else 0
+    if fmt == "fasttext-bin":
+        f, layout = open_fasttext(src, encoding=encoding, errors=unicode_errors)
+        count = min(layout.nwords, limit) if limit else layout.nwords
+        if resume is not None and not (
+            layout.dict_offset <= resume.offset <= layout.matrix_offset and 0 <= records <= count
+        ):
+            f.close()
+            raise ValueError(f"{resume} is not a point in the dictionary of {path}")
+        sub = _Subwords(f, layout)
+        batches = fasttext_batches(
+            f, layout, count=count, records=records,
+            resume_offset=resume.offset if resume else None, batch_size=batch_size,
+            encoding=encoding, errors=unicode_errors,
+        )  # fmt: skip
+        seen = TokenSet()
+        it = iter(seen_tokens)
+        while chunk := list(islice(it, 1 << 16)):
+            seen.add_new(chunk)
+        return VectorReader(
+            src, batches, format=fmt, dim=layout.dim, count=count, seen=seen,
+            bytes_read=lambda: f.done, subwords=sub,
+        )  # fmt: skip
     if fmt == "gensim":
         kv = load_keyed_vectors(path, compressed=src.compression is not None)
         count = min(len(kv), limit) if limit else len(kv)

@@ -10,7 +10,7 @@ from ._source import SNIFF, Source
 __all__ = ["FORMATS", "detect_format", "glove_dim", "parse_header", "sniff"]
 
 #: The formats `open_vectors` reads, by the names its ``format=`` accepts besides "auto".
-FORMATS = ("w2v-bin", "w2v-text", "glove", "fasttext", "gensim")
+FORMATS = ("w2v-bin", "w2v-text", "glove", "fasttext", "fasttext-bin", "gensim")
 
 _PICKLE_PROTOCOLS = b"\x02\x03\x04\x05"
 _FASTTEXT_MAGIC = (793712314).to_bytes(4, "little")  # fastText's own .bin models
@@ -50,9 +50,7 @@ def sniff(prefix: bytes, path: str, encoding: str) -> str:
     if prefix[:1] == b"\x80" and prefix[1:2] and prefix[1] in _PICKLE_PROTOCOLS:
         return "gensim"
     if prefix[:4] == _FASTTEXT_MAGIC:
-        raise UnknownFormat(
-            path, "a native fastText .bin model, not word2vec binary: load its .vec file, or "
-            "save it with gensim's KeyedVectors.save() (format 'gensim')")  # fmt: skip
+        return "fasttext-bin"
     first, _, rest = prefix.partition(b"\n")
     if parse_header(first, encoding) is not None:
         name = path.lower().removesuffix(".gz").removesuffix(".bz2")
@@ -77,7 +75,8 @@ def sniff(prefix: bytes, path: str, encoding: str) -> str:
 def detect_format(path: str | os.PathLike[str], *, encoding: str = "utf-8") -> str:
     """Recognise a vector file's format from its content (decompressing gzip/bz2).
 
-    A pickle is a gensim ``KeyedVectors.save()`` file; a first line of two integers is a
+    A pickle is a gensim ``KeyedVectors.save()`` file; fastText's magic number is a
+    native fastText model (``fasttext-bin``, with its subwords); a first line of two integers is a
     word2vec header, followed by a text line (``w2v-text``, or ``fasttext`` for a
     ``.vec`` name) or by binary floats (``w2v-bin``); a first line of a token and numbers
     is GloVe.

@@ -23,6 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Annotated, Any, TypeVar
 
+import numpy as np
 from fastapi import Depends, HTTPException, Query, Request
 from starlette.concurrency import run_in_threadpool
 
@@ -285,6 +286,31 @@ def fetch_rows(ctx: AppContext, name: str, words: list[str]) -> Rows:
         ctx.metrics.inc("vecserve_cache_hits_total", hits, cache="vectors")
         ctx.metrics.inc("vecserve_cache_misses_total", len(words) - hits, cache="vectors")
     return info, rows, found
+
+
+def fill_subwords(
+    ctx: AppContext, words: list[str], rows: Rows
+) -> tuple[ModelInfo, np.ndarray, np.ndarray, list[str]]:
+    """fastText models: the vectors of the words `fetch_rows` did not find, built from
+    their n-grams (:meth:`Store.read_rows_subwords`); ``(info, rows, found, built)``.
+
+    One more round trip, only when a word is missing. Should a re-load have committed
+    in between, every word is read again from the new generation.
+    """
+    info, mat, found = rows
+    if not info.subwords or found.all():
+        return info, mat, found, []
+    store = ctx.stores.get()
+    idx = np.flatnonzero(~found)
+    got, sub, _ = store.read_rows_subwords(info, [words[i] for i in idx])
+    if got.generation == info.generation:
+        mat = np.array(mat, copy=True)
+        mat[idx] = sub
+        built = [words[i] for i in idx.tolist()]
+    else:
+        got, mat, in_vocab = store.read_rows_subwords(got, words)
+        built = [w for w, ok in zip(words, in_vocab, strict=True) if not ok]
+    return got, mat, np.ones(len(words), dtype=bool), built
 
 
 async def get_context(request: Request) -> AppContext:

@@ -220,19 +220,24 @@ def vectors_response(
     missing: list[str],
     missing_idx: list[int],
     media: str,
+    subwords: list[str] | None = None,
 ) -> Response:
-    """The /vectors answer: ``words`` and their float32 ``rows`` (zeros where missing)."""
+    """The /vectors answer: ``words`` and their float32 ``rows`` (zeros where missing).
+
+    ``subwords``: for a fastText model, the words whose vectors were built from n-grams.
+    """
     if media == JSON:
-        return json_response(
-            {
-                "model": info.name,
-                "generation": info.generation,
-                "dim": info.dim,
-                "words": words,
-                "vectors": rows,
-                "missing": missing,
-            }
-        )
+        body = {
+            "model": info.name,
+            "generation": info.generation,
+            "dim": info.dim,
+            "words": words,
+            "vectors": rows,
+            "missing": missing,
+        }
+        if subwords is not None:
+            body["subwords"] = subwords
+        return json_response(body)
     raw = rows.astype("<f4", copy=False).tobytes()
     if media == NPY:
         head = io.BytesIO()
@@ -247,4 +252,6 @@ def vectors_response(
         "X-Vecserve-Missing": ",".join(quote(w, safe="") for w in missing),
         "X-Vecserve-Missing-Index": ",".join(map(str, missing_idx)),
     }
+    if subwords is not None:
+        headers["X-Vecserve-Subwords"] = ",".join(quote(w, safe="") for w in subwords)
     return Response(raw, media_type=media, headers=headers)

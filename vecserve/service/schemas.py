@@ -150,6 +150,9 @@ class VectorsResponse(BaseModel):
     words: list[str] = Field(description="The word of each row of `vectors`.")
     vectors: list[list[float]]
     missing: list[str] = Field(description="Requested words not in the model.")
+    subwords: list[str] | None = Field(
+        None, description="fastText models: the words whose vectors were built from their "
+        "character n-grams (not in the vocabulary).")  # fmt: skip
 
 
 class MostSimilarQuery(BaseModel):
@@ -184,6 +187,9 @@ class MostSimilarResponse(BaseModel):
         description="When approx was asked but the answer is exact: why (building, "
         "absent, disabled, failed, or not applicable to this query).",
     )
+    subwords: list[str] | None = Field(
+        None, description="fastText models: the words whose vectors were built from their "
+        "character n-grams (not in the vocabulary).")  # fmt: skip
 
 
 class BatchResponse(BaseModel):
@@ -200,6 +206,9 @@ class SimilarityResponse(BaseModel):
     generation: int
     similarity: float
     missing: list[str] = []
+    subwords: list[str] | None = Field(
+        None, description="fastText models: the words whose vectors were built from their "
+        "character n-grams (not in the vocabulary).")  # fmt: skip
 
 
 class NSimilarityRequest(_Body):

@@ -6,12 +6,17 @@ of one generation of a model; see :mod:`vecserve.store`)::
     P:token                  encoded vector bytes (the model's codec), a string key
     P:{b}:token              the same on Redis Cluster: b = crc32(token) % buckets is a
                              hash tag, so a batch needs one MGET per bucket, not per slot
+    P#i                      fastText models: encoded vector of n-gram bucket i (P#{b}:i
+                             on a cluster, b = i % buckets); '#' is in no model name and
+                             no prefix, so these never meet a token's key
     vecserve:models          hash    name -> JSON ModelInfo of the COMMITTED generation
     vecserve:loads           hash    name -> JSON LoadState of an unfinished load
     vecserve:generation      hash    name -> last generation number handed out
     vecserve:vocab:P         list    one blob per written batch: the batch's tokens
     vecserve:vocabn:P        string  uint32 little-endian token count of each blob
     vecserve:counts:P        string  int64 little-endian counts, in vocabulary order
+    vecserve:ngrams:P        string  number of n-gram bucket keys P#i the generation has
+                             (set before the first is written, so a delete finds them)
     vecserve:trash           set     prefixes whose keys are being deleted
     vecserve:lock:name       string  lease of the process loading ``name``
     vecserve:events          pub/sub JSON on every commit and delete
@@ -71,6 +76,23 @@ def counts_key(prefix: str) -> str:
     return f"{NS}:counts:{prefix}"
 
 
+def ngrams_key(prefix: str) -> str:
+    return f"{NS}:ngrams:{prefix}"
+
+
+def ngram_keys(prefix: str, ids: np.ndarray | Sequence[int], buckets: int = 0) -> list[bytes]:
+    """Key names of n-gram bucket rows ``ids`` of the generation with this prefix.
+
+    >>> ngram_keys("FT", [7]), ngram_keys("FT", [7], 128)
+    ([b'FT#7'], [b'FT#{7}:7'])
+    """
+    p = prefix.encode() + b"#"
+    ids = np.asarray(ids, dtype=np.int64).tolist()
+    if not buckets:
+        return [b"%s%d" % (p, i) for i in ids]
+    return [b"%s{%d}:%d" % (p, i % buckets, i) for i in ids]
+
+
 def model_key_patterns(name: str) -> list[str]:
     """Glob patterns of every key a load of model ``name`` writes (for Redis ACLs).
 
@@ -78,12 +100,12 @@ def model_key_patterns(name: str) -> list[str]:
     and counts, and its lease; not the registry hashes every load shares
     (:data:`SHARED_METADATA`). Model names hold no glob characters.
 
-    >>> model_key_patterns("W2V")[:2]
-    ['W2V:*', 'W2V~*']
+    >>> model_key_patterns("W2V")[:3]
+    ['W2V:*', 'W2V~*', 'W2V#*']
     """
     validate_model_name(name)
-    out = [f"{name}:*", f"{name}~*"]
-    for key in (vocab_key, vocab_sizes_key, counts_key):
+    out = [f"{name}:*", f"{name}~*", f"{name}#*"]
+    for key in (vocab_key, vocab_sizes_key, counts_key, ngrams_key):
         out += [key(name), key(f"{name}~*")]
     return [*out, lock_key(name)]
 
@@ -183,6 +205,15 @@ class ModelInfo(_JsonRecord):
     created: float = 0.0
     load_seconds: float = 0.0
     duplicates: int = 0
+    # fastText subwords (gensim's FastTextKeyedVectors.min_n, max_n, bucket); 0: none
+    min_n: int = 0
+    max_n: int = 0
+    ngram_buckets: int = 0
+
+    @property
+    def subwords(self) -> bool:
+        """True for a fastText model whose out-of-vocabulary words get vectors."""
+        return self.ngram_buckets > 0
 
     @property
     def codec_obj(self) -> Codec:
@@ -224,6 +255,9 @@ class LoadState(_JsonRecord):
     updated: float = 0.0
     host: str = ""
     pid: int = 0
+    min_n: int = 0
+    max_n: int = 0
+    ngram_buckets: int = 0
 
 
 _CRED_RE = re.compile(r"(\w+://)([^:@/\s]*)(:[^@/\s]*)?@")

@@ -11,6 +11,7 @@ import redis
 from redis.cluster import RedisCluster
 
 from ..errors import GenerationChanged, ModelNotFound, StoreUnavailable, VecserveError
+from ..subwords import compose, ngram_buckets
 from .layout import (
     DEFAULT_CLUSTER_BUCKETS,
     EVENTS,
@@ -25,6 +26,8 @@ from .layout import (
     encode_tokens,
     group_by_tag,
     lock_key,
+    ngram_keys,
+    ngrams_key,
     redact_url,
     translate_errors,
     unpack_vocab,
@@ -186,6 +189,7 @@ class Store:
         *,
         follow: bool = True,
         attempts: int = 5,
+        ngrams: np.ndarray | None = None,
     ) -> tuple[ModelInfo, np.ndarray, np.ndarray]:
         """``(info, rows, found)``: float32 rows of ``tokens``, all of ONE generation.
 
@@ -201,31 +205,79 @@ class Store:
         generation (at most ``attempts`` times, else :class:`GenerationChanged`);
         ``follow=False`` raises :class:`GenerationChanged` at once. A model deleted
         meanwhile raises :class:`ModelNotFound`. Missing words are zero rows.
+
+        ``ngrams`` (fastText models): n-gram bucket numbers whose rows are read in the
+        same MGET; they come after the tokens' rows in ``rows`` and ``found``. A new
+        generation with other n-gram settings raises :class:`GenerationChanged` (the
+        caller computes the buckets again).
         """
+        extra = np.zeros(0, np.int64) if ngrams is None else np.asarray(ngrams, np.int64)
         for _ in range(attempts):
-            if not tokens:
+            ids = extra if model.ngram_buckets else extra[:0]
+            if not tokens and not len(ids):
                 values: list[bytes | None] = []
                 raw = self.registry_entry(model.name)
             else:
-                values, raw = self._fetch_with_entry(model, tokens)
+                values, raw = self._fetch_with_entry(model, tokens, ids)
             current = self.model_from_entry(model.name, raw)
             if current.generation == model.generation and current.prefix == model.prefix:
-                rows, found = _decode(model, values, tokens)
+                what = [*tokens, *(f"n-gram bucket {i}" for i in ids.tolist())]
+                rows, found = _decode(model, values, what)
                 return model, rows, found
-            if not follow:
-                break
+            settings = (current.min_n, current.max_n, current.ngram_buckets)
+            if not follow or (
+                len(extra) and settings != (model.min_n, model.max_n, model.ngram_buckets)
+            ):
+                break  # n-gram buckets are the caller's to compute again
             model = current
         raise GenerationChanged(
             f"model {model.name!r} changed generation while it was being read; retry"
         )
 
-    def _fetch_with_entry(
+    def read_rows_subwords(
         self, model: ModelInfo, tokens: Sequence[str]
+    ) -> tuple[ModelInfo, np.ndarray, np.ndarray]:
+        """``(info, rows, in_vocab)`` of a fastText model: a row for every token.
+
+        An in-vocabulary word's row is its stored vector; any other word's is gensim's
+        ``FastTextKeyedVectors`` vector: the float32 mean of its n-grams' bucket rows
+        (zeros when it has none). The words and the buckets of all of them travel in one
+        MGET with the registry entry (`read_rows`): whether a word is in the vocabulary
+        is known only from the reply. A model without n-gram buckets: `read_rows`.
+        """
+        for attempt in range(2):
+            if not model.subwords:
+                return self.read_rows(model, tokens)
+            ids = ngram_buckets(tokens, model.min_n, model.max_n, model.ngram_buckets)
+            flat = np.concatenate(ids) if ids else np.zeros(0, np.uint32)
+            uniq, inverse = np.unique(flat, return_inverse=True)
+            try:
+                got, rows, found = self.read_rows(model, tokens, ngrams=uniq)
+            except GenerationChanged:  # a new generation with other n-gram settings
+                if attempt:
+                    raise
+                model = self.model_from_entry(model.name, self.registry_entry(model.name))
+                continue
+            n = len(tokens)
+            mat, in_vocab = rows[:n], found[:n]
+            oov = np.flatnonzero(~in_vocab)
+            if len(oov):
+                local = np.split(inverse, np.cumsum([len(b) for b in ids])[:-1])
+                mat = np.array(mat, copy=True)
+                mat[oov] = compose(None, [local[i] for i in oov.tolist()], rows[n:])
+            return got, mat, in_vocab
+        raise AssertionError("unreachable")
+
+    def _fetch_with_entry(
+        self, model: ModelInfo, tokens: Sequence[str], ngrams: np.ndarray | None = None
     ) -> tuple[list[bytes | None], bytes | None]:
-        if self.is_cluster:
-            values = self.fetch(model, tokens)
-            return values, self.registry_entry(model.name)
         keys = self.vector_keys(model.prefix, tokens, model.buckets)
+        if ngrams is not None and len(ngrams):
+            keys += ngram_keys(model.prefix, ngrams, model.buckets)
+        if self.is_cluster:
+            with self.errors(f"reading {len(keys)} vectors of {model.name!r}"):
+                values = self._cluster_mget(keys)
+            return values, self.registry_entry(model.name)
         pipe = self.client.pipeline(transaction=False)
         pipe.execute_command("MGET", *keys)
         pipe.execute_command("HGET", MODELS, model.name)
@@ -308,7 +360,12 @@ class Store:
                     break
                 deleted += self.unlink_vocab_blobs(prefix, chunk, buckets)
                 self.client.ltrim(vkey, 0, -len(chunk) - 1)
-            for key in (vkey, vocab_sizes_key(prefix), counts_key(prefix)):
+            nkey = ngrams_key(prefix)
+            n = int(self.client.get(nkey) or 0)
+            for lo in range(0, n, 10_000):  # fastText n-gram rows
+                self._unlink(ngram_keys(prefix, np.arange(lo, min(n, lo + 10_000)), buckets))
+                deleted += min(n, lo + 10_000) - lo
+            for key in (vkey, vocab_sizes_key(prefix), counts_key(prefix), nkey):
                 self.client.delete(key)  # one by one: they live in different cluster slots
             self.client.srem(TRASH, prefix)
         return deleted

@@ -31,6 +31,8 @@ from .layout import (
     counts_key,
     encode_tokens,
     group_by_tag,
+    ngram_keys,
+    ngrams_key,
     pack_vocab,
     validate_model_name,
     vector_keys,
@@ -199,6 +201,34 @@ class LoadSession:
                 self._write_single(commands, progress, keys, encoded)
         self.state = after
 
+    def declare_ngrams(self, *, min_n: int, max_n: int, bucket: int) -> None:
+        """Make this a fastText generation with ``bucket`` n-gram rows (before writing them).
+
+        Recorded in the load state and in ``vecserve:ngrams:P`` at once, so that dropping
+        an interrupted load deletes the n-gram keys too.
+        """
+        s = self.state
+        after = replace(s, min_n=min_n, max_n=max_n, ngram_buckets=bucket)
+        with self.store.errors(f"starting the n-grams of {s.name!r}"):
+            self.store.client.set(ngrams_key(s.prefix), str(bucket))
+            self.store.client.hset(LOADS, s.name, after.to_json())
+        self.state = after
+
+    def write_ngrams(self, first: int, encoded: np.ndarray) -> None:
+        """Write encoded n-gram bucket rows ``first, first + 1, ...`` (one round trip).
+
+        Idempotent: a resumed load writes them all again.
+        """
+        s = self.state
+        if first < 0 or first + len(encoded) > s.ngram_buckets:
+            raise ValueError(f"n-gram rows {first}..{first + len(encoded)} of {s.ngram_buckets}")
+        keys = ngram_keys(s.prefix, np.arange(first, first + len(encoded)), s.buckets)
+        with self.store.errors(f"writing n-gram rows {first:,}+ of {s.name!r}"):
+            if s.buckets:
+                self._write_cluster([], [], keys, encoded)
+            else:
+                self._write_single([], [], keys, encoded)
+
     def _write_single(self, commands, progress, keys, encoded) -> None:
         """Everything in one write on one connection; replies read in order."""
         client = self.store.client
@@ -206,9 +236,9 @@ class LoadSession:
         conn = pool.get_connection()
         try:
             payload: list = []
-            payload += conn.pack_commands(commands)
+            payload += conn.pack_commands(commands) if commands else []
             payload += resp_mset(keys, encoded)
-            payload += conn.pack_commands(progress)
+            payload += conn.pack_commands(progress) if progress else []
             conn.send_packed_command([b"".join(payload)], check_health=False)
             replies = [conn.read_response() for _ in range(len(commands) + 1 + len(progress))]
         except BaseException:
@@ -246,6 +276,9 @@ class LoadSession:
             has_counts=s.has_counts,
             source=s.source,
             source_format=s.source_format,
+            min_n=s.min_n,
+            max_n=s.max_n,
+            ngram_buckets=s.ngram_buckets,
             **extra,
         )
 

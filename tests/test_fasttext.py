@@ -1,0 +1,429 @@
+"""Native fastText ``.bin`` models: the reader, the load, and out-of-vocabulary words.
+
+Compared with gensim's ``load_facebook_vectors`` on the ``.bin`` files gensim ships: the
+in-vocabulary vectors bit-exactly in f32 (gensim's ``vectors``: word row and n-grams,
+composed), out-of-vocabulary words within float rounding, f16 within its tolerance.
+gensim's pre-2017 files without the magic number (``lee_fasttext.bin``,
+``non_ascii_fasttext.bin``, ``cp852_fasttext.bin``) are not fastText ``.bin`` to
+vecserve; the supervised ``pang_lee_polarity_fasttext.bin`` is refused.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import struct
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+from gensim.models.fasttext import ft_ngram_hashes, load_facebook_vectors
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from vecserve.cli import cli
+from vecserve.errors import CorruptVectorFile, UnknownFormat, VectorFileError
+from vecserve.keyedvectors import RedisKeyedVectors
+from vecserve.loader import load_file
+from vecserve.readers import detect_format, open_vectors
+from vecserve.subwords import ngram_buckets
+
+from .conftest import gensim_data
+
+FILES = [
+    "lee_fasttext_new.bin",
+    "crime-and-punishment.bin",
+    "toy-model.bin",
+    "toy-model-pretrained.bin",
+]
+OOV = [
+    "raskolnikovish", "steamtrain", "x", "", "é", "naïveté", "Раскольниковщина", "日本語テキスト",
+    "don't", "rock'n'roll", "o'clock", "a" * 300, "ß" * 80 + "日本", "😀emoji", "<tag>",
+]  # fmt: skip
+TOL = {"f32": 1e-6, "f16": 2e-3}
+
+
+@pytest.fixture(scope="module", params=FILES)
+def model(request):
+    return request.param, load_facebook_vectors(gensim_data(request.param))
+
+
+def read_all(path, **kw):
+    with open_vectors(path, **kw) as r:
+        batches = list(r)
+        ngrams = [rows for _, rows in r.subwords.batches(37)]
+    tokens = [t for b in batches for t in b.tokens]
+    return r, tokens, np.vstack([b.vectors for b in batches]), np.vstack(ngrams)
+
+
+# -- hashing -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("minn,maxn", [(3, 6), (1, 1), (1, 4), (2, 5), (5, 5), (0, 0), (4, 3)])
+def test_ngram_buckets_match_gensim(minn, maxn):
+    words = [*OOV, "hello", "héllo", "\u0301", "\U0010ffff", "a b", "\x00"]
+    got = ngram_buckets(words, minn, maxn, 2_000_000)
+    for word, ids in zip(words, got, strict=True):
+        assert ids.tolist() == list(ft_ngram_hashes(word, minn, maxn, 2_000_000)), word
+
+
+# -- the reader ----------------------------------------------------------------------------
+
+
+def test_detect_and_read_match_gensim(model):
+    name, kv = model
+    path = gensim_data(name)
+    assert detect_format(path) == "fasttext-bin"
+    reader, tokens, vectors, ngrams = read_all(path, batch_size=13)
+    assert tokens == kv.index_to_key
+    assert np.array_equal(vectors, kv.vectors)  # bit-exact
+    assert np.array_equal(ngrams, kv.vectors_ngrams)
+    sub = reader.subwords
+    assert (sub.min_n, sub.max_n, sub.bucket) == (kv.min_n, kv.max_n, kv.bucket)
+    assert reader.dim == kv.vector_size and reader.count == len(kv)
+
+
+def test_limit_and_resume_agree(model):
+    name, kv = model
+    path = gensim_data(name)
+    with open_vectors(path, batch_size=5) as r:
+        first = next(iter(r))
+    with open_vectors(path, batch_size=7, resume=first.resume, seen_tokens=first.tokens) as r:
+        rest = [t for b in r for t in b.tokens]
+    assert first.tokens + rest == kv.index_to_key
+    with open_vectors(path, limit=3) as r:
+        assert [t for b in r for t in b.tokens] == kv.index_to_key[:3] and r.count == 3
+
+
+def test_refused_models(tmp_path):
+    with pytest.raises(UnknownFormat, match="supervised"):
+        open_vectors(gensim_data("pang_lee_polarity_fasttext.bin"))
+    raw = bytearray(Path(gensim_data("toy-model.bin")).read_bytes())
+    layout_off = _matrix_offset(bytes(raw))
+    raw[layout_off] = 1  # the quantized flag
+    path = tmp_path / "q.bin"
+    path.write_bytes(bytes(raw))
+    with pytest.raises(UnknownFormat, match="quantized"):
+        open_vectors(path)
+    import gzip
+
+    gz = tmp_path / "m.bin.gz"
+    gz.write_bytes(gzip.compress(Path(gensim_data("toy-model.bin")).read_bytes()))
+    with pytest.raises(VectorFileError, match="decompress it first"):
+        open_vectors(gz)
+
+
+def _matrix_offset(raw: bytes) -> int:
+    size = struct.unpack_from("<i", raw, 64)[0]
+    off = 92
+    for _ in range(size):
+        off = raw.index(b"\0", off) + 10
+    return off
+
+
+# -- corruption ----------------------------------------------------------------------------
+
+
+def _damaged(raw: bytes):
+    m = _matrix_offset(raw)
+    for cut in (0, 3, 8, 40, 63, 70, 92, 95, 200, m - 3, m, m + 5, m + 17, m + 100, len(raw) - 1):
+        yield f"truncated at {cut}", raw[:cut]
+    yield "trailing bytes", raw + b"\0\0\0\0"
+    for off, value, what in [
+        (4, 99, "version"), (8, 0, "dim"), (8, 1 << 20, "dim"), (36, 7, "model"),
+        (40, -1, "bucket"), (40, 1 << 30, "bucket"), (44, 9, "minn"), (64, 10**6, "size"),
+        (68, 3, "nwords"), (72, 2, "nlabels")
+    ]:  # fmt: skip
+        bad = bytearray(raw)
+        struct.pack_into("<i", bad, off, value)
+        yield f"{what} = {value}", bytes(bad)
+    for off, value, what in [(84, 5, "pruneidx"), (84, 1 << 40, "pruneidx"), (76, -9, "ntokens")]:
+        bad = bytearray(raw)
+        struct.pack_into("<q", bad, off, value)
+        yield f"{what} = {value}", bytes(bad)
+    for off, value, what in [(m + 1, 10**9, "rows"), (m + 9, 3, "cols"), (m, 7, "quant")]:
+        bad = bytearray(raw)
+        if what == "quant":
+            bad[off] = value
+        else:
+            struct.pack_into("<q", bad, off, value)
+        yield f"matrix {what}", bytes(bad)
+    bad = bytearray(raw)
+    bad[100:110] = b"\xff" * 10  # inside the dictionary: undecodable or a lost terminator
+    yield "bytes flipped in the dictionary", bytes(bad)
+    bad = bytearray(raw)
+    bad[92 : m - 20] = bytes(len(bad[92 : m - 20]))  # zeros: empty words, wrong types
+    yield "dictionary zeroed", bytes(bad)
+
+
+@pytest.mark.parametrize("name", ["toy-model.bin", "crime-and-punishment.bin"])
+def test_corrupt_files_name_file_and_position(tmp_path, name):
+    raw = Path(gensim_data(name)).read_bytes()
+    for what, data in _damaged(raw):
+        path = tmp_path / "bad.bin"
+        path.write_bytes(data)
+        try:
+            read_all(path, format="fasttext-bin")
+        except CorruptVectorFile as exc:
+            assert str(path) in str(exc) and exc.offset is not None, what
+        except VectorFileError as exc:  # refused, e.g. "supervised", "not fastText"
+            assert str(path) in str(exc), what
+        else:
+            pytest.fail(f"{what}: no error")
+
+
+# -- loading and RedisKeyedVectors ---------------------------------------------------------
+
+
+@pytest.mark.parametrize("codec", ["f32", "f16"])
+def test_load_and_lookup_match_gensim(store, model, codec):
+    name, kv = model
+    info = load_file(gensim_data(name), name="FT", store=store, codec=codec, progress=False)
+    assert (info.min_n, info.max_n, info.ngram_buckets) == (kv.min_n, kv.max_n, kv.bucket)
+    assert info.count == len(kv) and info.source_format == "fasttext-bin"
+    rkv = RedisKeyedVectors("FT", store=store)
+    vocab = kv.index_to_key
+    got = rkv[vocab]
+    if codec == "f32":
+        assert np.array_equal(got, kv.vectors)
+        assert np.array_equal(rkv[vocab[0]], kv[vocab[0]])
+    else:
+        np.testing.assert_allclose(got, kv.vectors, atol=TOL[codec] * np.abs(kv.vectors).max())
+    oov = [w for w in OOV if w not in kv.key_to_index]
+    mixed = [vocab[1], *oov, vocab[-1]]
+    want = np.vstack([kv[w] for w in mixed])
+    scale = max(np.abs(want).max(), 1e-6)
+    np.testing.assert_allclose(rkv[mixed], want, rtol=0, atol=TOL[codec] * scale)
+    for w in oov[:3]:
+        np.testing.assert_allclose(rkv[w], kv[w], rtol=0, atol=TOL[codec] * scale)
+    # in / has_index_for as FastTextKeyedVectors
+    assert all(w in rkv for w in mixed) and all(w in kv for w in mixed)
+    assert [rkv.has_index_for(w) for w in mixed] == [kv.has_index_for(w) for w in mixed]
+    assert rkv.built_from_subwords(mixed) == [False, *[True] * len(oov), False]
+    assert rkv.has_index_for(0) and rkv.get_index(vocab[2]) == 2
+
+
+def test_one_round_trip_for_words_and_ngrams(store, monkeypatch):
+    load_file(gensim_data("toy-model.bin"), name="FT", store=store, progress=False)
+    rkv = RedisKeyedVectors("FT", store=store)
+    rkv.info  # noqa: B018  (the registry entry, read once)
+    calls = []
+    real = store.client.pipeline
+
+    def counting(*a, **kw):
+        pipe = real(*a, **kw)
+        calls.append(pipe)
+        return pipe
+
+    monkeypatch.setattr(store.client, "pipeline", counting)
+    rkv[["the", "raskolnikovish", "unseenword", "日本"]]
+    assert len(calls) == 1
+
+
+def test_most_similar_of_an_oov_word(store, model):
+    name, kv = model
+    if not np.linalg.norm(kv.vectors, axis=1).all():
+        pytest.skip(f"{name} has zero vectors: gensim's most_similar divides by 0")
+    load_file(gensim_data(name), name="FT", store=store, progress=False)
+    rkv = RedisKeyedVectors("FT", store=store, cache_dir=None)
+    for query in ["raskolnikovish", ["steamtrain", kv.index_to_key[0]]]:
+        want = kv.most_similar(query, topn=5)
+        got = rkv.most_similar(query, topn=5)
+        assert [k for k, _ in got] == [k for k, _ in want]
+        np.testing.assert_allclose([s for _, s in got], [s for _, s in want], atol=1e-5)
+    np.testing.assert_allclose(
+        rkv.similarity("raskolnikovish", kv.index_to_key[0]),
+        kv.similarity("raskolnikovish", kv.index_to_key[0]),
+        atol=1e-5,
+    )
+
+
+def test_corrupt_load_leaves_nothing(store, tmp_path):
+    raw = Path(gensim_data("toy-model.bin")).read_bytes()
+    path = tmp_path / "cut.bin"
+    path.write_bytes(raw[:-7])
+    with pytest.raises(CorruptVectorFile) as exc:
+        load_file(path, name="FT", store=store, progress=False)
+    assert str(path) in str(exc.value)
+    assert store.list_models() == [] and store.list_loads() == []
+    assert store.client.keys("FT*") == []
+
+
+def test_reload_and_delete_remove_ngram_keys(store):
+    path = gensim_data("toy-model.bin")
+    load_file(path, name="FT", store=store, progress=False)
+    first = store.client.keys("FT#*")
+    assert len(first) == 100
+    info = load_file(path, name="FT", store=store, progress=False, codec="f16")
+    assert info.prefix != "FT" and len(store.client.keys(f"{info.prefix}#*")) == 100
+    assert store.client.keys("FT#*") == []  # the old generation's n-grams are gone
+    store.delete_model("FT")
+    assert store.client.keys("*FT*") == []
+
+
+def test_cli_load_and_models_info(store, redis_url):
+    runner = CliRunner()
+    res = runner.invoke(
+        cli, ["load", gensim_data("toy-model.bin"), "--key", "FT", "--redis-url", redis_url],
+        catch_exceptions=False,
+    )  # fmt: skip
+    assert res.exit_code == 0, res.output
+    res = runner.invoke(cli, ["models", "info", "FT", "--redis-url", redis_url])
+    assert res.exit_code == 0, res.output
+    data = json.loads(res.output[res.output.index("{") :])
+    assert (data["min_n"], data["max_n"], data["ngram_buckets"]) == (3, 6, 100)
+
+
+@pytest.mark.parametrize("phase", ["write_encoded", "write_ngrams"])
+def test_interrupted_load_resumes(store, monkeypatch, phase):
+    from vecserve.store import LoadSession
+
+    path = gensim_data("crime-and-punishment.bin")
+    kv = load_facebook_vectors(path)
+    real = getattr(LoadSession, phase)
+    calls = {"n": 0}
+
+    def flaky(self, *a, **kw):
+        calls["n"] += 1
+        if calls["n"] == 2:
+            raise KeyboardInterrupt
+        return real(self, *a, **kw)
+
+    monkeypatch.setattr(LoadSession, phase, flaky)
+    with pytest.raises(KeyboardInterrupt):
+        load_file(path, name="FT", store=store, batch_size=40, progress=False)
+    monkeypatch.setattr(LoadSession, phase, real)
+    assert store.list_models() == [] and len(store.list_loads()) == 1
+    info = load_file(path, name="FT", store=store, batch_size=40, resume=True, progress=False)
+    assert info.count == len(kv) and info.ngram_buckets == kv.bucket
+    rkv = RedisKeyedVectors("FT", store=store)
+    assert rkv.index_to_key == kv.index_to_key
+    assert np.array_equal(rkv[kv.index_to_key], kv.vectors)
+    np.testing.assert_allclose(rkv["raskolnikovish"], kv["raskolnikovish"], atol=1e-6)
+    store.delete_model("FT")
+    assert store.client.keys("*FT*") == []
+
+
+def test_cluster_load_and_oov(cluster_store):
+    path = gensim_data("toy-model.bin")
+    kv = load_facebook_vectors(path)
+    info = load_file(path, name="FTC", store=cluster_store, progress=False)
+    assert info.buckets and info.ngram_buckets == kv.bucket
+    rkv = RedisKeyedVectors("FTC", store=cluster_store)
+    words = [*kv.index_to_key, "raskolnikovish", "日本語"]
+    want = np.vstack([kv[w] for w in words])
+    np.testing.assert_allclose(rkv[words], want, rtol=0, atol=1e-6)
+    assert np.array_equal(rkv[kv.index_to_key], kv.vectors)
+    cluster_store.delete_model("FTC")
+
+
+# -- the HTTP service ----------------------------------------------------------------------
+
+
+@pytest.fixture
+def ft_client(redis_url, store, tmp_path):
+    from vecserve.api import create_app
+    from vecserve.service.settings import Settings
+
+    from .api_support import AppClient
+
+    load_file(gensim_data("crime-and-punishment.bin"), name="FT", store=store, progress=False)
+    settings = Settings(
+        redis_url=redis_url, default_model="FT", cache_dir=tmp_path / "cache", model_ttl=0
+    )
+    with AppClient(create_app(settings)) as client:
+        yield client
+
+
+def test_service_answers_oov_words(ft_client):
+    kv = load_facebook_vectors(gensim_data("crime-and-punishment.bin"))
+    known = kv.index_to_key[5]
+    words = [known, "raskolnikovish", "日本語"]
+    resp = ft_client.post("/vectors", json={"words": words})
+    assert resp.status_code == 200, resp.text
+    body = resp.json()
+    assert body["missing"] == [] and body["subwords"] == ["raskolnikovish", "日本語"]
+    np.testing.assert_allclose(body["vectors"], [kv[w] for w in words], atol=1e-6)
+    resp = ft_client.get("/similarity", params={"w1": known, "w2": "raskolnikovish"})
+    assert resp.status_code == 200, resp.text
+    assert resp.json()["subwords"] == ["raskolnikovish"]
+    assert abs(resp.json()["similarity"] - kv.similarity(known, "raskolnikovish")) < 1e-5
+    resp = ft_client.get("/most_similar", params={"positive": "raskolnikovish", "topn": 5})
+    assert resp.status_code == 200, resp.text
+    got = resp.json()
+    assert got["subwords"] == ["raskolnikovish"]
+    want = kv.most_similar("raskolnikovish", topn=5)
+    assert [k for k, _ in got["results"]] == [k for k, _ in want]
+
+
+def test_cli_get_oov_word(store, redis_url):
+    load_file(gensim_data("toy-model.bin"), name="FT", store=store, progress=False)
+    known = load_facebook_vectors(gensim_data("toy-model.bin")).index_to_key[0]
+    res = CliRunner().invoke(
+        cli, ["get", known, "raskolnikovish", "--key", "FT", "--redis-url", redis_url]
+    )
+    assert res.exit_code == 0, res.output
+    lines = res.output.splitlines()
+    assert "from subwords" not in lines[0] and lines[1].endswith("(5 dims, from subwords)")
+
+
+_FUZZ_SOURCE = Path(gensim_data("toy-model.bin")).read_bytes()
+
+
+@st.composite
+def mutated_bin(draw):
+    data = bytearray(_FUZZ_SOURCE)
+    for _ in range(draw(st.integers(1, 3))):
+        op = draw(st.sampled_from(["truncate", "flip", "insert", "delete", "lie"]))
+        if not data:
+            break
+        i = draw(st.integers(0, len(data) - 1))
+        if op == "truncate":
+            del data[i:]
+        elif op == "flip":
+            data[i] ^= draw(st.integers(1, 255))
+        elif op == "insert":
+            data[i:i] = draw(st.sampled_from([b"\x00", b"\xff", b"a", b"\x00" * 9]))
+        elif op == "delete":
+            del data[i]
+        elif len(data) >= 92:  # a lying int32 in the header or the dictionary's header
+            field = draw(st.sampled_from([4, 8, 36, 40, 44, 48, 64, 68, 72]))
+            value = draw(st.sampled_from([-1, 0, 1, 2, 7, 1 << 20, 2**31 - 1]))
+            struct.pack_into("<i", data, field, value)
+    return bytes(data)
+
+
+@settings(
+    max_examples=int(os.environ.get("VECSERVE_FUZZ_EXAMPLES", "200")),
+    derandomize=os.environ.get("VECSERVE_FUZZ_EXAMPLES") is None,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(mutated_bin())
+def test_fuzzed_bin_reads_or_names_the_problem(tmp_path, data):
+    path = tmp_path / "fuzz.bin"
+    path.write_bytes(data)
+    try:
+        reader, tokens, vectors, ngrams = read_all(path, batch_size=3)
+        assert vectors.shape == (len(tokens), reader.dim) and vectors.dtype == np.float32
+        assert ngrams.shape == (reader.subwords.bucket, reader.dim)
+    except VectorFileError as exc:
+        assert str(path) in str(exc)
+        if isinstance(exc, CorruptVectorFile):
+            assert exc.offset is not None
+
+
+def test_client_cache_keeps_in_and_has_index_for_apart(store):
+    path = gensim_data("crime-and-punishment.bin")
+    kv = load_facebook_vectors(path)
+    load_file(path, name="FT", store=store, progress=False)
+    with RedisKeyedVectors("FT", store=store, cache=True) as rkv:
+        known = kv.index_to_key[3]
+        for _ in range(2):  # the second time from the cache
+            np.testing.assert_allclose(rkv["raskolnikovish"], kv["raskolnikovish"], atol=1e-6)
+            assert np.array_equal(rkv[known], kv[known])
+            assert not rkv.has_index_for("raskolnikovish") and rkv.has_index_for(known)
+            assert "raskolnikovish" in rkv
+        with pytest.raises(KeyError):
+            rkv.get_index("raskolnikovish")

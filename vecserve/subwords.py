@@ -1,0 +1,131 @@
+"""fastText's character n-grams: which bucket rows make up a word's vector.
+
+Byte-exact with fastText's ``Dictionary::computeSubwords`` and gensim's
+``compute_ngrams_bytes`` / ``ft_hash_bytes`` / ``ft_ngram_hashes``: the word is wrapped
+as ``<word>`` and encoded as UTF-8; an n-gram is ``n`` whole characters (``min_n <= n <=
+max_n``; the lone ``<`` and ``>`` are not n-grams); its bucket is the 32-bit FNV-1a hash
+of its bytes, each byte sign-extended first (fastText hashes ``char``), modulo the
+number of buckets. The n-grams of a word come in fastText's order (by start, then by
+length), which matters: gensim sums their vectors in that order, in float32.
+
+Everything is vectorised over a batch of words: one NumPy pass per byte of n-gram length.
+
+>>> ngram_buckets(["hi"], 3, 4, 2_000_000)
+[array([1857152,  489882,  787756], dtype=uint32)]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+__all__ = ["compose", "ngram_buckets", "ngrams"]
+
+_FNV_OFFSET = np.uint32(2166136261)
+_FNV_PRIME = np.uint32(16777619)
+
+
+def ngrams(word: str, min_n: int, max_n: int) -> list[bytes]:
+    """The n-grams of ``word`` as UTF-8 bytes, in fastText's order (for reading, tests).
+
+    >>> ngrams("hé", 3, 3)
+    [b'<h\\xc3\\xa9', b'h\\xc3\\xa9>']
+    """
+    raw = f"<{word}>".encode("utf-8", "surrogateescape")
+    out = []
+    for i in range(len(raw)):
+        if raw[i] & 0xC0 == 0x80:
+            continue
+        j, n = i, 1
+        while j < len(raw) and n <= max_n:
+            j += 1
+            while j < len(raw) and raw[j] & 0xC0 == 0x80:
+                j += 1
+            if n >= min_n and not (n == 1 and (i == 0 or j == len(raw))):
+                out.append(raw[i:j])
+            n += 1
+    return out
+
+
+def ngram_buckets(words: Sequence[str], min_n: int, max_n: int, bucket: int) -> list[np.ndarray]:
+    """The bucket of every n-gram of every word (uint32 arrays, fastText's order).
+
+    Words that have no n-gram (``max_n`` 0, or too short) get an empty array.
+    """
+    if not words:
+        return []
+    if bucket <= 0 or max_n <= 0 or max_n < min_n:
+        return [np.zeros(0, np.uint32) for _ in words]
+    encoded = [f"<{w}>".encode("utf-8", "surrogateescape") for w in words]
+    lens = np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded))
+    buf = np.frombuffer(b"".join(encoded), dtype=np.uint8)
+    ends = np.cumsum(lens)
+    begins = ends - lens
+    word_of = np.repeat(np.arange(len(words)), lens)
+    end_of = ends[word_of]  # per byte: the end of its word
+    cont = (buf & 0xC0) == 0x80
+    starts = np.flatnonzero(~cont)  # n-grams start at a character
+    is_first = starts == begins[word_of[starts]]
+    # one column per byte of n-gram: at most 4 bytes a character (UTF-8)
+    width = 4 * max_n
+    h = np.full(len(starts), _FNV_OFFSET, dtype=np.uint32)
+    chars = np.zeros(len(starts), dtype=np.int64)
+    live = np.ones(len(starts), dtype=bool)
+    signed = buf.view(np.int8).astype(np.int32).astype(np.uint32)  # sign-extended bytes
+    padded_cont = np.append(cont, False)  # the byte after the last one
+    stop = end_of[starts]
+    hashes = np.zeros((len(starts), width), dtype=np.uint32)
+    emit = np.zeros((len(starts), width), dtype=bool)
+    for k in range(width):
+        pos = starts + k
+        live &= pos < stop
+        if not live.any():
+            break
+        p = np.where(live, pos, 0)
+        h = np.where(live, (h ^ signed[p]) * _FNV_PRIME, h)
+        boundary = live & ((p + 1 == stop) | ~padded_cont[p + 1])
+        chars += boundary
+        live &= chars <= max_n
+        single_edge = (chars == 1) & (is_first | (p + 1 == stop))
+        emit[:, k] = boundary & (chars >= min_n) & (chars <= max_n) & ~single_edge
+        hashes[:, k] = h
+    flat = hashes[emit] % np.uint32(bucket)
+    per_start = emit.sum(axis=1)
+    per_word = np.bincount(word_of[starts], weights=per_start, minlength=len(words))
+    return np.split(flat, np.cumsum(per_word.astype(np.int64))[:-1])
+
+
+def compose(base: np.ndarray | None, ids: Sequence[np.ndarray], rows: np.ndarray) -> np.ndarray:
+    """gensim's float32 sums: ``(base + sum of n-gram rows) / (n + 1)``, or the mean of rows.
+
+    ``ids[w]`` are the rows (in ``rows``) of word ``w``'s n-grams, in order. With
+    ``base`` (in-vocabulary words: ``FastTextKeyedVectors.adjust_vectors``) the word's own
+    row comes first; without it (out-of-vocabulary words: ``get_vector``) the sum starts at
+    zero and a word without n-grams stays the zero vector. The additions happen in the
+    n-grams' order, one float32 add at a time, so the result is bit-identical to gensim's.
+
+    >>> rows = np.array([[1, 2], [3, 4]], np.float32)
+    >>> compose(None, [np.array([0, 1, 1])], rows).tolist()
+    [[2.3333332538604736, 3.3333332538604736]]
+    """
+    n = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
+    dim = rows.shape[1]
+    out = (
+        np.array(base, dtype=np.float32, copy=True)
+        if base is not None
+        else np.zeros((len(ids), dim), np.float32)
+    )
+    if len(ids) == 0:
+        return out
+    width = int(n.max(initial=0))
+    table = np.zeros((len(ids), width), dtype=np.int64)
+    for w, b in enumerate(ids):
+        table[w, : len(b)] = b
+    for r in range(width):
+        who = np.flatnonzero(n > r)
+        out[who] += rows[table[who, r]]
+    divisor = n + 1 if base is not None else np.maximum(n, 1)
+    # one float32 division per component, as gensim's ``vector /= k``
+    out /= divisor.astype(np.float32)[:, None]
+    return out
