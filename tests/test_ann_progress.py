@@ -32,6 +32,19 @@ def model(store):
     return words
 
 
+def _count_builds(monkeypatch) -> list:
+    """Count AnnIndex.build calls from now on (each appends to the returned list)."""
+    builds = []
+    real = ann_module.AnnIndex.build
+
+    def counted(cls, *args, **kwargs):
+        builds.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(ann_module.AnnIndex, "build", classmethod(counted))
+    return builds
+
+
 def _wait(fn, timeout=60.0):
     deadline = time.monotonic() + timeout
     while True:
@@ -128,14 +141,8 @@ def test_one_builder_per_index_across_processes(store, model, tmp_path, monkeypa
     )  # fmt: skip
     try:
         assert holder.stdout.readline().strip() == "held"
-        builds = []
         real = ann_module.AnnIndex.build
-
-        def counted(cls, *args, **kwargs):
-            builds.append(1)
-            return real(*args, **kwargs)
-
-        monkeypatch.setattr(ann_module.AnnIndex, "build", classmethod(counted))
+        builds = _count_builds(monkeypatch)
         assert manager.get(sim) is None
         status = _wait(lambda: (st := manager.status(sim)).get("builder") and st)
         assert status["state"] == "building" and status["progress"]["done"] == 5000
@@ -192,14 +199,7 @@ def test_load_with_ann_builds_the_index_the_service_then_maps(
     out = run_vecserve("load", str(path), "--key", "L", "--ann", env=env).stdout
     assert "L: approximate index of generation 1 ready" in out and "recall@10" in out
 
-    builds = []
-    real = ann_module.AnnIndex.build
-
-    def counted(cls, *args, **kwargs):
-        builds.append(1)
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(ann_module.AnnIndex, "build", classmethod(counted))
+    builds = _count_builds(monkeypatch)
     settings = Settings(redis_url=redis_url, default_model="L", preload=True, ann=True,
                         cache_dir=cache)  # fmt: skip
     with AppClient(create_app(settings)) as client:

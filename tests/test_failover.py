@@ -208,11 +208,10 @@ def test_reads_and_the_cache_carry_on_while_a_slot_moves(replicated):
         r.close()
 
 
-def test_a_load_interrupted_by_a_failover_resumes(replicated, tmp_path):
-    """A primary dies while `vecserve load` writes: the load ends with one line (or rides
-    the failover out), nothing is visible meanwhile, and `--resume` finishes it; the
-    model equals the file, although the dead primary had acknowledged writes its replica
-    never got (the resume checks the written part and starts again if any is lost)."""
+def _load_through_a_failover(replicated, tmp_path, name: str, *extra: str):
+    """Start `vecserve load` of a 60,000-vector file, kill a primary once the load has
+    begun, and return (the command, its env, the finished process, its stdout, stderr,
+    the words, the vectors)."""
     import os
     import subprocess
     import sys
@@ -221,68 +220,65 @@ def test_a_load_interrupted_by_a_failover_resumes(replicated, tmp_path):
 
     url = f"redis://127.0.0.1:{replicated[0].port}"
     n = 60_000
-    words = [f"t{i}" for i in range(n)]
-    vectors = np.random.default_rng(5).standard_normal((n, 16)).astype(np.float32)
+    words = [f"{name.lower()}{i}" for i in range(n)]
+    vectors = np.random.default_rng(len(name)).standard_normal((n, 16)).astype(np.float32)
     path = write_w2v(tmp_path / "m.bin", words, vectors)
     env = {**os.environ, "VECSERVE_REDIS_URL": url}
-    cmd = [sys.executable, "-m", "vecserve.cli", "load", str(path), "--key", "MID",
-           "--batch-size", "500", "--retries", "0"]  # fmt: skip
+    cmd = [sys.executable, "-m", "vecserve.cli", "load", str(path), "--key", name,
+           "--batch-size", "500", *extra]  # fmt: skip
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    r = redis.RedisCluster.from_url(url)
     try:
-        _until(lambda: r.hget("vecserve:loads", "MID"), 30, "the load to start")
+        with redis.RedisCluster.from_url(url) as r:
+            _until(lambda: r.hget("vecserve:loads", name), 30, "the load to start")
         _kill_a_primary(replicated)
-        _, err = proc.communicate(timeout=120)
-        assert "Traceback" not in err
-        if proc.returncode:
-            assert len(err.strip().splitlines()) == 1 and "--resume" in err, err
-            assert r.hget("vecserve:models", "MID") is None  # nothing visible
-            resumed, attempts = None, 0
-            while resumed is None or resumed.returncode:  # until the cluster settles
-                attempts += 1
-                assert attempts < 40, resumed.stderr
-                time.sleep(0.25)
-                resumed = subprocess.run([*cmd, "--resume"], env=env, capture_output=True,
-                                         text=True, timeout=120)  # fmt: skip
-            assert "Traceback" not in resumed.stderr
-        with RedisKeyedVectors("MID", redis_url=url) as kv:
-            _until(lambda: len(kv) == n, 30, "the committed model")
-            # every vector, also those the dead primary had acknowledged but not replicated
-            (got,), _ = _until(lambda: (kv[words],), 30, "reads")
-            np.testing.assert_array_equal(got, vectors)
+        out, err = proc.communicate(timeout=120)
     finally:
         proc.kill()
-        r.close()
+    return cmd, env, proc, out, err, words, vectors
+
+
+def _assert_model(url, name, words, vectors) -> None:
+    """Every vector of the committed model, also those the dead primary had acknowledged
+    but not replicated."""
+    with RedisKeyedVectors(name, redis_url=url) as kv:
+        _until(lambda: len(kv) == len(words), 30, "the committed model")
+        (got,), _ = _until(lambda: (kv[words],), 30, "reads")
+        np.testing.assert_array_equal(got, vectors)
+
+
+def test_a_load_interrupted_by_a_failover_resumes(replicated, tmp_path):
+    """A primary dies while `vecserve load --retries 0` writes: the load ends with one
+    line (or rides the failover out), nothing is visible meanwhile, and `--resume`
+    finishes it; the model equals the file, although the dead primary had acknowledged
+    writes its replica never got (the resume checks the written part and starts again
+    if any is lost)."""
+    import subprocess
+
+    url = f"redis://127.0.0.1:{replicated[0].port}"
+    cmd, env, proc, _, err, words, vectors = _load_through_a_failover(
+        replicated, tmp_path, "MID", "--retries", "0"
+    )
+    assert "Traceback" not in err
+    if proc.returncode:
+        assert len(err.strip().splitlines()) == 1 and "--resume" in err, err
+        with redis.RedisCluster.from_url(url) as r:
+            assert r.hget("vecserve:models", "MID") is None  # nothing visible
+        resumed, attempts = None, 0
+        while resumed is None or resumed.returncode:  # until the cluster settles
+            attempts += 1
+            assert attempts < 40, resumed.stderr
+            time.sleep(0.25)
+            resumed = subprocess.run([*cmd, "--resume"], env=env, capture_output=True,
+                                     text=True, timeout=120)  # fmt: skip
+        assert "Traceback" not in resumed.stderr
+    _assert_model(url, "MID", words, vectors)
 
 
 def test_a_load_rides_a_failover_out_by_itself(replicated, tmp_path):
     """With its default retries, `vecserve load` resumes by itself after the promotion:
     one line per retry, then the whole model, right."""
-    import os
-    import subprocess
-    import sys
-
-    from tests.conftest import write_w2v
-
     url = f"redis://127.0.0.1:{replicated[0].port}"
-    n = 60_000
-    words = [f"u{i}" for i in range(n)]
-    vectors = np.random.default_rng(6).standard_normal((n, 16)).astype(np.float32)
-    path = write_w2v(tmp_path / "m.bin", words, vectors)
-    env = {**os.environ, "VECSERVE_REDIS_URL": url}
-    cmd = [sys.executable, "-m", "vecserve.cli", "load", str(path), "--key", "RIDE",
-           "--batch-size", "500"]  # fmt: skip
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    r = redis.RedisCluster.from_url(url)
-    try:
-        _until(lambda: r.hget("vecserve:loads", "RIDE"), 30, "the load to start")
-        _kill_a_primary(replicated)
-        out, err = proc.communicate(timeout=120)
-        assert proc.returncode == 0, err
-        assert "Traceback" not in err and "RIDE: 60,000 vectors" in out
-        with RedisKeyedVectors("RIDE", redis_url=url) as kv:
-            (got,), _ = _until(lambda: (kv[words],), 30, "reads")
-            np.testing.assert_array_equal(got, vectors)
-    finally:
-        proc.kill()
-        r.close()
+    _, _, proc, out, err, words, vectors = _load_through_a_failover(replicated, tmp_path, "RIDE")
+    assert proc.returncode == 0, err
+    assert "Traceback" not in err and "RIDE: 60,000 vectors" in out
+    _assert_model(url, "RIDE", words, vectors)
