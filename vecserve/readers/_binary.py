@@ -145,7 +145,8 @@ def undecodable(exc: UnicodeDecodeError, raw: bytes, encoding: str, what: str = 
     return (
         f"{raw[max(0, exc.start - 40) : exc.start + 40]!r} is not valid {encoding} "
         f"({exc.reason} at byte {exc.start} of the {what}); "
-        "pass unicode_errors='replace' or 'ignore' to load it anyway"
+        "name the file's encoding (--encoding, encoding=) if it is another, or pass "
+        "unicode_errors='replace' or 'ignore' to load it anyway"
     )
 
 

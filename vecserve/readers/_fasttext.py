@@ -19,8 +19,14 @@ The file is read with ``pread`` (the matrix through a read-only memory map, so t
 n-gram rows a batch of words needs are paged in by the OS, not held by the process);
 compressed ``.bin`` files are refused. The dictionary is read twice: once at open, to
 check it and find the matrix, and again batch by batch alongside the word rows.
-Supervised models (labels), quantized models (``.ftz``) and the pre-2017 header without
-a magic number are refused with a message that says so.
+Supervised models (labels) and quantized models (``.ftz``) are refused with a message
+that says so.
+
+Files fastText wrote before its format got a version (2017, e.g. gensim's test models
+``lee_fasttext.bin``) have no magic number: the header starts with ``dim, ws`` directly,
+the dictionary has no ``pruneidx_size`` and the matrices no ``quantized`` flag. They are
+recognised by a header that is plausible field by field (`old_header`), as gensim's loader
+tells them apart, and read the same way otherwise.
 """
 
 from __future__ import annotations
@@ -40,12 +46,17 @@ from ._binary import MAX_TOKEN, undecodable
 from ._source import Source
 from ._types import ResumePoint, VectorBatch
 
-__all__ = ["MAGIC", "FastTextBin", "fasttext_batches", "ngram_batches", "open_fasttext"]
+__all__ = [
+    "MAGIC", "FastTextBin", "fasttext_batches", "ngram_batches", "old_header", "open_fasttext",
+]  # fmt: skip
 
 MAGIC = 793712314
 _ARGS = struct.Struct("<2i12id")  # magic, version, 12 int args, t
+_OLD_ARGS = struct.Struct("<12id")  # the pre-2017 header: 12 int args, t
 _DICT = struct.Struct("<3i2q")
+_OLD_DICT = struct.Struct("<3iq")  # no pruneidx_size
 _MATRIX = struct.Struct("<?2q")
+_OLD_MATRIX = struct.Struct("<2q")  # no quantized flag
 _CHUNK = 1 << 20
 _MAX_DIM = 1 << 16
 
@@ -57,6 +68,9 @@ class FastTextBin:
     >>> FastTextBin(dim=5, min_n=3, max_n=6, bucket=100, nwords=22, dict_offset=92,
     ...             matrix_offset=400, model=1).vectors_offset
     417
+    >>> FastTextBin(dim=5, min_n=3, max_n=6, bucket=100, nwords=22, dict_offset=76,
+    ...             matrix_offset=400, model=1, versioned=False).vectors_offset
+    416
     """
 
     dim: int
@@ -65,12 +79,17 @@ class FastTextBin:
     bucket: int
     nwords: int
     dict_offset: int  # the first dictionary entry
-    matrix_offset: int  # the input matrix's ``quantized`` flag
+    matrix_offset: int  # the input matrix's header
     model: int
+    versioned: bool = True  # False: the pre-2017 layout without magic number
+
+    @property
+    def matrix_header(self) -> struct.Struct:
+        return _MATRIX if self.versioned else _OLD_MATRIX
 
     @property
     def vectors_offset(self) -> int:
-        return self.matrix_offset + _MATRIX.size
+        return self.matrix_offset + self.matrix_header.size
 
     @property
     def ngrams_offset(self) -> int:
@@ -156,30 +175,63 @@ def open_fasttext(src: Source, *, encoding: str, errors: str) -> tuple[_File, Fa
         raise
 
 
+def old_header(head: bytes) -> tuple | None:
+    """The 13 fields of a pre-2017 header (no magic number), or None where implausible.
+
+    Every field must be in the range fastText allows (dimension, window, epochs, counts,
+    loss 1-4, model 1-3, n-gram lengths, a sampling threshold in (0, 1]): random bytes and
+    the text formats fail at the first fields.
+
+    >>> old_header(_OLD_ARGS.pack(100, 5, 5, 5, 5, 1, 2, 2, 2000000, 3, 6, 100, 1e-4))[:3]
+    (100, 5, 5)
+    >>> old_header(b"3000000 300\\n" + bytes(44)) is None
+    True
+    """
+    if len(head) < _OLD_ARGS.size:
+        return None
+    args = _OLD_ARGS.unpack_from(head)
+    dim, ws, epoch, min_count, neg, word_ngrams, loss, model, bucket, minn, maxn, lr_rate, t = args
+    plausible = (
+        1 <= dim <= _MAX_DIM and 1 <= ws <= 1000 and 1 <= epoch <= 100_000
+        and min_count >= 0 and 0 <= neg <= 1000 and 1 <= word_ngrams <= 100
+        and 1 <= loss <= 4 and 1 <= model <= 3 and bucket >= 0
+        and 0 <= minn <= 64 and 0 <= maxn <= 64 and lr_rate >= 1 and 0 < t <= 1
+    )  # fmt: skip
+    return args if plausible else None
+
+
 def _check(f: _File, *, encoding: str, errors: str) -> FastTextBin:
     path = f.path
-    head = f.read(0, _ARGS.size, "header")
-    magic, version, dim, _ws, _ep, _mc, _neg, _wng, _loss, model, bucket, minn, maxn, _lr, _t = (
-        _ARGS.unpack(head)
-    )
-    if magic != MAGIC:
-        raise UnknownFormat(path, "not a fastText .bin (no magic number 793712314 at byte 0)")
-    if version not in (11, 12):
-        raise CorruptVectorFile(path, f"fastText format version {version}; 11 or 12 are read",
-                                offset=4)  # fmt: skip
+    head = f.read(0, _OLD_ARGS.size, "header")
+    versioned = head[:4] == MAGIC.to_bytes(4, "little")
+    if versioned:
+        _magic, version, *args = _ARGS.unpack(f.read(0, _ARGS.size, "header"))
+        if version not in (11, 12):
+            raise CorruptVectorFile(path, f"fastText format version {version}; 11 or 12 are "
+                                    "read", offset=4)  # fmt: skip
+        off, base, dict_struct = _ARGS.size, 8, _DICT
+    else:
+        args = old_header(head)
+        if args is None:
+            raise UnknownFormat(path, "not a fastText .bin (no magic number 793712314 at byte "
+                                "0, nor a pre-2017 header)")  # fmt: skip
+        off, base, dict_struct = _OLD_ARGS.size, 0, _OLD_DICT
+    dim, _ws, _ep, _mc, _neg, _wng, _loss, model, bucket, minn, maxn, _lr, _t = args
     if not 1 <= dim <= _MAX_DIM:
-        raise CorruptVectorFile(path, f"dimension {dim} in the header", offset=8)
+        raise CorruptVectorFile(path, f"dimension {dim} in the header", offset=base)
     if model == 3:
         raise UnknownFormat(path, "a supervised fastText model (classifier): it has no "
                             "word vectors to serve")  # fmt: skip
     if model not in (1, 2):
-        raise CorruptVectorFile(path, f"model type {model} (1 cbow, 2 skipgram)", offset=36)
+        raise CorruptVectorFile(path, f"model type {model} (1 cbow, 2 skipgram)", offset=base + 28)
     if bucket < 0 or minn < 0 or maxn < 0 or (maxn and minn > maxn) or maxn > 64 or minn > 64:
         raise CorruptVectorFile(
-            path, f"n-gram settings minn {minn}, maxn {maxn}, bucket {bucket}", offset=40
+            path, f"n-gram settings minn {minn}, maxn {maxn}, bucket {bucket}", offset=base + 32
         )
-    off = _ARGS.size
-    size, nwords, nlabels, ntokens, pruneidx = _DICT.unpack(f.read(off, _DICT.size, "dictionary"))
+    size, nwords, nlabels, ntokens, *pruned = dict_struct.unpack(
+        f.read(off, dict_struct.size, "dictionary")
+    )
+    pruneidx = pruned[0] if pruned else 0
     if nlabels:
         raise UnknownFormat(path, f"a supervised fastText model ({nlabels} labels)")
     if size < 0 or nwords != size:
@@ -191,7 +243,7 @@ def _check(f: _File, *, encoding: str, errors: str) -> FastTextBin:
     if pruneidx > 0:
         raise UnknownFormat(path, "a pruned (quantized) fastText model: load the .bin it was "
                             "quantized from")  # fmt: skip
-    off += _DICT.size
+    off += dict_struct.size
     dict_offset = off
     n = 0
     for tokens, counts, types, ends in _entries(f, off, size, 0):
@@ -214,26 +266,26 @@ def _check(f: _File, *, encoding: str, errors: str) -> FastTextBin:
         n += len(tokens)
         off = ends[-1]
         f.done = off
-    quantized, rows, cols = _MATRIX.unpack(f.read(off, _MATRIX.size, "input matrix header"))
-    if f.read(off, 1, "input matrix header")[0] > 1:
-        raise CorruptVectorFile(path, "the input matrix's quantized flag is not 0 or 1", offset=off)
+    matrix = _MATRIX if versioned else _OLD_MATRIX
+    quantized, rows, cols = _matrix_header(f, off, matrix, "input")
     if quantized:
         raise UnknownFormat(path, "a quantized fastText model (.ftz): its vectors are "
                             "compressed; load the .bin it was quantized from")  # fmt: skip
     if rows != nwords + bucket or cols != dim:
         raise CorruptVectorFile(
             path, f"the input matrix is {rows} x {cols}, expected {nwords} words + {bucket} "
-            f"buckets = {nwords + bucket} x {dim}", offset=off + 1)  # fmt: skip
+            f"buckets = {nwords + bucket} x {dim}", offset=off + matrix.size - 16)  # fmt: skip
     layout = FastTextBin(dim=dim, min_n=minn, max_n=maxn, bucket=bucket, nwords=nwords,
-                         dict_offset=dict_offset, matrix_offset=off, model=model)  # fmt: skip
+                         dict_offset=dict_offset, matrix_offset=off, model=model,
+                         versioned=versioned)  # fmt: skip
     out = layout.vectors_offset + 4 * rows * cols
-    if out + _MATRIX.size > f.size:
+    if out + matrix.size > f.size:
         raise CorruptVectorFile(
             path, f"the file is truncated: {f.size} bytes, the input matrix alone needs "
             f"{out}", offset=min(f.size, out))  # fmt: skip
-    _q, orows, ocols = _MATRIX.unpack(f.read(out, _MATRIX.size, "output matrix header"))
-    end = out + _MATRIX.size + 4 * orows * ocols
-    if f.read(out, 1, "output matrix header")[0] > 1 or orows < 0 or ocols != dim:
+    _q, orows, ocols = _matrix_header(f, out, matrix, "output")
+    end = out + matrix.size + 4 * orows * ocols
+    if orows < 0 or ocols != dim:
         raise CorruptVectorFile(path, f"the output matrix header ({orows} x {ocols}) is corrupt",
                                 offset=out)  # fmt: skip
     if end != f.size:
@@ -242,6 +294,17 @@ def _check(f: _File, *, encoding: str, errors: str) -> FastTextBin:
             f"{'truncated' if f.size < end else 'trailing data'}",
             offset=min(f.size, end))  # fmt: skip
     return layout
+
+
+def _matrix_header(f: _File, off: int, matrix: struct.Struct, which: str) -> tuple:
+    """``(quantized, rows, cols)`` of the matrix header at ``off`` (old ones: never quantized)."""
+    raw = f.read(off, matrix.size, f"{which} matrix header")
+    if matrix is _OLD_MATRIX:
+        return (False, *matrix.unpack(raw))
+    if raw[0] > 1:
+        raise CorruptVectorFile(f.path, f"the {which} matrix's quantized flag is not 0 or 1",
+                                offset=off)  # fmt: skip
+    return matrix.unpack(raw)
 
 
 def _matrix(f: _File, layout: FastTextBin) -> tuple[mmap.mmap, np.ndarray]:

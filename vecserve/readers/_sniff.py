@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 
 from ..errors import CorruptVectorFile, UnknownFormat
+from ._fasttext import old_header
 from ._source import SNIFF, Source
 
 __all__ = ["FORMATS", "detect_format", "glove_dim", "parse_header", "sniff"]
@@ -49,7 +50,7 @@ def sniff(prefix: bytes, path: str, encoding: str) -> str:
         raise CorruptVectorFile(path, "the file is empty", offset=0)
     if prefix[:1] == b"\x80" and prefix[1:2] and prefix[1] in _PICKLE_PROTOCOLS:
         return "gensim"
-    if prefix[:4] == _FASTTEXT_MAGIC:
+    if prefix[:4] == _FASTTEXT_MAGIC or old_header(prefix) is not None:
         return "fasttext-bin"
     first, _, rest = prefix.partition(b"\n")
     if parse_header(first, encoding) is not None:
@@ -75,8 +76,9 @@ def sniff(prefix: bytes, path: str, encoding: str) -> str:
 def detect_format(path: str | os.PathLike[str], *, encoding: str = "utf-8") -> str:
     """Recognise a vector file's format from its content (decompressing gzip/bz2).
 
-    A pickle is a gensim ``KeyedVectors.save()`` file; fastText's magic number is a
-    native fastText model (``fasttext-bin``, with its subwords); a first line of two integers is a
+    A pickle is a gensim ``KeyedVectors.save()`` file; fastText's magic number (or a
+    plausible pre-2017 fastText header) is a native fastText model (``fasttext-bin``, with
+    its subwords); a first line of two integers is a
     word2vec header, followed by a text line (``w2v-text``, or ``fasttext`` for a
     ``.vec`` name) or by binary floats (``w2v-bin``); a first line of a token and numbers
     is GloVe.
