@@ -375,6 +375,69 @@ def test_cluster_load_and_oov(cluster_store):
     cluster_store.delete_model("FTC")
 
 
+# -- gensim's own FastText models, and models without n-grams -----------------------------
+
+
+@pytest.fixture(scope="module")
+def gensim_ft(tmp_path_factory):
+    """A small gensim FastText model, saved as a whole model and as its KeyedVectors."""
+    from gensim.models import FastText
+    from gensim.test.utils import common_texts
+
+    d = tmp_path_factory.mktemp("ft")
+    texts = [[*t, "naïveté", "日本語"] for t in common_texts] * 3
+    model = FastText(texts, vector_size=12, min_count=1, epochs=3, bucket=257, seed=3, workers=1)
+    model.save(str(d / "whole.model"))  # small arrays: one pickle
+    model.wv.save(str(d / "vectors.kv"), sep_limit=0)  # every array in a .npy side file
+    return model.wv, d
+
+
+@pytest.mark.parametrize("saved", ["whole.model", "vectors.kv"])
+def test_gensim_saved_fasttext_keeps_its_subwords(store, gensim_ft, saved):
+    kv, d = gensim_ft
+    path = d / saved
+    if saved == "vectors.kv":
+        assert Path(f"{path}.vectors_ngrams.npy").exists()
+    info = load_file(path, name="GFT", store=store, progress=False)
+    assert info.source_format == "gensim"
+    assert (info.min_n, info.max_n, info.ngram_buckets) == (kv.min_n, kv.max_n, kv.bucket)
+    rkv = RedisKeyedVectors("GFT", store=store, cache_dir=None)
+    assert rkv.index_to_key == kv.index_to_key
+    assert np.array_equal(rkv[kv.index_to_key], kv.vectors)
+    oov = [w for w in OOV if w not in kv.key_to_index]
+    np.testing.assert_allclose(rkv[oov], np.vstack([kv[w] for w in oov]), rtol=0, atol=1e-6)
+    assert rkv.built_from_subwords(["human", "raskolnikovish"]) == [False, True]
+    got, want = (
+        rkv.most_similar("raskolnikovish", topn=3),
+        kv.most_similar("raskolnikovish", topn=3),
+    )
+    np.testing.assert_allclose([s for _, s in got], [s for _, s in want], atol=1e-5)
+
+
+def test_models_without_ngrams_refuse_unknown_words(store, tmp_path):
+    """max_n < min_n (gensim) / maxn 0 (fastText): no buckets, unknown words are KeyErrors."""
+    from gensim.models import FastText
+    from gensim.models.fasttext import save_facebook_model
+    from gensim.test.utils import common_texts
+
+    model = FastText(common_texts, vector_size=8, min_count=1, epochs=2, min_n=3, max_n=0)
+    path = tmp_path / "no-ngrams.bin"
+    save_facebook_model(model, str(path))
+    kv = load_facebook_vectors(str(path))
+    with pytest.raises(KeyError):
+        kv["raskolnikovish"]  # gensim's behaviour, the reference
+    model.save(str(tmp_path / "no-ngrams.model"))
+    for source in (path, tmp_path / "no-ngrams.model"):
+        info = load_file(source, name="NN", store=store, progress=False)
+        assert info.ngram_buckets == 0
+        rkv = RedisKeyedVectors("NN", store=store, cache_dir=None)
+        assert np.array_equal(rkv[kv.index_to_key], kv.vectors)
+        with pytest.raises(KeyError, match="raskolnikovish"):
+            rkv["raskolnikovish"]
+        assert "raskolnikovish" not in rkv and not rkv.has_index_for("raskolnikovish")
+        assert store.client.keys("NN#*") == [] and store.client.keys("*#*") == []
+
+
 # -- the HTTP service ----------------------------------------------------------------------
 
 

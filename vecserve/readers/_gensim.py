@@ -2,14 +2,16 @@
 
 gensim is imported only here, and only when such a file is opened. The vectors are
 memory-mapped (``mmap="r"``), so a batch is the only copy in memory; rows come in
-``index_to_key`` order, with the ``count`` attribute when the file has one. A pickle
-can run code when loaded: open only gensim files you trust.
+``index_to_key`` order, with the ``count`` attribute when the file has one. A saved
+``FastTextKeyedVectors`` (or ``FastText`` model) brings its n-gram bucket rows
+(``vectors_ngrams``) and settings too, so words it never saw get vectors from Redis as
+from gensim. A pickle can run code when loaded: open only gensim files you trust.
 """
 
 from __future__ import annotations
 
 import glob
-from collections.abc import Generator
+from collections.abc import Callable, Generator, Iterator
 from typing import Any
 
 import numpy as np
@@ -17,7 +19,7 @@ import numpy as np
 from ..errors import CorruptVectorFile, UnknownFormat, VectorFileError
 from ._types import ResumePoint, VectorBatch
 
-__all__ = ["gensim_batches", "load_keyed_vectors", "side_files"]
+__all__ = ["gensim_batches", "gensim_subwords", "load_keyed_vectors", "side_files"]
 
 
 def load_keyed_vectors(path: str, *, compressed: bool) -> Any:
@@ -60,3 +62,24 @@ def gensim_batches(
                 batch_counts = None
         progress[0] = j
         yield VectorBatch(tokens, vectors, batch_counts, ResumePoint(j, j))
+
+
+def gensim_subwords(
+    kv: Any,
+) -> tuple[int, int, int, Callable[[int], Iterator[tuple[int, np.ndarray]]]] | None:
+    """``(min_n, max_n, bucket, rows)`` of a ``FastTextKeyedVectors`` with n-grams, else None.
+
+    ``rows(batch_size)`` yields ``(first bucket, float32 rows)`` of ``vectors_ngrams``. A
+    model without n-grams (gensim sets ``bucket`` 0 when ``max_n < min_n``) has none: its
+    unknown words are KeyErrors, as in gensim.
+    """
+    bucket = int(getattr(kv, "bucket", 0) or 0)
+    ngrams = getattr(kv, "vectors_ngrams", None)
+    if not bucket or ngrams is None or len(ngrams) != bucket:
+        return None
+
+    def rows(batch_size: int) -> Iterator[tuple[int, np.ndarray]]:
+        for lo in range(0, bucket, batch_size):
+            yield lo, np.array(ngrams[lo : lo + batch_size], dtype=np.float32, order="C")
+
+    return int(kv.min_n), int(kv.max_n), bucket, rows

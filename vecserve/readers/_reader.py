@@ -15,8 +15,8 @@ import numpy as np
 from ..errors import CorruptVectorFile, UnknownFormat, VectorFileError
 from ._binary import binary_batches
 from ._dedup import TokenSet
-from ._fasttext import FastTextBin, fasttext_batches, ngram_batches, open_fasttext
-from ._gensim import gensim_batches, load_keyed_vectors, side_files
+from ._fasttext import fasttext_batches, ngram_batches, open_fasttext
+from ._gensim import gensim_batches, gensim_subwords, load_keyed_vectors, side_files
 from ._sniff import FORMATS, glove_dim, parse_header, sniff
 from ._source import SNIFF, Source
 from ._text import text_batches
@@ -136,24 +136,28 @@ class VectorReader:
 
 
 class _Subwords:
-    """A fastText ``.bin``'s n-gram settings and bucket rows (``VectorReader.subwords``).
+    """A fastText model's n-gram settings and bucket rows (``VectorReader.subwords``).
 
     ``min_n``, ``max_n`` and ``bucket`` as in gensim's ``FastTextKeyedVectors``;
-    `batches` yields ``(first bucket, float32 rows)`` over all ``bucket`` rows.
+    `batches` yields ``(first bucket, float32 rows)`` over all ``bucket`` rows, read by
+    ``rows(batch_size)`` (from a native ``.bin`` or a gensim model's ``vectors_ngrams``).
     """
 
-    def __init__(self, f, layout: FastTextBin):
-        self._f = f
-        self.layout = layout
-        self.min_n, self.max_n, self.bucket = layout.min_n, layout.max_n, layout.bucket
+    def __init__(
+        self, min_n: int, max_n: int, bucket: int,
+        rows: Callable[[int], Iterator[tuple[int, np.ndarray]]],
+        close: Callable[[], None] = lambda: None,
+    ):  # fmt: skip
+        self.min_n, self.max_n, self.bucket = min_n, max_n, bucket
+        self._rows = rows
+        self._close = close
 
     def batches(self, batch_size: int) -> Iterator[tuple[int, np.ndarray]]:
-        return ngram_batches(self._f, self.layout, batch_size=batch_size)
+        return self._rows(batch_size)
 
     def close(self) -> None:
-        if self._f.fd >= 0:
-            self._f.close()
-            self._f.fd = -1
+        self._close()
+        self._close = lambda: None
 
 
 def open_vectors(
@@ -269,7 +273,10 @@ def _open(
         ):
             f.close()
             raise ValueError(f"{resume} is not a point in the dictionary of {path}")
-        sub = _Subwords(f, layout)
+        sub = _Subwords(
+            layout.min_n, layout.max_n, layout.bucket,
+            lambda size: ngram_batches(f, layout, batch_size=size), f.close,
+        )  # fmt: skip
         batches = fasttext_batches(
             f, layout, count=count, records=records,
             resume_offset=resume.offset if resume else None, batch_size=batch_size,
@@ -291,9 +298,10 @@ def _open(
             kv, count=count, records=records, batch_size=batch_size, progress=done
         )
         extra = side_files(path)
+        ngrams = gensim_subwords(kv)
         return VectorReader(
             src, batches, format=fmt, dim=int(kv.vector_size), count=count, seen=None,
-            extra_files=extra,
+            extra_files=extra, subwords=_Subwords(*ngrams) if ngrams else None,
             bytes_read=lambda: (src.size_bytes + sum(map(os.path.getsize, extra))) * done[0]
             // max(count, 1),
         )  # fmt: skip
