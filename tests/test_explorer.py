@@ -15,10 +15,11 @@ import httpx
 import numpy as np
 import pytest
 
-from vecserve.loader import load_arrays
+from vecserve.loader import load_arrays, load_file
 from vecserve.store import Store
 
 from .api_support import serving
+from .conftest import gensim_data
 
 sync_api = pytest.importorskip("playwright.sync_api")
 CHROMIUM = "/usr/bin/chromium"
@@ -73,6 +74,7 @@ def service(redis_url, tmp_path_factory):
     store.client.flushall()
     tokens, vectors = model_arrays()
     load_arrays(tokens, vectors, name="EX", store=store, progress=False, source="explorer-test")
+    load_file(gensim_data("crime-and-punishment.bin"), name="FT", store=store, progress=False)
     args = ["--redis-url", redis_url, "--default-model", "EX", "--ann", "--log-level", "warning"]
     tmp = tmp_path_factory.mktemp("explorer-serve")
     try:
@@ -244,6 +246,29 @@ def test_a_link_with_state_restores_it(open_page, service, shots):
     page.wait_for_selector("#similarity-result strong")
     assert page.locator("#similarity-result strong").inner_text() == f"{sim:.4f}"
     page.screenshot(path=shots / "07-restored-dark.png", full_page=True)
+
+
+def test_words_built_from_subwords_are_marked(open_page, service, shots):
+    """A fastText model: a word outside its vocabulary is answered and marked as such."""
+    page = open_page("?model=FT&word=raskolnikovish&topn=5&w1=raskolnikovish&w2=the")
+    got = neighbours_on_page(page)
+    want = api(service, "/most_similar", positive="raskolnikovish", topn=5, model="FT")
+    assert want["subwords"] == ["raskolnikovish"]
+    assert got == [(w, f"{s:.4f}") for w, s in want["results"]]
+    note = page.locator("#neighbours-mode .subwords")
+    assert note.inner_text() == (
+        "subwords \u201craskolnikovish\u201d: not in the vocabulary, built from character n-grams"
+    )
+    assert "character n-grams" in note.locator(".tag").get_attribute("title")
+    page.wait_for_selector("#similarity-result .subwords")
+    assert "raskolnikovish" in page.locator("#similarity-result .subwords").inner_text()
+    facts = page.locator("#model-facts").inner_text()
+    assert "subwords\n3–6-grams, 100 buckets" in facts, facts
+    page.screenshot(path=shots / "09-subwords.png", full_page=True)
+    # an in-vocabulary word carries no mark
+    page = open_page("?model=FT&word=the&topn=5")
+    neighbours_on_page(page)
+    assert page.locator("#neighbours-mode .subwords").count() == 0
 
 
 def test_the_page_asks_for_the_api_key_once(open_page, service, shots):

@@ -280,6 +280,11 @@ async function showModel() {
       fact("source", m.source || "—"),
       fact("approximate search", annText(m.ann)),
     );
+    if (m.ngram_buckets) {
+      facts.append(
+        fact("subwords", `${m.min_n}–${m.max_n}-grams, ${m.ngram_buckets.toLocaleString("en")} buckets`),
+      );
+    }
     return true;
   } catch (err) {
     const names = models.map((x) => quote(x.name)).join(", ");
@@ -294,6 +299,22 @@ async function showModel() {
 // -- sections ----------------------------------------------------------------------------
 
 const fmt = (x) => (typeof x === "number" ? x.toFixed(4) : String(x));
+
+// fastText models answer words outside their vocabulary from character n-grams; the
+// service names those words in `subwords`, and the page says so beside the answer
+function subwordNote(words) {
+  if (!words || !words.length) return null;
+  const span = document.createElement("span");
+  span.className = "subwords";
+  const list = words.map(quote).join(", ");
+  span.textContent = `${list}: not in the vocabulary, built from character n-grams`;
+  const tag = document.createElement("abbr");
+  tag.className = "tag";
+  tag.textContent = "subwords";
+  tag.title = "Not in the model's vocabulary: the vector was built from the word's character n-grams, as fastText does.";
+  span.prepend(tag, " ");
+  return span;
+}
 
 function wordButton(word) {
   const b = document.createElement("button");
@@ -341,6 +362,8 @@ async function runNeighbours() {
     how = `Asked for approximate search, answered exactly (approximate index: ${res.approximate_status}).`;
   }
   show(mode, how);
+  const note = subwordNote(res.subwords);
+  if (note) mode.append(" ", note);
   const tbody = table.querySelector("tbody");
   tbody.replaceChildren();
   results.forEach(([word, score], i) => {
@@ -386,6 +409,8 @@ async function runSimilarity() {
       `cosine(${quote(state.w1)}, ${quote(state.w2)}) = `,
       Object.assign(document.createElement("strong"), { textContent: fmt(res.similarity) }),
     );
+    const note = subwordNote(res.subwords);
+    if (note) out.append(" ", note);
   } catch (e) {
     show(err, e.message);
   }
