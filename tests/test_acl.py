@@ -18,7 +18,9 @@ from tests.api_support import AppClient, run_vecserve, serving
 from vecserve.acl import setuser_line
 from vecserve.embedded import ValkeyProcess, free_port
 from vecserve.errors import PermissionDenied, VecserveError
-from vecserve.loader import load_arrays
+from vecserve.loader import load_arrays, load_file
+
+from .conftest import gensim_data
 
 WORDS = ["king", "queen", "man", "woman", "apple"]
 VECTORS = np.random.default_rng(0).standard_normal((len(WORDS), 8)).astype(np.float32)
@@ -41,7 +43,11 @@ def server(tmp_path_factory):
             admin.execute_command(*line.split())
         admin.execute_command("ACL", "SETUSER", "nomget", "on", ">npw", "~*", "+@connection",
                               "+hget", "+hgetall", "+get", "+lrange", "+subscribe")  # fmt: skip
+        # the worker line as it was before fastText reads used EVAL_RO
+        old_worker = setuser_line("worker", user="old", password="opw").split()
+        admin.execute_command(*[w for w in old_worker if w != "+eval_ro"])
         load_arrays(WORDS, VECTORS, name="M", redis_url=f"redis://127.0.0.1:{port}")
+        load_file(gensim_data("toy-model.bin"), name="FT", redis_url=f"redis://127.0.0.1:{port}")
         yield port
         admin.close()
 
@@ -61,6 +67,28 @@ def test_worker_reads_with_redis_keyed_vectors(server, cache):
         assert kv.most_similar("king", topn=2)[0][0] in WORDS
         with pytest.raises(KeyError):
             kv["nope"]
+    finally:
+        kv.close()
+
+
+@pytest.mark.parametrize("user", ["w", "old"])
+def test_worker_reads_fasttext_words_it_never_saw(server, user):
+    """The worker role reads a fastText batch in one EVAL_RO; a user without it (an older
+    ACL line) gets the same vectors through MGET, and cannot run a writing script."""
+    from gensim.models.fasttext import load_facebook_vectors
+
+    from vecserve import RedisKeyedVectors
+
+    want = load_facebook_vectors(gensim_data("toy-model.bin"))
+    words = ["the", "raskolnikovish", "日本語", "night"]
+    kv = RedisKeyedVectors("FT", redis_url=url(server, user, {"w": "wpw", "old": "opw"}[user]))
+    try:
+        np.testing.assert_allclose(kv[words], np.vstack([want[w] for w in words]), atol=1e-6)
+        assert kv._get_store().subword_script is (user == "w")
+        with pytest.raises(redis.exceptions.NoPermissionError):
+            kv._get_store().client.execute_command("EVAL", "return redis.call('SET', 'x', 1)", 0)
+        with pytest.raises(redis.ResponseError, match=r"not allowed|no permissions to run"):
+            kv._get_store().client.execute_command("EVAL_RO", "return redis.call('SET', 'x', 1)", 0)
     finally:
         kv.close()
 

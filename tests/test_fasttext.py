@@ -274,6 +274,30 @@ def test_one_round_trip_for_words_and_ngrams(store, monkeypatch):
     assert len(calls) == 1
 
 
+def test_buckets_are_read_only_for_missing_words(store):
+    """One script reads every word and only the missing words' buckets; the MGET fallback
+    (servers without EVAL_RO) reads them all and gives the same vectors."""
+    info = load_file(gensim_data("crime-and-punishment.bin"), name="FT", store=store,
+                     progress=False)  # fmt: skip
+    words = ["the", "raskolnikovish", "of", "日本語"]
+    ids = ngram_buckets(words, info.min_n, info.max_n, info.ngram_buckets)
+    uniq, inverse = np.unique(np.concatenate(ids), return_inverse=True)
+    local = np.split(inverse, np.cumsum([len(b) for b in ids])[:-1])
+    _, rows, found = store.read_rows(info, words, ngrams=uniq, needs=local)
+    assert found[:4].tolist() == [True, False, True, False]
+    missing = np.zeros(len(uniq), bool)
+    missing[np.concatenate([local[1], local[3]])] = True
+    assert np.array_equal(found[4:], missing)  # the in-vocabulary words' buckets: not read
+    assert store.subword_script
+    _, via_script, _ = store.read_rows_subwords(info, words)
+    store.subword_script = False
+    _, all_rows, all_found = store.read_rows(info, words, ngrams=uniq, needs=local)
+    assert all_found[4:].all()
+    _, via_mget, _ = store.read_rows_subwords(info, words)
+    assert np.array_equal(via_script, via_mget)
+    assert np.array_equal(all_rows[4:][missing], rows[4:][missing])
+
+
 def test_most_similar_of_an_oov_word(store, model):
     name, kv = model
     if not np.linalg.norm(kv.vectors, axis=1).all():

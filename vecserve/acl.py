@@ -4,7 +4,9 @@
   read-only. ``+@read +@connection`` less ``@dangerous`` (so no ``INFO``, ``KEYS``,
   ``CLIENT KILL``), keys readable only (``%R~``), plus what cache invalidation needs
   (``SUBSCRIBE`` to ``__redis__:invalidate``; ``CLIENT TRACKING`` is in ``@connection``)
-  and, on a Redis Cluster, the slot map (``CLUSTER SLOTS``/``SHARDS``, ``READONLY``).
+  and, on a Redis Cluster, the slot map (``CLUSTER SLOTS``/``SHARDS``, ``READONLY``);
+  ``EVAL_RO`` for fastText models' one-round-trip read (a script that can only read:
+  the server refuses any write from it, and the key rules still apply).
 - ``loader`` (``vecserve load``, ``vecserve train``): reads and writes one model's keys
   and the shared registry hashes, publishes commit events, runs the lease's one script.
 
@@ -12,7 +14,8 @@ vecserve detects a cluster with ``HELLO``, never ``INFO``, so these users suffic
 
 >>> print(setuser_line("worker", user="w", password="pw"))  # doctest: +NORMALIZE_WHITESPACE
 ACL SETUSER w reset on >pw resetchannels &__redis__:invalidate %R~* -@all +@read
-+@connection -@dangerous +subscribe +unsubscribe +cluster|slots +cluster|shards +readonly
++@connection -@dangerous +subscribe +unsubscribe +eval_ro +cluster|slots +cluster|shards
++readonly
 """
 
 from __future__ import annotations
@@ -26,7 +29,10 @@ __all__ = ["ROLES", "setuser_line"]
 
 INVALIDATE_CHANNEL = "__redis__:invalidate"
 _CLUSTER = ["+cluster|slots", "+cluster|shards", "+readonly"]
-_READER = ["-@all", "+@read", "+@connection", "-@dangerous", "+subscribe", "+unsubscribe"]
+# EVAL_RO: fastText reads (Store.read_rows_subwords) in one read-only script
+_READER = [
+    "-@all", "+@read", "+@connection", "-@dangerous", "+subscribe", "+unsubscribe", "+eval_ro",
+]  # fmt: skip
 ROLES = {
     "worker": "read-only: RedisKeyedVectors in workers",
     "api": "read-only: the HTTP service (vecserve serve)",

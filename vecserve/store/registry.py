@@ -38,6 +38,29 @@ from .layout import (
 
 __all__ = ["Store"]
 
+#: One round trip for a fastText batch: every word's row, and the n-gram bucket rows of
+#: only those words that are missing (in MGET's order: words, then the buckets asked for;
+#: a bucket no missing word needs comes back nil). KEYS: the word keys, then the bucket
+#: keys; ARGV[1]: the number of words; ARGV[1 + i]: word i's bucket numbers (1-based,
+#: among the bucket keys), comma-separated. Read-only (EVAL_RO).
+SUBWORD_READ = """
+local n = tonumber(ARGV[1])
+local out = {}
+for i = 1, #KEYS do out[i] = false end
+for i = 1, n do
+  local v = redis.call('GET', KEYS[i])
+  if v then
+    out[i] = v
+  else
+    for b in string.gmatch(ARGV[i + 1], '%d+') do
+      local j = n + tonumber(b)
+      if not out[j] then out[j] = redis.call('GET', KEYS[j]) end
+    end
+  end
+end
+return out
+"""
+
 
 class Store:
     """Model registry and vector keys on a ``redis.Redis`` or ``redis.RedisCluster``.
@@ -61,6 +84,9 @@ class Store:
         self.url = redact_url(url or describe_client(client))
         self.is_cluster = isinstance(client, RedisCluster)
         self._entries: dict[str, tuple[bytes, ModelInfo]] = {}  # model_from_entry
+        # False once the server refused SUBWORD_READ (no EVAL_RO: Redis < 7, or an ACL
+        # without it): fastText reads then fetch every word's buckets with MGET
+        self.subword_script = not self.is_cluster
         # Called after a load of this store commits (the embedded server saves then).
         self.after_commit: Callable[[], None] | None = None
 
@@ -190,6 +216,7 @@ class Store:
         follow: bool = True,
         attempts: int = 5,
         ngrams: np.ndarray | None = None,
+        needs: Sequence[np.ndarray] | None = None,
     ) -> tuple[ModelInfo, np.ndarray, np.ndarray]:
         """``(info, rows, found)``: float32 rows of ``tokens``, all of ONE generation.
 
@@ -209,7 +236,9 @@ class Store:
         ``ngrams`` (fastText models): n-gram bucket numbers whose rows are read in the
         same MGET; they come after the tokens' rows in ``rows`` and ``found``. A new
         generation with other n-gram settings raises :class:`GenerationChanged` (the
-        caller computes the buckets again).
+        caller computes the buckets again). With ``needs`` (token i's positions in
+        ``ngrams``), a bucket is read only for tokens that are missing (`SUBWORD_READ`,
+        one server-side script on a single server); the others' come back not found.
         """
         extra = np.zeros(0, np.int64) if ngrams is None else np.asarray(ngrams, np.int64)
         for _ in range(attempts):
@@ -218,7 +247,7 @@ class Store:
                 values: list[bytes | None] = []
                 raw = self.registry_entry(model.name)
             else:
-                values, raw = self._fetch_with_entry(model, tokens, ids)
+                values, raw = self._fetch_with_entry(model, tokens, ids, needs)
             current = self.model_from_entry(model.name, raw)
             if current.generation == model.generation and current.prefix == model.prefix:
                 what = [*tokens, *(f"n-gram bucket {i}" for i in ids.tolist())]
@@ -251,8 +280,9 @@ class Store:
             ids = ngram_buckets(tokens, model.min_n, model.max_n, model.ngram_buckets)
             flat = np.concatenate(ids) if ids else np.zeros(0, np.uint32)
             uniq, inverse = np.unique(flat, return_inverse=True)
+            local = np.split(inverse, np.cumsum([len(b) for b in ids])[:-1])
             try:
-                got, rows, found = self.read_rows(model, tokens, ngrams=uniq)
+                got, rows, found = self.read_rows(model, tokens, ngrams=uniq, needs=local)
             except GenerationChanged:  # a new generation with other n-gram settings
                 if attempt:
                     raise
@@ -262,18 +292,25 @@ class Store:
             mat, in_vocab = rows[:n], found[:n]
             oov = np.flatnonzero(~in_vocab)
             if len(oov):
-                local = np.split(inverse, np.cumsum([len(b) for b in ids])[:-1])
                 mat = np.array(mat, copy=True)
                 mat[oov] = compose(None, [local[i] for i in oov.tolist()], rows[n:])
             return got, mat, in_vocab
         raise AssertionError("unreachable")
 
     def _fetch_with_entry(
-        self, model: ModelInfo, tokens: Sequence[str], ngrams: np.ndarray | None = None
+        self,
+        model: ModelInfo,
+        tokens: Sequence[str],
+        ngrams: np.ndarray | None = None,
+        needs: Sequence[np.ndarray] | None = None,
     ) -> tuple[list[bytes | None], bytes | None]:
         keys = self.vector_keys(model.prefix, tokens, model.buckets)
         if ngrams is not None and len(ngrams):
             keys += ngram_keys(model.prefix, ngrams, model.buckets)
+            if needs is not None and self.subword_script:
+                got = self._fetch_subwords(model, keys, needs)
+                if got is not None:
+                    return got
         if self.is_cluster:
             with self.errors(f"reading {len(keys)} vectors of {model.name!r}"):
                 values = self._cluster_mget(keys)
@@ -283,6 +320,25 @@ class Store:
         pipe.execute_command("HGET", MODELS, model.name)
         with self.errors(f"reading {len(keys)} vectors of {model.name!r}"):
             values, raw = pipe.execute()
+        return values, raw
+
+    def _fetch_subwords(
+        self, model: ModelInfo, keys: list[bytes], needs: Sequence[np.ndarray]
+    ) -> tuple[list[bytes | None], bytes | None] | None:
+        """`SUBWORD_READ` and the registry entry in one round trip; None if refused."""
+        pipe = self.client.pipeline(transaction=False)
+        wanted = [b",".join(b"%d" % (j + 1) for j in need.tolist()) for need in needs]
+        pipe.execute_command("EVAL_RO", SUBWORD_READ, len(keys), *keys, len(needs), *wanted)
+        pipe.execute_command("HGET", MODELS, model.name)
+        with self.errors(f"reading {len(keys)} vectors of {model.name!r}"):
+            try:
+                values, raw = pipe.execute()
+            except redis.ResponseError as exc:
+                msg = str(exc).lower()
+                if "eval_ro" not in msg and "unknown command" not in msg:
+                    raise
+                self.subword_script = False  # Redis < 7 or an ACL without it: MGET all
+                return None
         return values, raw
 
     def _cluster_mget(self, keys: list[bytes]) -> list[bytes | None]:
