@@ -27,7 +27,7 @@ from vecserve.errors import CorruptVectorFile, UnknownFormat, VectorFileError
 from vecserve.keyedvectors import RedisKeyedVectors
 from vecserve.loader import load_file
 from vecserve.readers import detect_format, open_vectors
-from vecserve.subwords import ngram_buckets
+from vecserve.subwords import ngram_buckets, ngram_buckets_flat
 
 from .conftest import gensim_data
 
@@ -280,10 +280,10 @@ def test_buckets_are_read_only_for_missing_words(store):
     info = load_file(gensim_data("crime-and-punishment.bin"), name="FT", store=store,
                      progress=False)  # fmt: skip
     words = ["the", "raskolnikovish", "of", "日本語"]
-    ids = ngram_buckets(words, info.min_n, info.max_n, info.ngram_buckets)
-    uniq, inverse = np.unique(np.concatenate(ids), return_inverse=True)
-    local = np.split(inverse, np.cumsum([len(b) for b in ids])[:-1])
-    _, rows, found = store.read_rows(info, words, ngrams=uniq, needs=local)
+    flat, bounds = ngram_buckets_flat(words, info.min_n, info.max_n, info.ngram_buckets)
+    uniq, inverse = np.unique(flat, return_inverse=True)
+    local = np.split(inverse, bounds[1:-1])
+    _, rows, found = store.read_rows(info, words, ngrams=uniq, needs=(inverse, bounds))
     assert found[:4].tolist() == [True, False, True, False]
     missing = np.zeros(len(uniq), bool)
     missing[np.concatenate([local[1], local[3]])] = True
@@ -291,7 +291,7 @@ def test_buckets_are_read_only_for_missing_words(store):
     assert store.subword_script
     _, via_script, _ = store.read_rows_subwords(info, words)
     store.subword_script = False
-    _, all_rows, all_found = store.read_rows(info, words, ngrams=uniq, needs=local)
+    _, all_rows, all_found = store.read_rows(info, words, ngrams=uniq, needs=(inverse, bounds))
     assert all_found[4:].all()
     _, via_mget, _ = store.read_rows_subwords(info, words)
     assert np.array_equal(via_script, via_mget)

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-__all__ = ["compose", "ngram_buckets", "ngrams"]
+__all__ = ["compose", "ngram_buckets", "ngram_buckets_flat", "ngrams"]
 
 _FNV_OFFSET = np.uint32(2166136261)
 _FNV_PRIME = np.uint32(16777619)
@@ -53,10 +53,22 @@ def ngram_buckets(words: Sequence[str], min_n: int, max_n: int, bucket: int) -> 
 
     Words that have no n-gram (``max_n`` 0, or too short) get an empty array.
     """
-    if not words:
-        return []
-    if bucket <= 0 or max_n <= 0 or max_n < min_n:
-        return [np.zeros(0, np.uint32) for _ in words]
+    flat, bounds = ngram_buckets_flat(words, min_n, max_n, bucket)
+    return np.split(flat, bounds[1:-1]) if len(words) else []
+
+
+def ngram_buckets_flat(
+    words: Sequence[str], min_n: int, max_n: int, bucket: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """`ngram_buckets` as one array: word ``i``'s buckets are ``flat[bounds[i]:bounds[i+1]]``.
+
+    >>> flat, bounds = ngram_buckets_flat(["hi", "a"], 3, 4, 2_000_000)
+    >>> bounds.tolist(), len(flat)
+    ([0, 3, 4], 4)
+    """
+    bounds = np.zeros(len(words) + 1, dtype=np.int64)
+    if not words or bucket <= 0 or max_n <= 0 or max_n < min_n:
+        return np.zeros(0, np.uint32), bounds
     encoded = [f"<{w}>".encode("utf-8", "surrogateescape") for w in words]
     lens = np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded))
     buf = np.frombuffer(b"".join(encoded), dtype=np.uint8)
@@ -93,7 +105,8 @@ def ngram_buckets(words: Sequence[str], min_n: int, max_n: int, bucket: int) -> 
     flat = hashes[emit] % np.uint32(bucket)
     per_start = emit.sum(axis=1)
     per_word = np.bincount(word_of[starts], weights=per_start, minlength=len(words))
-    return np.split(flat, np.cumsum(per_word.astype(np.int64))[:-1])
+    np.cumsum(per_word.astype(np.int64), out=bounds[1:])
+    return flat, bounds
 
 
 def compose(base: np.ndarray | None, ids: Sequence[np.ndarray], rows: np.ndarray) -> np.ndarray:

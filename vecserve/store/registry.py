@@ -11,7 +11,7 @@ import redis
 from redis.cluster import RedisCluster
 
 from ..errors import GenerationChanged, ModelNotFound, StoreUnavailable, VecserveError
-from ..subwords import compose, ngram_buckets
+from ..subwords import compose, ngram_buckets_flat
 from .layout import (
     DEFAULT_CLUSTER_BUCKETS,
     EVENTS,
@@ -39,22 +39,28 @@ from .layout import (
 __all__ = ["Store"]
 
 #: One round trip for a fastText batch: every word's row, and the n-gram bucket rows of
-#: only those words that are missing (in MGET's order: words, then the buckets asked for;
-#: a bucket no missing word needs comes back nil). KEYS: the word keys, then the bucket
-#: keys; ARGV[1]: the number of words; ARGV[1 + i]: word i's bucket numbers (1-based,
-#: among the bucket keys), comma-separated. Read-only (EVAL_RO).
+#: only those words that are missing (as MGET of the words then the buckets would give
+#: them; a bucket no missing word needs comes back nil). KEYS: the word keys. ARGV: the
+#: bucket key prefix; the bucket numbers (uint32, little-endian); for every bucket of
+#: every word in order, its position among them (uint32); word i's first entry in that
+#: list (uint32, one more bound at the end). Read-only (EVAL_RO); only the missing words'
+#: entries are unpacked.
 SUBWORD_READ = """
-local n = tonumber(ARGV[1])
+local n, prefix, ids, flat, bounds = #KEYS, ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local out = {}
-for i = 1, #KEYS do out[i] = false end
+for i = 1, n + #ids / 4 do out[i] = false end
 for i = 1, n do
   local v = redis.call('GET', KEYS[i])
   if v then
     out[i] = v
   else
-    for b in string.gmatch(ARGV[i + 1], '%d+') do
-      local j = n + tonumber(b)
-      if not out[j] then out[j] = redis.call('GET', KEYS[j]) end
+    local lo = struct.unpack('<I4', bounds, 4 * i - 3)
+    local hi = struct.unpack('<I4', bounds, 4 * i + 1)
+    for k = lo, hi - 1 do
+      local j = struct.unpack('<I4', flat, 4 * k + 1)
+      if not out[n + j + 1] then
+        out[n + j + 1] = redis.call('GET', prefix .. struct.unpack('<I4', ids, 4 * j + 1))
+      end
     end
   end
 end
@@ -216,7 +222,7 @@ class Store:
         follow: bool = True,
         attempts: int = 5,
         ngrams: np.ndarray | None = None,
-        needs: Sequence[np.ndarray] | None = None,
+        needs: tuple[np.ndarray, np.ndarray] | None = None,
     ) -> tuple[ModelInfo, np.ndarray, np.ndarray]:
         """``(info, rows, found)``: float32 rows of ``tokens``, all of ONE generation.
 
@@ -236,9 +242,10 @@ class Store:
         ``ngrams`` (fastText models): n-gram bucket numbers whose rows are read in the
         same MGET; they come after the tokens' rows in ``rows`` and ``found``. A new
         generation with other n-gram settings raises :class:`GenerationChanged` (the
-        caller computes the buckets again). With ``needs`` (token i's positions in
-        ``ngrams``), a bucket is read only for tokens that are missing (`SUBWORD_READ`,
-        one server-side script on a single server); the others' come back not found.
+        caller computes the buckets again). With ``needs = (positions, bounds)`` (token
+        i's buckets are ``ngrams[positions[bounds[i]:bounds[i + 1]]]``), buckets are read
+        only for tokens that are missing (`SUBWORD_READ`, one server-side script on a
+        single server); the others' come back not found.
         """
         extra = np.zeros(0, np.int64) if ngrams is None else np.asarray(ngrams, np.int64)
         for _ in range(attempts):
@@ -250,8 +257,7 @@ class Store:
                 values, raw = self._fetch_with_entry(model, tokens, ids, needs)
             current = self.model_from_entry(model.name, raw)
             if current.generation == model.generation and current.prefix == model.prefix:
-                what = [*tokens, *(f"n-gram bucket {i}" for i in ids.tolist())]
-                rows, found = _decode(model, values, what)
+                rows, found = _decode(model, values, _Names(tokens, ids))
                 return model, rows, found
             settings = (current.min_n, current.max_n, current.ngram_buckets)
             if not follow or (
@@ -277,12 +283,11 @@ class Store:
         for attempt in range(2):
             if not model.subwords:
                 return self.read_rows(model, tokens)
-            ids = ngram_buckets(tokens, model.min_n, model.max_n, model.ngram_buckets)
-            flat = np.concatenate(ids) if ids else np.zeros(0, np.uint32)
+            flat, bounds = ngram_buckets_flat(tokens, model.min_n, model.max_n, model.ngram_buckets)
             uniq, inverse = np.unique(flat, return_inverse=True)
-            local = np.split(inverse, np.cumsum([len(b) for b in ids])[:-1])
+            needs = (inverse, bounds)
             try:
-                got, rows, found = self.read_rows(model, tokens, ngrams=uniq, needs=local)
+                got, rows, found = self.read_rows(model, tokens, ngrams=uniq, needs=needs)
             except GenerationChanged:  # a new generation with other n-gram settings
                 if attempt:
                     raise
@@ -293,7 +298,8 @@ class Store:
             oov = np.flatnonzero(~in_vocab)
             if len(oov):
                 mat = np.array(mat, copy=True)
-                mat[oov] = compose(None, [local[i] for i in oov.tolist()], rows[n:])
+                own = [inverse[bounds[i] : bounds[i + 1]] for i in oov.tolist()]
+                mat[oov] = compose(None, own, rows[n:])
             return got, mat, in_vocab
         raise AssertionError("unreachable")
 
@@ -302,15 +308,15 @@ class Store:
         model: ModelInfo,
         tokens: Sequence[str],
         ngrams: np.ndarray | None = None,
-        needs: Sequence[np.ndarray] | None = None,
+        needs: tuple[np.ndarray, np.ndarray] | None = None,
     ) -> tuple[list[bytes | None], bytes | None]:
         keys = self.vector_keys(model.prefix, tokens, model.buckets)
         if ngrams is not None and len(ngrams):
-            keys += ngram_keys(model.prefix, ngrams, model.buckets)
-            if needs is not None and self.subword_script:
-                got = self._fetch_subwords(model, keys, needs)
+            if needs is not None and self.subword_script and not model.buckets:
+                got = self._fetch_subwords(model, keys, ngrams, needs)
                 if got is not None:
                     return got
+            keys += ngram_keys(model.prefix, ngrams, model.buckets)
         if self.is_cluster:
             with self.errors(f"reading {len(keys)} vectors of {model.name!r}"):
                 values = self._cluster_mget(keys)
@@ -323,14 +329,25 @@ class Store:
         return values, raw
 
     def _fetch_subwords(
-        self, model: ModelInfo, keys: list[bytes], needs: Sequence[np.ndarray]
+        self,
+        model: ModelInfo,
+        keys: list[bytes],
+        ngrams: np.ndarray,
+        needs: tuple[np.ndarray, np.ndarray],
     ) -> tuple[list[bytes | None], bytes | None] | None:
         """`SUBWORD_READ` and the registry entry in one round trip; None if refused."""
+        positions, bounds = needs
+        args = [
+            ngram_keys(model.prefix, [0])[0][:-1],  # the bucket keys' prefix
+            np.asarray(ngrams, "<u4").tobytes(),
+            np.asarray(positions, "<u4").tobytes(),
+            np.asarray(bounds, "<u4").tobytes(),
+        ]
         pipe = self.client.pipeline(transaction=False)
-        wanted = [b",".join(b"%d" % (j + 1) for j in need.tolist()) for need in needs]
-        pipe.execute_command("EVAL_RO", SUBWORD_READ, len(keys), *keys, len(needs), *wanted)
+        pipe.execute_command("EVAL_RO", SUBWORD_READ, len(keys), *keys, *args)
         pipe.execute_command("HGET", MODELS, model.name)
-        with self.errors(f"reading {len(keys)} vectors of {model.name!r}"):
+        what = f"reading {len(keys)} words and their n-grams of {model.name!r}"
+        with self.errors(what):
             try:
                 values, raw = pipe.execute()
             except redis.ResponseError as exc:
@@ -468,6 +485,21 @@ def server_mode(client: redis.Redis) -> str:
         reply = dict(zip(reply[::2], reply[1::2], strict=False))
     mode = reply.get(b"mode", reply.get("mode", b"standalone"))
     return mode.decode() if isinstance(mode, bytes) else str(mode)
+
+
+class _Names(Sequence[str]):
+    """The names of a read's values (tokens, then n-gram buckets), made only when an error
+    message needs one."""
+
+    def __init__(self, tokens: Sequence[str], ids: np.ndarray):
+        self.tokens, self.ids = tokens, ids
+
+    def __len__(self) -> int:
+        return len(self.tokens) + len(self.ids)
+
+    def __getitem__(self, i):  # type: ignore[override]
+        n = len(self.tokens)
+        return self.tokens[i] if i < n else f"n-gram bucket {int(self.ids[i - n])}"
 
 
 def _decode(model: ModelInfo, values: list[bytes | None], tokens: Sequence[str]):
