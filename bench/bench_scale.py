@@ -19,7 +19,7 @@ One command, one table, in this order:
    the snapshot is mapped and queries have touched it (``/proc/PID/smaps_rollup``: private
    = Private_Clean + Private_Dirty, shared = Shared_*, Pss, and the anonymous part: what
    the worker holds that no other process can share); the Redis memory per vector of each
-   codec (``used_memory`` delta of a load; f32: what deleting the model frees).
+   codec (``used_memory`` delta of a load of the same file, once the first copy is gone).
 4. **Restarts.** ``vecserve server stop`` and the first command after it; a SIGKILL of the
    server and the first command after it.
 5. **Durability.** The same file loaded into a fresh server per setting: BGSAVE after the
@@ -393,21 +393,21 @@ def codecs(table: Table, env: dict, path: Path, n: int) -> None:
     table.section("Redis memory per vector, by codec (one copy alive at a time)")
     client = redis.Redis.from_url(f"unix://{status(env)['socket']}")
     try:
-        for codec in ("f16", "i8"):
+        before = client.info("memory")["used_memory"]
+        vecserve(env, "models", "delete", MODEL)
+        freed = before - client.info("memory")["used_memory"]
+        for codec in ("f32", "f16", "i8"):
             before = client.info("memory")["used_memory"]
             secs, _ = vecserve(env, "load", str(path), "--key", f"{MODEL}_{codec}",
                                "--codec", codec)  # fmt: skip
             grown = client.info("memory")["used_memory"] - before
-            table.add(f"{codec}: bytes per vector (load's used_memory delta)",
-                      f"{grown / n:,.0f} B", f"{grown / 1e9:.2f} GB; load {secs:.1f}s")  # fmt: skip
-            wait_saved(env)
+            note = f"{grown / 1e9:.2f} GB; load {secs:.1f}s"
+            if codec == "f32":
+                note += f"; deleting the first copy freed {freed / n:,.0f} B/vector"
+            table.add(f"{codec}: bytes per vector (used_memory delta of a load)",
+                      f"{grown / n:,.0f} B", note)  # fmt: skip
+            wait_saved(env)  # its background save, before the next load forks another
             vecserve(env, "models", "delete", f"{MODEL}_{codec}")
-            wait_saved(env)
-        before = client.info("memory")["used_memory"]
-        vecserve(env, "models", "delete", MODEL)
-        freed = before - client.info("memory")["used_memory"]
-        table.add("f32: bytes per vector (what deleting the model frees)",
-                  f"{freed / n:,.0f} B", f"{freed / 1e9:.2f} GB")  # fmt: skip
     finally:
         client.close()
 
