@@ -142,3 +142,50 @@ def test_starting_a_running_server_again_starts_no_second_one(tmp_path):
         assert server.start() is server and server.process is first
         assert first.poll() is None
     assert first.poll() is not None  # stopped on exit: nothing left running
+
+
+def test_server_start_is_idempotent_and_status_says_where_and_how_much(data_dir):
+    out = vecserve(data_dir, "server", "start").stdout
+    st = status(data_dir)
+    assert f"pid {st['pid']}, socket {data_dir / 'valkey.sock'}" in out
+    again = vecserve(data_dir, "server", "start").stdout
+    assert f"pid {st['pid']}," in again, "a second start attached to the running server"
+    assert st["socket"] == str(data_dir / "valkey.sock")
+    assert st["data_dir"] == str(data_dir)
+    assert st["used_memory"] > 0 and st["used_memory_human"]
+    assert st["models"] == [] and st["saved"] is True
+    text = vecserve(data_dir, "server", "status").stdout
+    assert f"pid       {st['pid']}" in text and f"data dir  {data_dir}" in text
+    assert "models    0" in text and "saved     yes" in text
+
+
+def test_serve_and_commands_share_one_server(data_dir, tmp_path, monkeypatch):
+    """`vecserve serve` on the embedded default and two loads at once, all on one server:
+    the service sees both models without a restart."""
+    import httpx
+
+    from tests.api_support import serving
+
+    monkeypatch.delenv("VECSERVE_REDIS_URL", raising=False)
+    files = []
+    for name in ("A", "B"):
+        f = tmp_path / f"{name}.txt"
+        f.write_text(f"2 3\n{name.lower()}1 1 2 3\n{name.lower()}2 4 5 6\n")
+        files.append((name, f))
+    with serving([], tmp_path, env={"VECSERVE_DATA_DIR": str(data_dir)}) as (base, _):
+        pid = status(data_dir)["pid"]
+        env = {**os.environ, "VECSERVE_DATA_DIR": str(data_dir)}
+        loads = [
+            subprocess.Popen([sys.executable, "-m", "vecserve.cli", "load", str(f), "--key", n],
+                             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            for n, f in files
+        ]  # fmt: skip
+        for p in loads:
+            _, err = p.communicate(timeout=120)
+            assert p.returncode == 0, err
+        models = httpx.get(f"{base}/models").json()["models"]
+        assert sorted(m["name"] for m in models) == ["A", "B"]
+        got = httpx.get(f"{base}/vectors", params={"words": "b2", "model": "B"}).json()
+        assert got["vectors"] == [[4.0, 5.0, 6.0]]
+        assert status(data_dir)["pid"] == pid, "the server was not restarted by anyone"
+    assert status(data_dir)["models"] == ["A", "B"], "the service's exit left the server up"
