@@ -37,14 +37,16 @@ import fcntl
 import json
 import logging
 import os
+import tempfile
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import numpy as np
 
+from .ivf import IvfIndex, default_nlist
 from .procs import pid_alive
 from .similarity import SimilarityIndex
 
@@ -57,23 +59,63 @@ BUILD_CHUNK = 50_000
 WAIT_POLL = 1.0
 
 
+#: Rows from which ``kind="auto"`` picks IVF over HNSW (see the module docstring).
+IVF_FROM_ROWS = 100_000
+
+
 @dataclass(frozen=True)
 class AnnParams:
-    """HNSW parameters (usearch names). ``dtype`` f16 halves the graph's vector copy."""
+    """Index parameters. ``kind``: ``"ivf"``, ``"hnsw"`` or ``"auto"`` (IVF for models of
+    at least :data:`IVF_FROM_ROWS` rows, HNSW below).
 
+    HNSW (usearch names): ``connectivity``, ``expansion_add``, ``expansion_search``,
+    ``dtype`` (f16 halves the graph's vector copy). IVF: ``nlist`` lists (0: one per
+    ~512 rows, at most 4096), ``nprobe`` lists scanned a query. Both: ``oversample`` x
+    (topn + excluded) candidates re-scored exactly; ``recall_queries`` measured at build.
+
+    >>> AnnParams().resolved(3_000_000).filename, AnnParams().resolved(5_000).filename
+    ('ann-ivf.ivf', 'ann-usearch-f16-M16-ef128.usearch')
+    """
+
+    kind: str = "auto"
     connectivity: int = 16
     expansion_add: int = 128
     expansion_search: int = 128
     dtype: str = "f16"
+    nlist: int = 0
+    nprobe: int = 32
     oversample: int = 2
     recall_queries: int = 200
 
+    def __post_init__(self) -> None:
+        if self.kind not in ("auto", "ivf", "hnsw"):
+            raise ValueError(f"unknown ANN index kind {self.kind!r} (auto, ivf or hnsw)")
+
+    def resolved(self, rows: int) -> AnnParams:
+        """These parameters for a model of ``rows`` rows: a concrete ``kind``."""
+        if self.kind != "auto":
+            return self
+        return replace(self, kind="ivf" if rows >= IVF_FROM_ROWS else "hnsw")
+
     @property
     def tag(self) -> str:
+        if self.kind == "ivf":
+            return f"ivf-nlist{self.nlist}" if self.nlist else "ivf"
         return f"usearch-{self.dtype}-M{self.connectivity}-ef{self.expansion_add}"
 
+    @property
+    def filename(self) -> str:
+        """The index file's name in the snapshot directory (``resolved`` parameters)."""
+        return f"ann-{self.tag}.{'ivf' if self.kind == 'ivf' else 'usearch'}"
 
-def _library_version() -> str:
+    @property
+    def library(self) -> str:
+        return "vecserve IVF (NumPy/BLAS)" if self.kind == "ivf" else "usearch (HNSW)"
+
+
+def _library_version(kind: str) -> str:
+    if kind == "ivf":
+        return f"vecserve IVF, numpy {np.__version__}"
     import usearch
 
     return f"usearch {usearch.__version__}"
@@ -99,28 +141,29 @@ def recall_at_k(exact: list[list[str]], approx: list[list[str]], k: int = 10) ->
 
 
 class AnnIndex:
-    """An HNSW graph over the unit rows of one :class:`SimilarityIndex` (keys = row numbers).
+    """An approximate index over the unit rows of one :class:`SimilarityIndex` (keys = row
+    numbers): an HNSW graph (usearch) or an :class:`~vecserve.ivf.IvfIndex`.
 
     Parameters
     ----------
-    index : usearch.index.Index
-        Built, or viewed from a file.
+    index : usearch.index.Index or IvfIndex
+        Built, or mapped from a file.
     meta : dict
-        Build parameters, build time, recall@10 measured at build.
+        Build parameters, build time, index bytes, recall@10 measured at build.
     """
 
     def __init__(self, index, meta: dict):
         self.index = index
         self.meta = meta
-        self.index.expansion_search = int(meta["params"]["expansion_search"])
+        self.params = AnnParams(**{"kind": "hnsw", **meta["params"]})  # older files: HNSW
+        if self.params.kind == "ivf":
+            self.index.nprobe = self.params.nprobe
+        else:
+            self.index.expansion_search = self.params.expansion_search
 
     @property
     def recall_at_10(self) -> float:
         return float(self.meta.get("recall_at_10", 0.0))
-
-    @property
-    def params(self) -> AnnParams:
-        return AnnParams(**self.meta["params"])
 
     @classmethod
     def build(
@@ -135,44 +178,37 @@ class AnnIndex:
     ) -> AnnIndex:
         """Build over ``sim``, measure recall@10, save to ``path`` (atomically) if given.
 
-        ``progress(done, total)`` is called after every chunk of rows added.
+        ``progress(done, total)`` is called after every chunk of rows added. An IVF index
+        needs a ``path`` (it is built into its file); without one it goes to a temporary
+        directory that lives as long as the index.
         """
-        from usearch.index import Index
-
-        p = params or AnnParams()
+        p = (params or AnnParams()).resolved(sim.count)
         if recall_queries is not None:
-            p = AnnParams(**{**asdict(p), "recall_queries": recall_queries})
+            p = replace(p, recall_queries=recall_queries)
         start = time.perf_counter()
-        index = Index(
-            ndim=sim.dim,
-            metric="ip",
-            dtype=p.dtype,
-            connectivity=p.connectivity,
-            expansion_add=p.expansion_add,
-            expansion_search=p.expansion_search,
-        )
-        n = sim.count
-        for lo in range(0, n, BUILD_CHUNK):
-            hi = min(lo + BUILD_CHUNK, n)
-            index.add(np.arange(lo, hi, dtype=np.uint64), _unit_rows(sim, lo, hi), threads=threads)
-            if progress is not None:
-                progress(hi, n)
-        build_seconds = time.perf_counter() - start
+        if p.kind == "ivf":
+            index, tmpdir = _build_ivf(sim, p, path, threads, progress)
+        else:
+            index, tmpdir = _build_hnsw(sim, p, threads, progress), None
         meta = {
-            "library": _library_version(),
+            "library": _library_version(p.kind),
             "params": asdict(p),
             "name": sim.name,
             "generation": sim.generation,
-            "rows": n,
-            "build_seconds": round(build_seconds, 3),
+            "rows": sim.count,
+            **({"nlist": index.nlist} if p.kind == "ivf" else {}),
+            "build_seconds": round(time.perf_counter() - start, 3),
         }
         ann = cls(index, meta)
+        ann._tmpdir = tmpdir  # keeps a path-less IVF's directory alive with the index
         meta.update(ann.measure_recall(sim, queries=p.recall_queries))
         if path is None:
             return ann
         path = Path(path)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        index.save(str(tmp))
+        tmp = _tmp_path(path)
+        if p.kind == "hnsw":
+            index.save(str(tmp))
+        meta["index_bytes"] = tmp.stat().st_size
         tmp.with_suffix(".json").write_text(json.dumps(meta, indent=1))
         os.replace(tmp.with_suffix(".json"), path.with_suffix(".json"))
         os.replace(tmp, path)
@@ -180,9 +216,10 @@ class AnnIndex:
 
     @classmethod
     def open(cls, path: str | os.PathLike) -> AnnIndex | None:
-        """Memory-map a saved index (shared by every process that opens it); None if absent."""
-        from usearch.index import Index
+        """Memory-map a saved index (shared by every process that opens it); None if absent.
 
+        Raises ``ValueError`` (one line: which file, what is wrong) if the file is damaged.
+        """
         path = Path(path)
         try:
             meta = json.loads(path.with_suffix(".json").read_text())
@@ -190,7 +227,31 @@ class AnnIndex:
             return None
         if not path.exists():
             return None
-        return cls(Index.restore(str(path), view=True), meta)
+        if path.suffix == ".ivf":
+            try:
+                return cls(IvfIndex.open(path), meta)
+            except FileNotFoundError:
+                return None
+        from usearch.index import Index
+
+        try:
+            index = Index.restore(str(path), view=True)
+        except Exception as exc:  # usearch raises RuntimeError/ValueError on bad bytes
+            raise ValueError(f"{path}: damaged HNSW index ({exc})") from None
+        if index is None or len(index) != meta.get("rows", len(index)):
+            raise ValueError(f"{path}: damaged HNSW index (not the {meta.get('rows')} rows "
+                             "its metadata names)")  # fmt: skip
+        return cls(index, meta)
+
+    def _candidates(self, means: np.ndarray, k: int) -> list[np.ndarray]:
+        """Each query row's approximately nearest row numbers, at most ``k``."""
+        if self.params.kind == "ivf":
+            return self.index.candidates(means, k)
+        found = self.index.search(means, k, threads=1)
+        if len(means) == 1:  # usearch answers a one-row batch with plain Matches
+            return [np.asarray(found.keys, dtype=np.int64)]
+        return [np.asarray(found.keys[j][: found.counts[j]], dtype=np.int64)
+                for j in range(len(means))]  # fmt: skip
 
     def most_similar(self, sim: SimilarityIndex, positive, negative, topn: int = 10) -> list:
         """Approximate ``sim.most_similar(positive, negative, topn)``: exact cosines of the
@@ -214,13 +275,9 @@ class AnnIndex:
             self.params.oversample * (queries[i][2] + len(ex))
             for i, ex in zip(todo, excludes, strict=True)
         )
-        found = self.index.search(np.asarray(means, dtype=np.float32), min(k, sim.count), threads=1)
-        if len(todo) == 1:  # usearch answers a one-row batch with plain Matches
-            keys, counts = [found.keys], [len(found.keys)]
-        else:
-            keys, counts = found.keys, found.counts
+        found = self._candidates(np.asarray(means, dtype=np.float32), min(k, sim.count))
         for j, i in enumerate(todo):
-            cand = np.asarray(keys[j][: counts[j]], dtype=np.int64)
+            cand = found[j]
             if excludes[j]:
                 cand = cand[~np.isin(cand, excludes[j])]
             mean = means[j]
@@ -245,6 +302,39 @@ class AnnIndex:
             "recall_queries": n,
             "query_ms": round(per_query * 1000, 3),
         }
+
+
+def _tmp_path(path: Path) -> Path:
+    return path.with_name(f".{path.name}.{os.getpid()}.tmp")
+
+
+def _build_hnsw(sim, p: AnnParams, threads: int, progress):
+    from usearch.index import Index
+
+    index = Index(ndim=sim.dim, metric="ip", dtype=p.dtype, connectivity=p.connectivity,
+                  expansion_add=p.expansion_add, expansion_search=p.expansion_search)  # fmt: skip
+    n = sim.count
+    for lo in range(0, n, BUILD_CHUNK):
+        hi = min(lo + BUILD_CHUNK, n)
+        index.add(np.arange(lo, hi, dtype=np.uint64), _unit_rows(sim, lo, hi), threads=threads)
+        if progress is not None:
+            progress(hi, n)
+    return index
+
+
+def _build_ivf(sim, p: AnnParams, path, threads: int, progress):
+    """Write the IVF file next to ``path`` (renamed into place), or into a temporary
+    directory when there is no path; return the mapped index and that directory."""
+    tmpdir = None
+    if path is None:
+        tmpdir = tempfile.TemporaryDirectory(prefix="vecserve-ivf-")
+        path = Path(tmpdir.name) / p.filename
+    else:
+        path = _tmp_path(Path(path))  # renamed into place once its metadata is written
+    nlist = p.nlist or default_nlist(sim.count)
+    IvfIndex.build_arrays(sim.vectors, path, nlist=nlist, norms=sim.norms, threads=threads,
+                          chunk=BUILD_CHUNK, progress=progress)  # fmt: skip
+    return IvfIndex.open(path), tmpdir
 
 
 @dataclass
@@ -314,16 +404,25 @@ def disk_status(snapshot: str | os.PathLike, params: AnnParams | None = None) ->
     >>> disk_status("/nonexistent")["state"]
     'absent'
     """
-    path = Path(snapshot) / f"ann-{(params or AnnParams()).tag}.usearch"
-    if path.exists():
+    paths = [Path(snapshot) / p.filename for p in _kinds(params or AnnParams())]
+    for path in paths:
+        if path.exists():
+            with contextlib.suppress(OSError, ValueError):
+                meta = json.loads(path.with_suffix(".json").read_text())
+                return {"state": "ready", "path": str(path), **meta}
+    for path in paths:
         with contextlib.suppress(OSError, ValueError):
-            meta = json.loads(path.with_suffix(".json").read_text())
-            return {"state": "ready", "path": str(path), **meta}
-    with contextlib.suppress(OSError, ValueError):
-        prog = json.loads(_progress_file(path).read_text())
-        if pid_alive(int(prog.get("pid", 0))):
-            return {"state": "building", "path": str(path), "progress": prog}
-    return {"state": "absent", "path": str(path)}
+            prog = json.loads(_progress_file(path).read_text())
+            if pid_alive(int(prog.get("pid", 0))):
+                return {"state": "building", "path": str(path), "progress": prog}
+    return {"state": "absent", "path": str(paths[0])}
+
+
+def _kinds(params: AnnParams) -> list[AnnParams]:
+    """The concrete parameters ``params`` may resolve to (``auto``: IVF, then HNSW)."""
+    if params.kind != "auto":
+        return [params]
+    return [replace(params, kind="ivf"), replace(params, kind="hnsw")]
 
 
 class _BuildLock:
@@ -349,6 +448,17 @@ class _BuildLock:
         if self.fd is not None:
             os.close(self.fd)  # closing drops the lock
             self.fd = None
+
+
+def _open_or_drop(path: Path) -> AnnIndex | None:
+    """Open ``path``; a damaged index (and its metadata) is removed, to be rebuilt."""
+    try:
+        return AnnIndex.open(path)
+    except ValueError as exc:
+        log.warning("%s; rebuilding it", exc)
+        for stale in (path, path.with_suffix(".json")):
+            stale.unlink(missing_ok=True)
+        return None
 
 
 class AnnManager:
@@ -382,7 +492,9 @@ class AnnManager:
         self._waiting: dict[tuple[str, int], Path] = {}  # built by another process
 
     def path_for(self, sim: SimilarityIndex) -> Path | None:
-        return None if sim.path is None else Path(sim.path) / f"ann-{self.params.tag}.usearch"
+        if sim.path is None:
+            return None
+        return Path(sim.path) / self.params.resolved(sim.count).filename
 
     def ready(self, sim: SimilarityIndex) -> bool:
         return (sim.name, sim.generation) in self._ready
@@ -400,7 +512,13 @@ class AnnManager:
         with self._lock:
             if key in self._ready:
                 return self._ready[key]
-            ann = AnnIndex.open(path) if path is not None else None
+            try:
+                ann = AnnIndex.open(path) if path is not None else None
+            except ValueError as exc:  # damaged: the builder thread replaces it
+                ann = None
+                if not self.enabled and key not in self._failed:
+                    log.error("%s; not used (the ANN index is disabled here)", exc)
+                    self._failed[key] = str(exc)
             if ann is not None:
                 return self._keep(key, ann)
             if not self.enabled or key in self._failed:
@@ -431,13 +549,15 @@ class AnnManager:
                 # another process builds this index: wait for it (or for its lock to go)
                 self._waiting[key] = path
                 time.sleep(WAIT_POLL)
-                ann = AnnIndex.open(path)
+                ann = None
+                with contextlib.suppress(ValueError):  # a damaged one: wait for the lock
+                    ann = AnnIndex.open(path)
                 if ann is not None:
                     with self._lock:
                         self._keep(key, ann)
                     return
             self._waiting.pop(key, None)
-            if path is not None and (ann := AnnIndex.open(path)) is not None:
+            if path is not None and (ann := _open_or_drop(path)) is not None:
                 with self._lock:  # built by the process we waited for
                     self._keep(key, ann)
                 return
@@ -464,10 +584,11 @@ class AnnManager:
 
     def status(self, sim: SimilarityIndex | None) -> dict:
         """What ``GET /models/{name}`` shows under ``ann``."""
-        out: dict = {"enabled": self.enabled, "library": "usearch (HNSW)"}
+        out: dict = {"enabled": self.enabled, "library": self.params.library}
         if sim is None:
             out["state"] = "exact index not loaded in this process"
             return out
+        out["library"] = self.params.resolved(sim.count).library
         key = (sim.name, sim.generation)
         ann = self._ready.get(key)
         if ann is None:
