@@ -37,6 +37,7 @@ import fcntl
 import json
 import logging
 import os
+import shutil
 import tempfile
 import threading
 import time
@@ -179,17 +180,16 @@ class AnnIndex:
         """Build over ``sim``, measure recall@10, save to ``path`` (atomically) if given.
 
         ``progress(done, total)`` is called after every chunk of rows added. An IVF index
-        needs a ``path`` (it is built into its file); without one it goes to a temporary
-        directory that lives as long as the index.
+        is built into its file: without ``path``, an unnamed temporary one.
         """
         p = (params or AnnParams()).resolved(sim.count)
         if recall_queries is not None:
             p = replace(p, recall_queries=recall_queries)
         start = time.perf_counter()
         if p.kind == "ivf":
-            index, tmpdir = _build_ivf(sim, p, path, threads, progress)
+            index = _build_ivf(sim, p, path, threads, progress)
         else:
-            index, tmpdir = _build_hnsw(sim, p, threads, progress), None
+            index = _build_hnsw(sim, p, threads, progress)
         meta = {
             "library": _library_version(p.kind),
             "params": asdict(p),
@@ -200,7 +200,6 @@ class AnnIndex:
             "build_seconds": round(time.perf_counter() - start, 3),
         }
         ann = cls(index, meta)
-        ann._tmpdir = tmpdir  # keeps a path-less IVF's directory alive with the index
         meta.update(ann.measure_recall(sim, queries=p.recall_queries))
         if path is None:
             return ann
@@ -208,7 +207,7 @@ class AnnIndex:
         tmp = _tmp_path(path)
         if p.kind == "hnsw":
             index.save(str(tmp))
-        meta["index_bytes"] = tmp.stat().st_size
+        meta["index_bytes"] = index.nbytes if p.kind == "ivf" else tmp.stat().st_size
         tmp.with_suffix(".json").write_text(json.dumps(meta, indent=1))
         os.replace(tmp.with_suffix(".json"), path.with_suffix(".json"))
         os.replace(tmp, path)
@@ -322,19 +321,23 @@ def _build_hnsw(sim, p: AnnParams, threads: int, progress):
     return index
 
 
-def _build_ivf(sim, p: AnnParams, path, threads: int, progress):
-    """Write the IVF file next to ``path`` (renamed into place), or into a temporary
-    directory when there is no path; return the mapped index and that directory."""
+def _build_ivf(sim, p: AnnParams, path, threads: int, progress) -> IvfIndex:
+    """Build the IVF file beside ``path`` (renamed into place once its metadata is
+    written); without a path, in a temporary directory removed once the file is mapped."""
     tmpdir = None
     if path is None:
-        tmpdir = tempfile.TemporaryDirectory(prefix="vecserve-ivf-")
-        path = Path(tmpdir.name) / p.filename
+        tmpdir = Path(tempfile.mkdtemp(prefix="vecserve-ivf-"))
+        target = tmpdir / p.filename
     else:
-        path = _tmp_path(Path(path))  # renamed into place once its metadata is written
+        target = _tmp_path(Path(path))
     nlist = p.nlist or default_nlist(sim.count)
-    IvfIndex.build_arrays(sim.vectors, path, nlist=nlist, norms=sim.norms, threads=threads,
-                          chunk=BUILD_CHUNK, progress=progress)  # fmt: skip
-    return IvfIndex.open(path), tmpdir
+    try:
+        IvfIndex.build_arrays(sim.vectors, target, nlist=nlist, norms=sim.norms, threads=threads,
+                              chunk=BUILD_CHUNK, progress=progress)  # fmt: skip
+        return IvfIndex.open(target)
+    finally:
+        if tmpdir is not None:  # the mapping outlives the file's name
+            shutil.rmtree(tmpdir, ignore_errors=True)
 
 
 @dataclass

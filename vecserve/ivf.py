@@ -129,6 +129,7 @@ class IvfIndex:
         self.ids = arrays["ids"]
         self.rows = arrays["rows"]
         self.nprobe = 16
+        self.nbytes = os.path.getsize(path)  #: the file's size
 
     @property
     def nlist(self) -> int:
@@ -141,10 +142,6 @@ class IvfIndex:
     @property
     def dim(self) -> int:
         return int(self.header["dim"])
-
-    @property
-    def nbytes(self) -> int:
-        return os.path.getsize(self.path)
 
     @classmethod
     def build_arrays(
@@ -204,7 +201,8 @@ class IvfIndex:
             with open(tmp, "wb") as f:
                 f.write(head)
                 f.truncate(len(head) + size)
-            arrays = _views(np.memmap(tmp, dtype=np.uint8, mode="r+"), header, len(head))
+            mapped = np.memmap(tmp, dtype=np.uint8, mode="r+")
+            arrays = _views(mapped, header, len(head))
             arrays["centroids"][:] = centroids
             arrays["offsets"][0] = 0
             np.cumsum(counts, out=arrays["offsets"][1:])
@@ -215,8 +213,8 @@ class IvfIndex:
                 take = order[lo:hi]
                 out[lo:hi] = _unit(rows[take], None if norms is None else norms[take])
                 report((count + hi) // 2, count)
-            out.flush()
-            del arrays, out
+            mapped.flush()
+            del arrays, out, mapped
             os.replace(tmp, path)
         finally:
             with contextlib.suppress(FileNotFoundError):
@@ -279,5 +277,6 @@ def _views(buf: np.memmap, header: dict, start: int) -> dict[str, np.ndarray]:
         dtype = np.dtype(a["dtype"])
         n = int(np.prod(a["shape"]))
         lo = start + a["offset"]
-        out[name] = buf[lo : lo + n * dtype.itemsize].view(dtype).reshape(a["shape"])
+        view = buf[lo : lo + n * dtype.itemsize].view(dtype).reshape(a["shape"])
+        out[name] = view.view(np.ndarray)  # plain arrays: no memmap overhead per operation
     return out
