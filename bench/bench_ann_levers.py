@@ -16,6 +16,9 @@ Families (``--configs``, comma-separated; search settings from ``--ef-search`` /
 - ``hnsw:DTYPE:M:EF_ADD``: usearch HNSW over the rows, ``oversample x 11`` candidates.
 - ``pca:DIMS:DTYPE:M:EF_ADD``: usearch HNSW over a PCA projection to DIMS, then
   ``--pca-oversample x 11`` candidates re-ranked exactly.
+- ``ann:KIND``: vecserve's ``AnnIndex`` end to end (``auto``, ``ivf`` or ``hnsw`` with
+  default parameters; build s then includes the norms and the recall measured at build,
+  and the queries run ``AnnIndex.most_similar``, its exact re-rank included).
 - ``ivf:NLIST``: vecserve's own IVF (``vecserve.ann``): spherical k-means on a sample,
   lists stored contiguously, float32 BLAS scan of the ``nprobe`` nearest lists.
 - ``faiss-flat:NLIST`` / ``faiss-sq8:NLIST`` / ``faiss-pq:NLIST:M``: faiss-cpu
@@ -100,14 +103,27 @@ def dataset(args) -> tuple[np.ndarray, np.ndarray, np.ndarray, str]:
     return x, qi, top, f"{rows} ({note})"
 
 
-def timed(x, qi, truth, propose) -> tuple[float, float, float]:
-    """recall@10, p50 and p99 ms of ``propose(query) -> candidate rows`` + exact re-rank."""
+def timed(x, qi, truth, propose, by_row=False) -> tuple[float, float, float]:
+    """recall@10, p50 and p99 ms of ``propose(query) -> candidate rows`` + exact re-rank,
+    BLAS on one thread (as usearch and faiss search here)."""
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(1):
+        return _timed(x, qi, truth, propose, by_row)
+
+
+def _timed(x, qi, truth, propose, by_row):
     for i in qi:  # warm-up: page cache, lazy allocations
-        propose(np.asarray(x[i]))
+        propose(np.asarray(x[i]), i) if by_row else propose(np.asarray(x[i]))
     lat, hits = [], 0
     for row, i in enumerate(qi):
         t = time.perf_counter()
         q = np.asarray(x[i])
+        if by_row:  # the whole query path of AnnIndex.most_similar: its own top 10
+            top = propose(q, i)
+            lat.append(time.perf_counter() - t)
+            hits += len(set(top.tolist()) & set(truth[row].tolist()))
+            continue
         cand = np.unique(propose(q))
         cand = cand[cand >= 0]
         scores = x[cand] @ q
@@ -172,6 +188,35 @@ def run_ivf(args, x, nlist):
 
             yield build, f"nprobe {nprobe}", size, timed(x, args.qi, args.truth, propose)
         del index
+
+
+def run_ann(args, x, kind):
+    """vecserve's own path end to end: ``AnnIndex.build`` over a snapshot of the rows (norms,
+    build, write, recall measured over 200 words) and ``AnnIndex.most_similar`` queries."""
+    from vecserve.ann import AnnIndex, AnnParams
+    from vecserve.similarity import SimilarityIndex
+
+    t = time.perf_counter()
+    sim = SimilarityIndex([str(i) for i in range(len(x))], np.asarray(x))
+    params = AnnParams(kind=kind)
+    with tempfile.TemporaryDirectory(dir=args.cache) as tmp:
+        path = Path(tmp) / params.resolved(sim.count).filename
+        ann = AnnIndex.build(sim, path=path, params=params, threads=args.threads)
+        build = time.perf_counter() - t
+        size = ann.meta["index_bytes"]
+        settings = args.nprobe if ann.params.kind == "ivf" else args.ef_search
+        for value in (int(v) for v in settings.split(",")):
+            if ann.params.kind == "ivf":
+                ann.index.nprobe, label = value, f"nprobe {value}"
+            else:
+                ann.index.expansion_search, label = value, f"ef {value}"
+
+            def propose(q, i=None, ann=ann):
+                got = ann.most_similar(sim, [int(i)], [], 10)
+                return np.array([int(w) for w, _ in got], dtype=np.int64)
+
+            yield build, label, size, timed(x, args.qi, args.truth, propose, by_row=True)
+        del ann
 
 
 def run_faiss(args, x, kind, nlist, pq_m=None):
@@ -242,12 +287,16 @@ def main() -> None:
     print("|---|---|---:|---|---:|---:|---:|---:|", flush=True)
     for cfg in args.configs.split(","):
         family, *p = cfg.split(":")
+        if family in ("f32", "f16", "bf16", "i8"):  # the older DTYPE:M:EF_ADD form
+            family, p = "hnsw", [family, *p]
         if family == "hnsw":
             runs = run_hnsw(args, x, p[0], int(p[1]), int(p[2]))
             label = f"{p[0]} M{p[1]} ef_add {p[2]}"
         elif family == "pca":
             runs = run_hnsw(args, x, p[1], int(p[2]), int(p[3]), dims=int(p[0]))
             family, label = "pca+hnsw", f"{p[0]}d {p[1]} M{p[2]} ef_add {p[3]}"
+        elif family == "ann":
+            runs, label = run_ann(args, x, p[0]), f"vecserve AnnIndex kind={p[0]}"
         elif family == "ivf":
             runs, label = run_ivf(args, x, int(p[0])), f"nlist {p[0]} f32"
         elif family.startswith("faiss-"):
