@@ -2,7 +2,8 @@
 
 Standalone (NumPy + the index libraries, no Redis), so it also runs on a bare machine.
 Data: ``--data clustered`` (``--clusters`` Gaussian centres + 0.8 noise, as
-``bench_api.make_model``) or ``uniform`` (uniform on the sphere), rows unit length,
+``bench_api.make_model``), ``uniform`` (uniform on the sphere) or ``--rows M.npy`` (a real
+matrix, e.g. vectors trained on wiki100m), rows unit length,
 written once to a memory-mapped ``.npy`` in ``--cache`` (default /tmp) and reused, with
 the exact top 10 of ``--queries`` query rows (self excluded). Every family answers the
 queries one at a time on one thread the way vecserve's ``AnnIndex`` does: the index
@@ -79,6 +80,12 @@ def exact_top(x: np.ndarray, qi: np.ndarray, k: int = 10) -> np.ndarray:
 
 def dataset(args) -> tuple[np.ndarray, np.ndarray, np.ndarray, str]:
     """The memory-mapped rows, the query rows and their exact top 10 (made once, reused)."""
+    if args.rows:  # a real matrix (e.g. trained vectors): its unit rows
+        x = np.load(args.rows).astype(np.float32)
+        x /= np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
+        args.n, args.dim, args.data = *x.shape, Path(args.rows).name
+        qi = np.random.default_rng(1).choice(args.n, args.queries, replace=False)
+        return x, qi, exact_top(x, qi), f"{args.rows} (unit rows)"
     base = Path(args.cache) / (
         f"vecserve-ann-{args.data}-{args.n}x{args.dim}"
         + (f"-c{args.clusters}" if args.data == "clustered" else "")
@@ -261,6 +268,7 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=3_000_000)
     ap.add_argument("--dim", type=int, default=300)
     ap.add_argument("--data", choices=["clustered", "uniform"], default="clustered")
+    ap.add_argument("--rows", help="a .npy matrix to use instead of generated data")
     ap.add_argument("--clusters", type=int, default=1000)
     ap.add_argument("--queries", type=int, default=300)
     ap.add_argument("--threads", type=int, default=2)

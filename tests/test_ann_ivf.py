@@ -89,7 +89,8 @@ def test_progress_is_reported_while_it_builds(sim, monkeypatch):
         assert status["state"] == "building" and status["library"].startswith("vecserve IVF")
         prog = status["progress"]
         assert prog["done"] == N // 2 and prog["total"] == N and prog["share"] == 0.5
-        assert prog["vectors_per_s"] > 0 and prog["eta_s"] > 0
+        assert prog["vectors_per_s"] > 0  # and the ETA is what is left at that rate
+        assert prog["eta_s"] == pytest.approx((N - N // 2) / prog["vectors_per_s"], abs=0.11)
         theirs = disk_status(sim.path, IVF)  # what another process (the CLI) sees
         assert theirs["state"] == "building" and theirs["progress"]["done"] == N // 2
         gate.set()
