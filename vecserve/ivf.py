@@ -48,6 +48,8 @@ MAGIC = b"VSIVF001"
 ALIGN = 64
 #: Rows a chunk of the assignment pass (a chunk x nlist float32 score matrix).
 CHUNK = 8192
+#: What writing a row costs, as a share of assigning it (for the progress reported).
+WRITE_COST = 0.5
 
 
 def default_nlist(count: int) -> int:
@@ -77,11 +79,12 @@ def _assign(rows: np.ndarray, centroids: np.ndarray, buf: np.ndarray) -> np.ndar
     return out
 
 
-def _kmeans(sample: np.ndarray, nlist: int, iters: int, rng) -> np.ndarray:
-    """Spherical k-means: unit centroids; an emptied list is re-seeded with a random row."""
+def _kmeans(sample: np.ndarray, nlist: int, iters: int, rng, after=None) -> np.ndarray:
+    """Spherical k-means: unit centroids; an emptied list is re-seeded with a random row.
+    ``after(i)`` is called after round ``i`` (1-based)."""
     centroids = sample[rng.choice(len(sample), nlist, replace=False)].copy()
     buf = np.empty((min(CHUNK, len(sample)), nlist), dtype=np.float32)
-    for _ in range(iters):
+    for round_ in range(iters):
         assign = _assign(sample, centroids, buf)
         counts = np.bincount(assign, minlength=nlist)
         order = np.argsort(assign, kind="stable")
@@ -93,6 +96,8 @@ def _kmeans(sample: np.ndarray, nlist: int, iters: int, rng) -> np.ndarray:
         sums[empty] = sample[rng.choice(len(sample), len(empty), replace=False)]
         norms = np.linalg.norm(sums, axis=1, keepdims=True)
         centroids = np.divide(sums, norms, out=np.zeros_like(sums), where=norms > 0)
+        if after is not None:
+            after(round_ + 1)
     return centroids
 
 
@@ -161,8 +166,10 @@ class IvfIndex:
         """Build over ``rows`` (count x dim, any float array, memory maps welcome; divided
         by ``norms`` or their own norms) and write ``path`` atomically.
 
-        ``progress(done, count)`` is called after each ``chunk`` rows of the assignment pass
-        and of the write (each half the work); ``threads`` > 0 caps BLAS's threads meanwhile.
+        ``progress(done, count)`` is called after each k-means round and each ``chunk`` rows
+        of the assignment pass and of the write, ``done`` being the rows' worth of work
+        done so far (k-means counted as the rows it assigns); ``threads`` > 0 caps BLAS's
+        threads meanwhile.
         """
         limit = contextlib.nullcontext()
         if threads > 0:
@@ -180,16 +187,25 @@ class IvfIndex:
         rng = np.random.default_rng(seed)
         pick = np.sort(rng.choice(count, min(count, nlist * sample_per_list), replace=False))
         sample = _unit(rows[pick], None if norms is None else norms[pick])
-        centroids = _kmeans(sample, nlist, iters, rng)
+        # progress in rows' worth of work: a k-means round costs its sample's rows, the
+        # assignment pass one unit a row, the write (a gather and a copy) WRITE_COST a row
+        work = [iters * len(sample), count, WRITE_COST * count]
+        total = sum(work)
+
+        def report(done_units: float) -> None:
+            if progress is not None:
+                progress(min(count, round(count * done_units / total)), count)
+
+        per_round = len(sample)
+        centroids = _kmeans(sample, nlist, iters, rng, lambda i: report(i * per_round))
         del sample
-        report = progress or (lambda done, total: None)
         assign = np.empty(count, dtype=np.int32)
         buf = np.empty((CHUNK, nlist), dtype=np.float32)
         for lo in range(0, count, step):
             hi = min(lo + step, count)
             block = _unit(rows[lo:hi], None if norms is None else norms[lo:hi])
             assign[lo:hi] = _assign(block, centroids, buf)
-            report(hi // 2, count)  # assignment: the first half of the work
+            report(work[0] + hi)
         del buf
         counts = np.bincount(assign, minlength=nlist)
         order = np.argsort(assign, kind="stable")
@@ -212,7 +228,7 @@ class IvfIndex:
                 hi = min(lo + step, count)
                 take = order[lo:hi]
                 out[lo:hi] = _unit(rows[take], None if norms is None else norms[take])
-                report((count + hi) // 2, count)
+                report(work[0] + work[1] + WRITE_COST * hi)
             mapped.flush()
             del arrays, out, mapped
             os.replace(tmp, path)
