@@ -173,3 +173,18 @@ def test_the_service_answers_with_an_ivf_index_for_large_models(
         exact = dict(sim.most_similar("w3", topn=50))
         for w, s in r["results"]:
             assert s == pytest.approx(exact[w], abs=1e-6)
+
+
+def test_a_damaged_hnsw_file_is_refused_and_rebuilt_too(sim, monkeypatch):
+    hnsw = AnnParams(kind="hnsw", expansion_add=32)
+    AnnManager(enabled=True, params=hnsw).get(sim, wait=True)
+    path = AnnManager(params=hnsw).path_for(sim)
+    with open(path, "r+b") as f:
+        f.truncate(path.stat().st_size // 2)
+    disabled = AnnManager(params=hnsw)
+    assert disabled.get(sim) is None
+    error = disabled.status(sim)["error"]
+    assert error.startswith(f"{path}: damaged HNSW index") and "\n" not in error
+    builds = _builds(monkeypatch)
+    ann = AnnManager(enabled=True, params=hnsw).get(sim, wait=True)
+    assert builds == [1] and ann is not None and len(ann.index) == N
