@@ -24,7 +24,8 @@ Families (``--configs``, comma-separated; search settings from ``--ef-search`` /
   lists stored contiguously, float32 BLAS scan of the ``nprobe`` nearest lists.
 - ``faiss-flat:NLIST`` / ``faiss-sq8:NLIST`` / ``faiss-pq:NLIST:M``: faiss-cpu
   IndexIVFFlat / IndexIVFScalarQuantizer (8 bit) / IndexIVFPQ (M bytes a vector), inner
-  product, written and read back memory-mapped (``IO_FLAG_MMAP``).
+  product, written and read back memory-mapped (``IO_FLAG_MMAP``). These need
+  ``pip install faiss-cpu`` (not a vecserve dependency: measured, not chosen).
 
 Usage::
 
