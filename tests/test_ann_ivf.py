@@ -1,0 +1,190 @@
+"""The IVF kind of approximate index (vecserve/ivf.py through vecserve/ann.py): exact
+answers when every list is scanned, progress while it builds, mapped from disk after a
+restart, and a damaged file rebuilt or refused with a one-line reason."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from tests.api_support import AppClient
+from vecserve import ann as ann_module
+from vecserve.ann import AnnIndex, AnnManager, AnnParams, disk_status
+from vecserve.api import create_app
+from vecserve.ivf import IvfIndex
+from vecserve.loader import load_arrays
+from vecserve.service.settings import Settings
+from vecserve.similarity import SimilarityIndex
+
+N, DIM = 6_000, 24
+IVF = AnnParams(kind="ivf", nlist=32, nprobe=4)
+
+
+@pytest.fixture
+def sim(store, tmp_path) -> SimilarityIndex:
+    """A committed clustered model and its snapshot on disk (as the service builds it)."""
+    rng = np.random.default_rng(11)
+    centres = rng.standard_normal((30, DIM))
+    vectors = centres[rng.integers(0, 30, N)] + 0.5 * rng.standard_normal((N, DIM))
+    load_arrays([f"w{i}" for i in range(N)], vectors.astype(np.float32), name="I", store=store)
+    return SimilarityIndex.build(store, store.get_model("I"), cache_dir=tmp_path)
+
+
+def _builds(monkeypatch) -> list:
+    builds, real = [], AnnIndex.build
+    monkeypatch.setattr(
+        AnnIndex, "build", classmethod(lambda cls, *a, **k: builds.append(1) or real(*a, **k))
+    )
+    return builds
+
+
+def test_every_list_scanned_gives_the_exact_answer_and_its_scores(sim):
+    ann = AnnIndex.build(sim, params=AnnParams(kind="ivf", nlist=32, nprobe=32))
+    assert isinstance(ann.index, IvfIndex) and ann.index.nlist == 32
+    assert ann.recall_at_10 >= 0.99
+    for word in ["w0", "w17", "w4242"]:
+        exact = sim.most_similar(word, topn=10)
+        got = ann.most_similar(sim, [word], [], topn=10)
+        assert [w for w, _ in got] == [w for w, _ in exact]
+        exact_scores = dict(exact)
+        for w, score in got:  # the snapshot's own arithmetic: the same float32 cosines
+            assert score == exact_scores[w]
+    # an analogy (positive and negative words, the query's words excluded)
+    got = ann.most_similar(sim, ["w1", "w2"], ["w3"], topn=5)
+    assert got == sim.most_similar(["w1", "w2"], ["w3"], topn=5)
+
+
+def test_fewer_lists_scanned_stay_close_and_scores_stay_exact(sim):
+    ann = AnnIndex.build(sim, params=IVF)
+    assert ann.meta["nlist"] == 32 and ann.meta["params"]["kind"] == "ivf"
+    assert ann.recall_at_10 >= 0.9  # 4 of 32 lists over 30 clusters
+    got = ann.most_similar_batch(sim, [(["w5"], [], 10), (["w6"], [], 3), (["w7"], [], 0)])
+    assert [len(r) for r in got] == [10, 3, 0]
+    for w, s in got[0]:
+        assert s == pytest.approx(float(sim.distances("w5", [w])[0] * -1 + 1), abs=1e-6)
+
+
+def test_progress_is_reported_while_it_builds(sim, monkeypatch):
+    monkeypatch.setattr(ann_module, "BUILD_CHUNK", 1_000)
+    gate, reached, seen = threading.Event(), threading.Event(), []
+    update = ann_module.BuildProgress.update
+
+    def held(self, done, total):
+        update(self, done, total)
+        seen.append(done)
+        if done >= total // 2 and not gate.is_set():  # halfway: hold the real build
+            reached.set()
+            gate.wait(60)
+
+    monkeypatch.setattr(ann_module.BuildProgress, "update", held)
+    manager = AnnManager(enabled=True, params=IVF)
+    try:
+        assert manager.get(sim) is None
+        assert reached.wait(60), "the build never reported progress"
+        status = manager.status(sim)
+        assert status["state"] == "building" and status["library"].startswith("vecserve IVF")
+        prog, done = status["progress"], seen[-1]
+        assert N // 2 <= done < N and len(seen) > 3  # k-means rounds and chunks reported
+        assert prog["done"] == done and prog["total"] == N
+        assert prog["share"] == pytest.approx(done / N, abs=1e-4)
+        assert prog["vectors_per_s"] > 0  # and the ETA is what is left at that rate
+        assert prog["eta_s"] == pytest.approx((N - done) / prog["vectors_per_s"], abs=0.11)
+        theirs = disk_status(sim.path, IVF)  # what another process (the CLI) sees
+        assert theirs["state"] == "building" and theirs["progress"]["done"] == done
+        gate.set()
+        ann = manager.get(sim, wait=True)
+        assert ann is not None and manager.status(sim)["state"] == "ready"
+        assert seen == sorted(seen) and seen[-1] == N
+        assert disk_status(sim.path, IVF)["state"] == "ready"
+        assert not list(sim.path.glob("*.progress.json"))
+    finally:
+        gate.set()
+        manager.close()
+
+
+def test_reused_across_a_restart_mapped_not_rebuilt(sim, monkeypatch):
+    first = AnnManager(enabled=True, params=IVF).get(sim, wait=True)
+    assert first is not None
+    path = AnnManager(params=IVF).path_for(sim)
+    assert path.name == "ann-ivf-nlist32.ivf" and path.exists()
+    builds = _builds(monkeypatch)
+    reopened = SimilarityIndex.open(sim.path, name=sim.name, generation=sim.generation)
+    manager = AnnManager(enabled=True, params=IVF)  # a new process's manager
+    again = manager.get(reopened)
+    assert again is not None and builds == []
+    assert isinstance(again.index.rows.base, np.memmap)  # mapped from the file, not read in
+    assert again.meta["build_seconds"] == first.meta["build_seconds"]
+    assert again.meta["index_bytes"] == path.stat().st_size
+    got = again.most_similar(reopened, ["w9"], [], 5)
+    assert got == first.most_similar(sim, ["w9"], [], 5)
+
+
+@pytest.mark.parametrize("damage", ["truncate", "garbage"])
+def test_a_damaged_index_file_is_rebuilt_or_refused(sim, monkeypatch, caplog, damage):
+    AnnManager(enabled=True, params=IVF).get(sim, wait=True)
+    path = AnnManager(params=IVF).path_for(sim)
+    if damage == "truncate":
+        with open(path, "r+b") as f:
+            f.truncate(path.stat().st_size // 2)
+        reason = "truncated or damaged IVF index"
+    else:
+        path.write_bytes(b"\0" * 4096)
+        reason = "not a vecserve IVF index"
+    with pytest.raises(ValueError, match=reason):
+        IvfIndex.open(path)
+
+    # a process that does not build indexes refuses it and says why, in one line
+    disabled = AnnManager(enabled=False, params=IVF)
+    assert disabled.get(sim) is None
+    status = disabled.status(sim)
+    assert status["state"] == "failed" and reason in status["error"]
+    assert str(path) in status["error"] and "\n" not in status["error"]
+
+    # a builder replaces it
+    builds = _builds(monkeypatch)
+    with caplog.at_level(logging.WARNING, logger="vecserve.ann"):
+        ann = AnnManager(enabled=True, params=IVF).get(sim, wait=True)
+    assert builds == [1] and ann is not None and ann.recall_at_10 >= 0.9
+    assert any(reason in r.getMessage() and "rebuilding" in r.getMessage() for r in caplog.records)
+    assert IvfIndex.open(path).count == N
+
+
+def test_the_service_answers_with_an_ivf_index_for_large_models(
+    redis_url, sim, tmp_path, monkeypatch
+):
+    """kind "auto" picks IVF from IVF_FROM_ROWS rows (lowered here to this model's size)."""
+    monkeypatch.setattr(ann_module, "IVF_FROM_ROWS", N)
+    settings = Settings(redis_url=redis_url, default_model="I", preload=True, ann=True,
+                        cache_dir=tmp_path)  # fmt: skip
+    with AppClient(create_app(settings)) as client:
+        deadline = time.monotonic() + 60
+        while (ann := client.get("/models/I").json()["ann"])["state"] != "ready":
+            assert time.monotonic() < deadline, ann
+            time.sleep(0.05)
+        assert ann["library"].startswith("vecserve IVF") and ann["params"]["kind"] == "ivf"
+        assert ann["recall_at_10"] >= 0.9 and ann["index_bytes"] > N * DIM * 4
+        q = {"positive": ["w3"], "topn": 5, "approx": True}
+        r = client.post("/most_similar", json=q).json()
+        assert r["approximate"] is True
+        exact = dict(sim.most_similar("w3", topn=50))
+        for w, s in r["results"]:
+            assert s == pytest.approx(exact[w], abs=1e-6)
+
+
+def test_a_damaged_hnsw_file_is_refused_and_rebuilt_too(sim, monkeypatch):
+    hnsw = AnnParams(kind="hnsw", expansion_add=32)
+    AnnManager(enabled=True, params=hnsw).get(sim, wait=True)
+    path = AnnManager(params=hnsw).path_for(sim)
+    with open(path, "r+b") as f:
+        f.truncate(path.stat().st_size // 2)
+    disabled = AnnManager(params=hnsw)
+    assert disabled.get(sim) is None
+    error = disabled.status(sim)["error"]
+    assert error.startswith(f"{path}: damaged HNSW index") and "\n" not in error
+    builds = _builds(monkeypatch)
+    ann = AnnManager(enabled=True, params=hnsw).get(sim, wait=True)
+    assert builds == [1] and ann is not None and len(ann.index) == N

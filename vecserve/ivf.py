@@ -1,0 +1,298 @@
+"""An inverted-file (IVF) index of unit rows in NumPy and BLAS, one memory-mappable file.
+
+How it is built (:meth:`IvfIndex.build_arrays`): spherical k-means on a seeded sample of
+the rows gives ``nlist`` unit centroids (``sample_per_list`` rows per centroid,
+``iters`` Lloyd rounds, each one ``sgemm``); one pass over all rows in chunks assigns
+each row to its nearest centroid (inner product); the rows are then written *grouped by
+list* (a list-ordered float32 copy of the unit rows) with their row numbers, so a list
+is one contiguous block of the file.
+
+How a query runs (:meth:`IvfIndex.candidates`): the query scores the centroids, the
+``nprobe`` best lists are scanned with one ``sgemv`` each straight from the memory map,
+and the ``k`` best rows found are returned. The scan is exact float32 arithmetic on unit
+rows, so the only approximation is which lists are scanned.
+
+The file: ``VSIVF001``, a little-endian ``uint64`` header length, a JSON header (dim,
+count, nlist, and each array's offset, dtype and shape), then the arrays, each aligned
+to 64 bytes: ``centroids`` (nlist x dim f32), ``offsets`` (nlist + 1 int64: list ``l``
+is ``rows[offsets[l]:offsets[l + 1]]``), ``ids`` (count int64), ``rows`` (count x dim
+f32). :meth:`IvfIndex.open` maps it read-only (shared by every process through the page
+cache) and checks that it is whole: a damaged file raises ``ValueError`` naming what is
+wrong. This module knows nothing of models or snapshots.
+
+>>> import tempfile
+>>> rng = np.random.default_rng(0)
+>>> x = rng.standard_normal((2000, 8)).astype(np.float32)
+>>> with tempfile.TemporaryDirectory() as tmp:
+...     IvfIndex.build_arrays(x, f"{tmp}/a.ivf", nlist=16)
+...     index = IvfIndex.open(f"{tmp}/a.ivf")
+...     index.nprobe = 16  # every list: exact
+...     best = index.candidates(x[:1] / np.linalg.norm(x[0]), 1)[0]
+...     int(best[0]), index.nlist, index.count
+(0, 16, 2000)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+__all__ = ["IvfIndex", "default_nlist"]
+
+MAGIC = b"VSIVF001"
+ALIGN = 64
+#: Rows a chunk of the assignment pass (a chunk x nlist float32 score matrix).
+CHUNK = 8192
+#: What writing a row costs, as a share of assigning it (for the progress reported).
+WRITE_COST = 0.5
+
+
+def default_nlist(count: int) -> int:
+    """Lists for ``count`` rows: about one per 512 rows, 1 to 4096.
+
+    >>> default_nlist(3_000_000), default_nlist(20_000), default_nlist(10)
+    (4096, 39, 1)
+    """
+    return int(min(4096, max(1, count // 512)))
+
+
+def _unit(block: np.ndarray, norms: np.ndarray | None) -> np.ndarray:
+    block = np.asarray(block, dtype=np.float32)
+    n = (np.linalg.norm(block, axis=1) if norms is None else np.asarray(norms, dtype=np.float32))[
+        :, None
+    ]
+    return np.divide(block, n, out=np.zeros_like(block), where=n > 0)
+
+
+def _assign(rows: np.ndarray, centroids: np.ndarray, buf: np.ndarray) -> np.ndarray:
+    """The nearest centroid (largest inner product) of each row, ``CHUNK`` rows a time."""
+    out = np.empty(len(rows), dtype=np.int32)
+    for lo in range(0, len(rows), len(buf)):
+        hi = min(lo + len(buf), len(rows))
+        scores = np.matmul(rows[lo:hi], centroids.T, out=buf[: hi - lo])
+        out[lo:hi] = scores.argmax(axis=1)
+    return out
+
+
+def _kmeans(sample: np.ndarray, nlist: int, iters: int, rng, after=None) -> np.ndarray:
+    """Spherical k-means: unit centroids; an emptied list is re-seeded with a random row.
+    ``after(i)`` is called after round ``i`` (1-based)."""
+    centroids = sample[rng.choice(len(sample), nlist, replace=False)].copy()
+    buf = np.empty((min(CHUNK, len(sample)), nlist), dtype=np.float32)
+    for round_ in range(iters):
+        assign = _assign(sample, centroids, buf)
+        counts = np.bincount(assign, minlength=nlist)
+        order = np.argsort(assign, kind="stable")
+        full = counts > 0
+        starts = (np.cumsum(counts) - counts)[full]
+        sums = np.zeros_like(centroids)
+        sums[full] = np.add.reduceat(sample[order], starts, axis=0)
+        empty = np.flatnonzero(~full)
+        sums[empty] = sample[rng.choice(len(sample), len(empty), replace=False)]
+        norms = np.linalg.norm(sums, axis=1, keepdims=True)
+        centroids = np.divide(sums, norms, out=np.zeros_like(sums), where=norms > 0)
+        if after is not None:
+            after(round_ + 1)
+    return centroids
+
+
+def _layout(nlist: int, count: int, dim: int) -> tuple[dict, int]:
+    """The header (array offsets, dtypes, shapes) and the file size."""
+    arrays, pos = {}, 0
+    for name, dtype, shape in (
+        ("centroids", "<f4", [nlist, dim]),
+        ("offsets", "<i8", [nlist + 1]),
+        ("ids", "<i8", [count]),
+        ("rows", "<f4", [count, dim]),
+    ):
+        arrays[name] = {"offset": pos, "dtype": dtype, "shape": shape}
+        pos += -(-int(np.prod(shape)) * np.dtype(dtype).itemsize // ALIGN) * ALIGN
+    header = {"format": 1, "nlist": nlist, "count": count, "dim": dim, "arrays": arrays}
+    return header, pos
+
+
+def _header_bytes(header: dict) -> bytes:
+    raw = json.dumps(header).encode()
+    start = len(MAGIC) + 8 + len(raw)
+    pad = -start % ALIGN
+    return MAGIC + (len(raw) + pad).to_bytes(8, "little") + raw + b" " * pad
+
+
+class IvfIndex:
+    """A memory-mapped IVF index (see the module docstring); ``nprobe`` lists a query."""
+
+    def __init__(self, path: Path, header: dict, arrays: dict[str, np.ndarray]):
+        self.path = path
+        self.header = header
+        self.centroids = arrays["centroids"]
+        self.offsets = arrays["offsets"]
+        self.ids = arrays["ids"]
+        self.rows = arrays["rows"]
+        self.nprobe = 16
+        self.nbytes = os.path.getsize(path)  #: the file's size
+
+    @property
+    def nlist(self) -> int:
+        return int(self.header["nlist"])
+
+    @property
+    def count(self) -> int:
+        return int(self.header["count"])
+
+    @property
+    def dim(self) -> int:
+        return int(self.header["dim"])
+
+    @classmethod
+    def build_arrays(
+        cls,
+        rows,
+        path: str | os.PathLike,
+        *,
+        nlist: int,
+        norms=None,
+        sample_per_list: int = 32,
+        iters: int = 8,
+        seed: int = 0,
+        threads: int = 0,
+        chunk: int = CHUNK * 8,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> None:
+        """Build over ``rows`` (count x dim, any float array, memory maps welcome; divided
+        by ``norms`` or their own norms) and write ``path`` atomically.
+
+        ``progress(done, count)`` is called after each k-means round and each ``chunk`` rows
+        of the assignment pass and of the write, ``done`` being the rows' worth of work
+        done so far (k-means counted as the rows it assigns); ``threads`` > 0 caps BLAS's
+        threads meanwhile.
+        """
+        limit = contextlib.nullcontext()
+        if threads > 0:
+            from threadpoolctl import threadpool_limits
+
+            limit = threadpool_limits(threads)
+        with limit:
+            cls._build(rows, Path(path), nlist, norms, sample_per_list, iters, seed, chunk,
+                       progress)  # fmt: skip
+
+    @classmethod
+    def _build(cls, rows, path, nlist, norms, sample_per_list, iters, seed, step, progress):
+        count, dim = rows.shape
+        nlist = int(max(1, min(nlist, count)))
+        rng = np.random.default_rng(seed)
+        pick = np.sort(rng.choice(count, min(count, nlist * sample_per_list), replace=False))
+        sample = _unit(rows[pick], None if norms is None else norms[pick])
+        # progress in rows' worth of work: a k-means round costs its sample's rows, the
+        # assignment pass one unit a row, the write (a gather and a copy) WRITE_COST a row
+        work = [iters * len(sample), count, WRITE_COST * count]
+        total = sum(work)
+
+        def report(done_units: float) -> None:
+            if progress is not None:
+                progress(min(count, round(count * done_units / total)), count)
+
+        per_round = len(sample)
+        centroids = _kmeans(sample, nlist, iters, rng, lambda i: report(i * per_round))
+        del sample
+        assign = np.empty(count, dtype=np.int32)
+        buf = np.empty((CHUNK, nlist), dtype=np.float32)
+        for lo in range(0, count, step):
+            hi = min(lo + step, count)
+            block = _unit(rows[lo:hi], None if norms is None else norms[lo:hi])
+            assign[lo:hi] = _assign(block, centroids, buf)
+            report(work[0] + hi)
+        del buf
+        counts = np.bincount(assign, minlength=nlist)
+        order = np.argsort(assign, kind="stable")
+        del assign
+        header, size = _layout(nlist, count, dim)
+        head = _header_bytes(header)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        try:
+            with open(tmp, "wb") as f:
+                f.write(head)
+                f.truncate(len(head) + size)
+            mapped = np.memmap(tmp, dtype=np.uint8, mode="r+")
+            arrays = _views(mapped, header, len(head))
+            arrays["centroids"][:] = centroids
+            arrays["offsets"][0] = 0
+            np.cumsum(counts, out=arrays["offsets"][1:])
+            arrays["ids"][:] = order
+            out = arrays["rows"]
+            for lo in range(0, count, step):  # rows in list order (gathered, then unit)
+                hi = min(lo + step, count)
+                take = order[lo:hi]
+                out[lo:hi] = _unit(rows[take], None if norms is None else norms[take])
+                report(work[0] + work[1] + WRITE_COST * hi)
+            mapped.flush()
+            del arrays, out, mapped
+            os.replace(tmp, path)
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                tmp.unlink()
+
+    @classmethod
+    def open(cls, path: str | os.PathLike) -> IvfIndex:
+        """Map ``path`` read-only. Raises ``FileNotFoundError`` if absent and ``ValueError``
+        (saying what is wrong) if it is not a whole IVF index file."""
+        path = Path(path)
+        with open(path, "rb") as f:
+            lead = f.read(len(MAGIC) + 8)
+            if len(lead) < len(MAGIC) + 8 or lead[: len(MAGIC)] != MAGIC:
+                raise ValueError(f"{path} is not a vecserve IVF index (bad magic bytes)")
+            length = int.from_bytes(lead[len(MAGIC) :], "little")
+            try:
+                header = json.loads(f.read(length))
+                want = _layout(header["nlist"], header["count"], header["dim"])
+            except (ValueError, KeyError, TypeError) as exc:
+                raise ValueError(f"{path}: damaged IVF header ({exc})") from None
+        start = len(lead) + length
+        if want[0] != header or os.path.getsize(path) != start + want[1]:
+            raise ValueError(
+                f"{path}: truncated or damaged IVF index ({os.path.getsize(path):,} bytes, "
+                f"expected {start + want[1]:,})"
+            )
+        arrays = _views(np.memmap(path, dtype=np.uint8, mode="r"), header, start)
+        offsets = arrays["offsets"]
+        if offsets[0] != 0 or offsets[-1] != header["count"] or np.any(np.diff(offsets) < 0):
+            raise ValueError(f"{path}: damaged IVF index (list offsets do not add up)")
+        return cls(path, header, arrays)
+
+    def candidates(self, queries: np.ndarray, k: int) -> list[np.ndarray]:
+        """For each unit query row, the row numbers of the ``k`` best rows (by inner
+        product) in its ``nprobe`` nearest lists, best first."""
+        queries = np.asarray(queries, dtype=np.float32)
+        nprobe = min(self.nprobe, self.nlist)
+        near = queries @ self.centroids.T
+        if nprobe < self.nlist:
+            near = np.argpartition(-near, nprobe - 1, axis=1)[:, :nprobe]
+        else:
+            near = np.broadcast_to(np.arange(self.nlist), near.shape)
+        out = []
+        for q, lists in zip(queries, near, strict=True):
+            lists = np.sort(lists)
+            spans = [(int(self.offsets[i]), int(self.offsets[i + 1])) for i in lists]
+            scores = np.concatenate([self.rows[a:b] @ q for a, b in spans if b > a] or [[]])
+            where = np.concatenate([np.arange(a, b) for a, b in spans] or [[]]).astype(np.int64)
+            if len(scores) > k:
+                part = np.argpartition(-scores, k - 1)[:k]
+                scores, where = scores[part], where[part]
+            best = np.argsort(-scores, kind="stable")
+            out.append(np.asarray(self.ids[where[best]], dtype=np.int64))
+        return out
+
+
+def _views(buf: np.memmap, header: dict, start: int) -> dict[str, np.ndarray]:
+    out = {}
+    for name, a in header["arrays"].items():
+        dtype = np.dtype(a["dtype"])
+        n = int(np.prod(a["shape"]))
+        lo = start + a["offset"]
+        view = buf[lo : lo + n * dtype.itemsize].view(dtype).reshape(a["shape"])
+        out[name] = view.view(np.ndarray)  # plain arrays: no memmap overhead per operation
+    return out
