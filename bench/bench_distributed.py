@@ -156,6 +156,9 @@ def main() -> None:
     ap.add_argument("--epochs", type=int, default=5)
     ap.add_argument("--head-mb", type=float, default=None, help="only the first N MB")
     ap.add_argument("--params", default="{}", help="extra Word2Vec parameters, JSON")
+    ap.add_argument("--schemes", default=None,
+                    help="JSON list of sync parameter sets: every configuration after the "
+                    "first (the reference) runs once with each")  # fmt: skip
     ap.add_argument("--mpi-args", default="", help="extra mpiexec arguments")
     ap.add_argument("--save-vectors", metavar="DIR",
                     help="save each run's top 30,000 vectors there (for --evaluate)")  # fmt: skip
@@ -184,8 +187,15 @@ def main() -> None:
     out_dir.mkdir(exist_ok=True, parents=True)
     results = []
     params = json.loads(args.params)
-    for config in args.configs.split(","):
-        res = run(config, text, args.epochs, params, args.mpi_args.split(), args.save_vectors)
+    schemes = json.loads(args.schemes) if args.schemes else [{}]
+    configs = args.configs.split(",")
+    runs = [(configs[0], params)]
+    for scheme in schemes:  # "_configs": the configurations a scheme runs on
+        only = scheme.get("_configs", configs[1:])
+        scheme = {k: v for k, v in scheme.items() if k != "_configs"}
+        runs += [(c, {**params, **scheme}) for c in only]
+    for config, p in runs:
+        res = run(config, text, args.epochs, p, args.mpi_args.split(), args.save_vectors)
         res["corpus"] = text.name
         results.append(res)
         print(json.dumps(res), file=sys.stderr, flush=True)

@@ -25,7 +25,13 @@ from hypothesis import strategies as st
 
 from tests.test_train_model import PER_TOPIC, TOPICS, topic_corpus
 from vecserve.train.corpus import iter_sentences, shard_corpus
-from vecserve.train.distributed import Group, Synchronizer, head_for_budget, sync_rows
+from vecserve.train.distributed import (
+    Group,
+    Synchronizer,
+    head_for_budget,
+    sync_rows,
+    tier_tables,
+)
 from vecserve.train.vocab import count_corpus, finish_vocab, merge_counts, scan_corpus
 
 pytest.importorskip("mpi4py", reason="needs the MPI extra: pip install 'vecserve[mpi]'")
@@ -122,6 +128,28 @@ def test_doubling_schedule_and_budget():
     assert cost <= 10_000 < sum(sync_rows(k, head=head + 1, n_rows=10_000) for k in range(1, 40))
 
 
+def test_rate_tiers_within_budget():
+    # Zipf rates: the doubling schedule's head and its doublings
+    zipf = 1.0 / np.arange(1, 10_001)
+    (table,) = tier_tables([zipf], 40, budget=1.0)
+    head = head_for_budget(10_000, 40, budget=1.0)
+    assert abs(int(table[0]) - head) <= 2
+    assert all(abs(int(table[j]) - min(head << j, 10_000)) <= 2 << j for j in range(len(table)))
+    # two matrices share one budget; flat rates sync all or nothing in a tier
+    flat = np.ones(1000)
+    steep = 1.0 / np.arange(1, 1001) ** 2
+    tables = tier_tables([flat, steep], 16, budget=2.0)
+    ks = range(1, 16)
+    cost = sum(int(t[min((k & -k).bit_length() - 1, len(t) - 1)]) for t in tables for k in ks)
+    assert 0 < cost <= 2.0 * 2000
+    assert set(tables[0].tolist()) <= {0, 1000}
+    assert all(np.diff(t).min() >= 0 for t in tables)
+    # a row's rate only matters through the rows above it (a table is a prefix)
+    bumpy = zipf.copy()
+    bumpy[500] = 1.0
+    assert (tier_tables([bumpy], 40)[0] == tier_tables([np.minimum.accumulate(bumpy)], 40)[0]).all()
+
+
 def test_a_diverged_model_stops_with_an_error_not_a_crash():
     from vecserve.errors import TrainingError
 
@@ -174,7 +202,18 @@ SYNC_SCRIPT = textwrap.dedent(
     w[1, g.rank] = 1.0  # each rank: its own axis
     s.sync(2)
     out["coherent"] = w.copy()
-    arrays = {"bytes": np.array(g.bytes_sent), "coherent": out["coherent"]}
+    # half precision on the wire: the same sum, to float16's precision
+    rng = np.random.default_rng(0)
+    base0 = rng.standard_normal((6, 4)).astype(np.float32)
+    w0 = base0.copy()
+    s = Synchronizer(g, [(w0, False)], cap=1e9, coherent=True, dtype="float16")
+    w0 += np.load(sys.argv[1])[g.rank] / 100
+    bytes0 = g.bytes_sent
+    s.sync(4)
+    out["f16_bytes"] = g.bytes_sent - bytes0
+    out["f16"] = w0.copy()
+    arrays = {"bytes": np.array(g.bytes_sent), "coherent": out["coherent"], "f16": out["f16"],
+              "f16_bytes": np.array(out["f16_bytes"])}
     for c in ("sum", "mean", "cap2"):
         arrays[c + "0"], arrays[c + "1"] = out[c]
         arrays[c + "_overlap"] = out[c + "-overlap"]
@@ -239,6 +278,14 @@ def test_sync_arithmetic_on_known_deltas(tmp_path):
     # every rank holds the same synchronised rows, bit for bit
     for z in got[1:]:
         assert (z["mean0"][:4] == got[0]["mean0"][:4]).all()
+        assert (z["f16"][:4] == got[0]["f16"][:4]).all()
+    # float16: the sum of the changes (/100: float16's range), half the bytes of float32
+    # (4 rows x (4 + 2) columns x 2 bytes, a ring's 2 (N-1)/N of it)
+    for r, z in enumerate(got):
+        want = base0 + d0[r] / 100
+        want[:4] = base0[:4] + d0[:, :4].sum(axis=0) / 100
+        np.testing.assert_allclose(z["f16"], want, rtol=2e-3, atol=1e-3)
+        assert int(z["f16_bytes"]) == 2 * (ranks - 1) * (4 * 6 * 2) // ranks
 
 
 VOCAB_SCRIPT = textwrap.dedent(

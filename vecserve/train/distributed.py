@@ -58,6 +58,7 @@ __all__ = [
     "head_for_budget",
     "launched_by_mpi",
     "sync_rows",
+    "tier_tables",
 ]
 
 #: Environment variables MPI launchers set in every rank (Open MPI, MPICH/Hydra, PMIx/Slurm).
@@ -133,13 +134,17 @@ class Group:
             self.bytes_sent += int(nbytes)
 
     def allreduce(self, buf: np.ndarray) -> np.ndarray:
-        """Sum *buf* (C-contiguous) over all ranks, in place."""
+        """Sum *buf* (C-contiguous; float16 too) over all ranks, in place."""
         if self.size == 1:
             return buf
         from mpi4py import MPI
 
         ring = 2 * (self.size - 1) * buf.nbytes // self.size
-        self._timed(self.comm.Allreduce, MPI.IN_PLACE, buf, nbytes=ring)
+        if buf.dtype == np.float16:  # MPI has no half-precision sum: our own operation
+            self._timed(self.comm.Allreduce, MPI.IN_PLACE, [buf, MPI.UINT16_T], _half_sum(),
+                        nbytes=ring)  # fmt: skip
+        else:
+            self._timed(self.comm.Allreduce, MPI.IN_PLACE, buf, nbytes=ring)
         return buf
 
     def bcast(self, obj: Any) -> Any:
@@ -175,6 +180,22 @@ def _mpi_max():
     from mpi4py import MPI
 
     return MPI.MAX
+
+
+_HALF_SUM: list = []
+
+
+def _half_sum():
+    """An MPI reduction operation adding float16 buffers (sent as 16-bit integers)."""
+    if not _HALF_SUM:
+        from mpi4py import MPI
+
+        def add(inbuf, inoutbuf, datatype):
+            out = np.frombuffer(inoutbuf, np.float16)
+            out += np.frombuffer(inbuf, np.float16)
+
+        _HALF_SUM.append(MPI.Op.Create(add, commute=True))
+    return _HALF_SUM[0]
 
 
 # ---------------------------------------------------------------- the sync schedule
@@ -219,6 +240,59 @@ def head_for_budget(n_rows: int, syncs_per_epoch: int, budget: float = 1.0) -> i
     return lo
 
 
+def tier_tables(rates: list[np.ndarray], syncs_per_epoch: int, budget: float = 1.0,
+                ) -> list[np.ndarray]:  # fmt: skip
+    """Per-row sync periods by update rate, as prefix tables within *budget* rows.
+
+    *rates* holds, per matrix, each row's expected updates per word trained, its most
+    frequent row first. A row is synchronised every ``2**j`` syncs, the smallest ``j``
+    at which its rate falls below ``theta / 2**j`` (so every row collects about the same
+    number of updates between its syncs: ``theta`` per sync period), with the largest
+    ``theta``-bound that keeps the head syncs of an epoch within *budget* models (all
+    matrices' rows together). Row order is kept: a table ``L`` says sync *k* carries a
+    matrix's first ``L[min(tz(k), len(L) - 1)]`` rows, ``tz(k)`` the number of trailing
+    zero bits of *k*. Under Zipf's law without subsampling this is the doubling schedule;
+    subsampling flattens the head's rates, which then shares its rows' syncs with the
+    words just below it.
+
+    >>> zipf = [1.0 / np.arange(1, 1001)]
+    >>> tier_tables(zipf, 8, budget=1.0)[0].tolist()  # head_for_budget(1000, 8): 83
+    [83, 167, 334, 669]
+    """
+    syncs = max(syncs_per_epoch - 1, 0)
+    n_tiers = max(syncs, 1).bit_length() + 1
+    mono = [np.minimum.accumulate(np.asarray(r, np.float64)) for r in rates]
+    total_rows = sum(len(r) for r in mono)
+    if syncs == 0:
+        return [np.array([len(r)]) for r in mono]
+    ks = np.arange(1, syncs + 1)
+    tz = np.minimum(np.log2(ks & -ks).astype(int), n_tiers - 1)
+    per_tier = np.bincount(tz, minlength=n_tiers)  # syncs of each tier in an epoch
+    scale = 2.0 ** -np.arange(n_tiers)
+
+    def tables(theta):  # rows with rate >= theta * 2**-j: a prefix (rates fall)
+        out = [np.searchsorted(-r, -theta * scale, side="right") for r in mono]
+        return out
+
+    def cost(theta):
+        return sum(int((t * per_tier).sum()) for t in tables(theta))
+
+    limit = budget * total_rows
+    hi = max(float(r[0]) for r in mono if len(r)) * 2.0**n_tiers * 2  # no tier: cost 0
+    lo = hi
+    while cost(lo) <= limit:
+        if lo < 1e-300:  # every row in every sync fits
+            return tables(lo)
+        lo /= 2.0
+    for _ in range(60):  # the smallest theta within budget, by bisection in log space
+        mid = np.sqrt(lo * hi)
+        if cost(mid) <= limit:
+            hi = mid
+        else:
+            lo = mid
+    return tables(hi)
+
+
 @dataclass
 class _Matrix:
     weights: np.ndarray  # trained in place by the kernels
@@ -260,12 +334,19 @@ class Synchronizer:
         *,
         cap: float = 2.0,
         coherent: bool = True,
+        dtype: str = "float32",
     ):
         if not cap >= 1:
             raise TrainingError(f"sync_cap={cap!r}: must be >= 1")
+        if dtype not in ("float32", "float16"):
+            raise TrainingError(f"sync_dtype={dtype!r}: must be 'float32' or 'float16'")
         self.group = group
         self.cap = float(cap)
         self.coherent = bool(coherent)
+        self.dtype = np.dtype(dtype)
+        # float16 carries changes x 256: their full precision down to 2.4e-7 (late, small
+        # steps), up to 255 a coordinate; the squared norms go unscaled (up to 65504)
+        self.scale = 256.0 if self.dtype == np.float16 else 1.0
         self.extra = 2 if self.coherent else 1  # columns after the change
         self.mats = [_Matrix(w, w.copy(), tail) for w, tail in matrices if w is not None]
         self.syncs = 0
@@ -279,18 +360,22 @@ class Synchronizer:
         """Bytes of the float32 matrices (all synchronised ones)."""
         return sum(m.weights.nbytes for m in self.mats)
 
-    def snapshot(self, n: int) -> _Payload:
+    def snapshot(self, n: int | list[int]) -> _Payload:
+        """The changes of the first *n* rows of every matrix (or ``n[i]`` of the i-th)."""
         slices, deltas, parts = [], [], []
-        for m in self.mats:
+        ns = n if isinstance(n, (list, tuple)) else [n] * len(self.mats)
+        for m, n in zip(self.mats, ns, strict=True):
             sl = m.rows(n)
             delta = m.weights[sl] - m.base[sl]
             slices.append(sl)
             deltas.append(delta)
-            cols = [delta, np.any(delta != 0, axis=1).astype(np.float32)]  # touched
+            cols = [delta * self.scale if self.scale != 1 else delta,
+                    np.any(delta != 0, axis=1).astype(np.float32)]  # touched  # fmt: skip
             if self.coherent:
                 cols.append(np.einsum("ij,ij->i", delta, delta))  # squared norm
             parts.append(np.column_stack(cols))
-        buf = np.ascontiguousarray(np.concatenate(parts) if len(parts) > 1 else parts[0])
+        buf = np.concatenate(parts) if len(parts) > 1 else parts[0]
+        buf = np.ascontiguousarray(buf, dtype=self.dtype)
         return _Payload(slices, deltas, buf)
 
     def exchange(self, payload: _Payload) -> None:
@@ -303,7 +388,7 @@ class Synchronizer:
         at = 0
         for m, sl, delta in zip(self.mats, payload.slices, payload.deltas, strict=True):
             n = len(delta)
-            part = payload.buf[at : at + n]
+            part = payload.buf[at : at + n].astype(np.float32, copy=False)
             at += n
             if not np.isfinite(part).all():
                 raise TrainingError(
@@ -312,6 +397,8 @@ class Synchronizer:
                 )
             d = part.shape[1] - self.extra
             total, touches = part[:, :d], part[:, d : d + 1]
+            if self.scale != 1:
+                total = total * np.float32(1.0 / self.scale)
             gain = np.minimum(touches, self.cap) / np.maximum(touches, 1.0)
             if self.coherent:  # 1 / (how many ranks' changes agree): |sum|^2 / sum |d_r|^2
                 sq = part[:, d + 1 : d + 2]

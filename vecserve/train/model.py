@@ -31,7 +31,14 @@ from ..errors import TrainingError
 from . import _kernels
 from ._blas import single_threaded_blas
 from .corpus import Corpus, check_restartable, shard_corpus
-from .distributed import Exchange, Group, Synchronizer, head_for_budget, sync_rows
+from .distributed import (
+    Exchange,
+    Group,
+    Synchronizer,
+    head_for_budget,
+    sync_rows,
+    tier_tables,
+)
 from .vocab import (
     alias_table,
     build_vocab,
@@ -109,6 +116,8 @@ class Word2Vec:
         sync_budget: float = 1.0,
         sync_cap: float = 2.0,
         sync_coherent: bool = True,
+        sync_dtype: str = "float32",
+        sync_schedule: str = "doubling",
         overlap: bool = True,
         checkpoint_dir: str | os.PathLike | None = None,
         resume: bool = False,
@@ -138,6 +147,8 @@ class Word2Vec:
         self.sync_budget = sync_budget
         self.sync_cap = sync_cap
         self.sync_coherent = sync_coherent
+        self.sync_dtype = sync_dtype
+        self.sync_schedule = sync_schedule
         self.overlap = overlap
         self.checkpoint_dir = checkpoint_dir
         self.resume = resume
@@ -362,8 +373,23 @@ class Word2Vec:
         head = len(self.vocab)
         if g.size > 1:
             mats = [(self.syn0, False), (self.syn1neg, False), (self.syn1, True)]
-            sync = Synchronizer(g, mats, cap=self.sync_cap, coherent=self.sync_coherent)
-            head = head_for_budget(len(self.vocab), len(groups), self.sync_budget)
+            sync = Synchronizer(
+                g, mats, cap=self.sync_cap, coherent=self.sync_coherent, dtype=self.sync_dtype
+            )
+            # the budget is in float32 models: half-precision rows cost half
+            rows_budget = self.sync_budget * 4 / sync.dtype.itemsize
+            head = head_for_budget(len(self.vocab), len(groups), rows_budget)
+            if self.sync_schedule == "rates":
+                tables = tier_tables(self._update_rates(), len(groups), rows_budget)
+                head = int(tables[0][0])
+
+                def rows_at(k):
+                    tz = (k & -k).bit_length() - 1
+                    return [int(t[min(tz, len(t) - 1)]) for t in tables]
+            else:
+
+                def rows_at(k):
+                    return sync_rows(k, head=head, n_rows=sync.n_rows)
         first_epoch = self._load_checkpoint(sync) if self.resume else 0
 
         def job_args(epoch, k, grp_i, job, offset, grp_local):
@@ -404,7 +430,7 @@ class Word2Vec:
                         stats.stall += time.perf_counter() - t_s
                     else:
                         n_sync += 1
-                        payload = sync.snapshot(sync_rows(n_sync, head=head, n_rows=sync.n_rows))
+                        payload = sync.snapshot(rows_at(n_sync))
                         if self.overlap:
                             pending = Exchange(sync, payload)
                         else:
@@ -452,6 +478,26 @@ class Word2Vec:
             f"in {elapsed:.1f}s: {raw / max(elapsed, 1e-9):,.0f} words/s, {where}"
         )
         return self.train_stats
+
+    def _update_rates(self) -> list[np.ndarray]:
+        """Each synchronised matrix's rows' expected updates per word trained, most
+        frequent row first: a word's kept frequency (after subsampling) for its input
+        vector, plus ``negative`` x its noise probability for its output weights; a
+        Huffman node's, the kept frequency of the words below it."""
+        counts = self.vocab.counts.astype(np.float64)
+        kept = counts * (self._sample_int / float(2**32 - 1))
+        kept /= max(kept.sum(), 1e-300)
+        rates = [kept]
+        if self.syn1neg is not None:
+            noise = counts**self.ns_exponent
+            rates.append(kept + self.negative * noise / noise.sum())
+        if self.syn1 is not None:
+            t = self._tree
+            on_path = np.arange(t.points.shape[1]) < t.codelens[:, None]
+            node = np.zeros(len(self.syn1))
+            np.add.at(node, t.points[on_path], np.broadcast_to(kept[:, None], on_path.shape)[on_path])
+            rates.append(node[::-1])  # the tree's top nodes are its last rows
+        return rates
 
     # ------------------------------------------------------------ checkpoints
 
