@@ -58,8 +58,8 @@ __all__ = ["train"]
 @click.option("--resume", is_flag=True, help="Continue from --checkpoint-dir's checkpoint.")
 @click.option("--sync-words", default=100_000, show_default=True, type=int,
               help="Under mpiexec: words a rank trains between two model syncs.")  # fmt: skip
-@click.option("--sync-budget", default=1.0, show_default=True, type=float,
-              help="Under mpiexec: head-sync traffic per epoch, in models.")  # fmt: skip
+@click.option("--sync-budget", default=2.0, show_default=True, type=float,
+              help="Under mpiexec: bytes a rank sends per epoch, in float32 models.")  # fmt: skip
 @click.option("--sync-cap", default=2.0, show_default=True, type=float,
               help="Under mpiexec: 1 averages ranks' changes to a row, N adds them.")  # fmt: skip
 @click.option("--sync-coherent/--no-sync-coherent", default=True, show_default=True,

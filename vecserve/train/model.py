@@ -55,6 +55,9 @@ from .vocab import (
 
 __all__ = ["Word2Vec"]
 
+#: A warm-up's groups are cut into this many: syncs that often in the first epoch's start.
+WARMUP_PARTS = 4
+
 log = logging.getLogger("vecserve.train")
 
 
@@ -113,11 +116,12 @@ class Word2Vec:
         progress: bool = False,
         comm: Any = None,
         sync_words: int = 100_000,
-        sync_budget: float = 1.0,
+        sync_budget: float = 2.0,
         sync_cap: float = 2.0,
         sync_coherent: bool = True,
         sync_dtype: str = "float32",
         sync_schedule: str = "doubling",
+        sync_warmup: float = 0.0,
         overlap: bool = True,
         checkpoint_dir: str | os.PathLike | None = None,
         resume: bool = False,
@@ -149,6 +153,7 @@ class Word2Vec:
         self.sync_coherent = sync_coherent
         self.sync_dtype = sync_dtype
         self.sync_schedule = sync_schedule
+        self.sync_warmup = sync_warmup
         self.overlap = overlap
         self.checkpoint_dir = checkpoint_dir
         self.resume = resume
@@ -202,6 +207,12 @@ class Word2Vec:
             bad("sync_budget", "must be > 0")
         if not self.sync_cap >= 1:
             bad("sync_cap", "must be >= 1 (1: average the ranks' changes)")
+        if not 0 <= self.sync_warmup <= 1:
+            bad("sync_warmup", "must be a fraction of the first epoch, between 0 and 1")
+        if self.sync_dtype not in ("float32", "float16"):
+            bad("sync_dtype", "must be 'float32' or 'float16'")
+        if self.sync_schedule not in ("doubling", "rates"):
+            bad("sync_schedule", "must be 'doubling' or 'rates'")
         if self.resume and not self.checkpoint_dir:
             bad("resume", "needs checkpoint_dir")
 
@@ -325,27 +336,49 @@ class Word2Vec:
 
     # ------------------------------------------------------------ training
 
-    def _jobs(self) -> list[tuple[int, int, int, int]]:
-        """(first sentence, end sentence, first word, words) of each job."""
+    def _jobs(self, extra_cuts=()) -> list[tuple[int, int, int, int]]:
+        """(first sentence, end sentence, first word, words) of each job: about
+        ``job_words`` words, also cut at the words *extra_cuts* (at sentence ends)."""
         bounds = self.corpus.bounds
-        cuts = np.searchsorted(bounds, np.arange(self.job_words, bounds[-1], self.job_words))
+        at = np.arange(self.job_words, bounds[-1], self.job_words)
+        cuts = np.searchsorted(bounds, np.concatenate((at, np.asarray(extra_cuts, np.int64))))
         edges = np.unique(np.concatenate(([0], cuts, [len(bounds) - 1])))
         return [
             (int(a), int(b), int(bounds[a]), int(bounds[b] - bounds[a]))
             for a, b in itertools.pairwise(edges)
+            if b > a
         ]
 
-    def _groups(self) -> list[list[tuple[int, int, int, int]]]:
+    def _groups(self, split: int = 0) -> list[list[tuple[int, int, int, int]]]:
         """This rank's jobs cut into the epoch's sync groups (the same number on every
-        rank: the most any rank needs at ``sync_words`` words a group)."""
-        jobs = self._jobs()
+        rank: the most any rank needs at ``sync_words`` words a group); the first
+        *split* groups cut again into ``WARMUP_PARTS`` (a warm-up: more frequent syncs)."""
         n_words = self.corpus.n_words
         n_groups = -(-n_words // self.sync_words) if self.group.size > 1 else 1
         n_groups = max(1, int(self.group.max(n_groups)))
-        groups: list[list] = [[] for _ in range(n_groups)]
-        for job in jobs:
-            groups[min(job[2] * n_groups // max(n_words, 1), n_groups - 1)].append(job)
+        split = min(split, n_groups)
+        parts = WARMUP_PARTS
+        cuts = [
+            (i * parts + q) * n_words // (n_groups * parts)
+            for i in range(split)
+            for q in range(1, parts + 1)
+        ]
+        groups: list[list] = [[] for _ in range(split * parts + n_groups - split)]
+        for job in self._jobs(cuts):
+            x = job[2] * n_groups * parts // max(n_words, 1)  # in parts of a group
+            i = x if x < split * parts else split * parts + x // parts - split
+            groups[min(i, len(groups) - 1)].append(job)
         return groups
+
+    def _plan(self, split: int = 0) -> tuple[list, np.ndarray, np.ndarray, np.ndarray]:
+        """The sync groups, this rank's words in each, all ranks' words in each (the
+        global word count the learning rate follows, known in advance) and where
+        each group starts in the global count."""
+        groups = self._groups(split)
+        mine = np.array([sum(j[3] for j in grp) for grp in groups], np.int64)
+        global_words = self.group.allreduce(mine.copy())
+        starts = np.concatenate(([0], np.cumsum(global_words)))
+        return groups, mine, global_words, starts
 
     def train(self) -> dict[str, Any]:
         """Train ``epochs`` passes over the encoded corpus; returns :attr:`train_stats`.
@@ -358,15 +391,14 @@ class Word2Vec:
         if self.group.size == 1 and self.corpus.n_words < 2:
             raise TrainingError("corpus has fewer than 2 words in the vocabulary")
         g = self.group
-        groups = self._groups()
-        # words of each group over all ranks: the global word count the learning rate
-        # follows, known in advance
-        mine = np.array([sum(j[3] for j in grp) for grp in groups], np.int64)
-        global_words = g.allreduce(mine.copy())
-        epoch_words = int(global_words.sum())
+        plan = self._plan()
+        groups = plan[0]
+        epoch_words = int(plan[2].sum())
         if epoch_words < 2:
             raise _collective(TrainingError("corpus has fewer than 2 words in the vocabulary"))
-        starts = np.concatenate(([0], np.cumsum(global_words)))
+        warm = None  # the first epoch's plan with a warm-up
+        if g.size > 1 and self.sync_warmup > 0:
+            warm = self._plan(max(1, round(self.sync_warmup * len(groups))))
         total = epoch_words * self.epochs
         span = self.alpha - self.min_alpha
         sync = None
@@ -376,8 +408,7 @@ class Word2Vec:
             sync = Synchronizer(
                 g, mats, cap=self.sync_cap, coherent=self.sync_coherent, dtype=self.sync_dtype
             )
-            # the budget is in float32 models: half-precision rows cost half
-            rows_budget = self.sync_budget * 4 / sync.dtype.itemsize
+            rows_budget = self._head_budget(sync)
             head = head_for_budget(len(self.vocab), len(groups), rows_budget)
             if self.sync_schedule == "rates":
                 tables = tier_tables(self._update_rates(), len(groups), rows_budget)
@@ -394,6 +425,7 @@ class Word2Vec:
 
         def job_args(epoch, k, grp_i, job, offset, grp_local):
             s0, s1, _, n = job
+            _, _, global_words, starts = epoch_plan
             frac0 = offset / grp_local if grp_local else 0.0
             frac1 = (offset + n) / grp_local if grp_local else 0.0
             at = epoch * epoch_words + starts[grp_i]
@@ -409,6 +441,8 @@ class Word2Vec:
         with single_threaded_blas(), pool:
             for epoch in range(first_epoch, self.epochs):
                 k = n_sync = 0  # the schedule restarts after each epoch's full sync
+                epoch_plan = warm if warm is not None and epoch == 0 else plan
+                groups, mine, _, starts = epoch_plan
                 for grp_i, grp in enumerate(groups):
                     grp_local = int(mine[grp_i])
                     batch, offset = [], 0
@@ -478,6 +512,24 @@ class Word2Vec:
             f"in {elapsed:.1f}s: {raw / max(elapsed, 1e-9):,.0f} words/s, {where}"
         )
         return self.train_stats
+
+    def _head_budget(self, sync: Synchronizer) -> float:
+        """The head syncs' rows per epoch, in models, that keep each rank's bytes sent
+        per epoch within ``sync_budget`` float32 models: each row costs its columns
+        (the change, the touch count, the squared norm) in the payload's precision, x a
+        ring allreduce's ``2 (N-1) / N``; each epoch's last sync carries the whole model."""
+        n = self.group.size
+        per_model = 2 * (n - 1) / n * (self.vector_size + sync.extra) / self.vector_size
+        per_model *= sync.dtype.itemsize / 4
+        head = self.sync_budget / per_model - 1.0
+        if head <= 0:
+            raise _collective(
+                TrainingError(
+                    f"sync_budget={self.sync_budget!r}: each epoch's whole-model sync alone "
+                    f"sends {per_model:.2f} models a rank at {n} ranks; give more"
+                )
+            )
+        return head
 
     def _update_rates(self) -> list[np.ndarray]:
         """Each synchronised matrix's rows' expected updates per word trained, most
