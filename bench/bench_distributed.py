@@ -70,7 +70,7 @@ def child(spec: dict) -> dict | None:
 
         top = min(EVAL_VOCAB, len(model.vocab))
         np.savez(
-            Path(spec["save_dir"]) / f"{spec['config']}.npz",
+            Path(spec["save_dir"]) / f"{spec['saved']}.npz",
             words=np.array(model.vocab.words[:top]),
             counts=model.vocab.counts[:top],
             vectors=model.syn0[:top],
@@ -78,6 +78,7 @@ def child(spec: dict) -> dict | None:
     epochs = spec["epochs"]
     return {
         "config": spec["config"],
+        "saved": spec["saved"],
         "ranks": group.size,
         "threads": spec["threads"],
         "params": spec.get("params", {}),
@@ -111,11 +112,12 @@ def evaluate_saved(path: Path) -> tuple[float, float]:
 
 
 def run(config: str, text: Path, epochs: int, params: dict, extra_mpi: list[str],
-        save_dir: str | None = None) -> dict:  # fmt: skip
+        save_dir: str | None = None, saved: str = "") -> dict:  # fmt: skip
     ranks, threads = (int(x) for x in config.split("x"))
     spec = {"config": config, "text": str(text), "epochs": epochs, "threads": threads}
     spec["params"] = params
     spec["save_dir"] = save_dir
+    spec["saved"] = saved or config  # the saved vectors' file name
     cmd = [sys.executable, __file__, "--child", json.dumps(spec)]
     if ranks > 1:
         cmd = [str(MPIEXEC), "-n", str(ranks), "--oversubscribe", *extra_mpi, *cmd]
@@ -176,7 +178,7 @@ def main() -> None:
         d = Path(args.evaluate)
         results = [json.loads(x) for x in (d / "distributed.jsonl").read_text().splitlines()]
         for r in results:
-            r["analogy"], r["wordsim"] = evaluate_saved(d / f"{r['config']}.npz")
+            r["analogy"], r["wordsim"] = evaluate_saved(d / f"{r.get('saved', r['config'])}.npz")
             r["evaluated"] = "top 30,000 words, saved"
         print(table(results))
         return
@@ -194,8 +196,9 @@ def main() -> None:
         only = scheme.get("_configs", configs[1:])
         scheme = {k: v for k, v in scheme.items() if k != "_configs"}
         runs += [(c, {**params, **scheme}) for c in only]
-    for config, p in runs:
-        res = run(config, text, args.epochs, p, args.mpi_args.split(), args.save_vectors)
+    for i, (config, p) in enumerate(runs):
+        res = run(config, text, args.epochs, p, args.mpi_args.split(), args.save_vectors,
+                  saved=f"{config}-{i}" if len(runs) > len(configs) else config)  # fmt: skip
         res["corpus"] = text.name
         results.append(res)
         print(json.dumps(res), file=sys.stderr, flush=True)

@@ -10,8 +10,9 @@ A="train $C --vector-size 100 --window 5 --negative 5 --sample 1e-4 --min-count 
 rm -rf /tmp/rb && mkdir -p /tmp/rb
 mpiexec -n 2 vecserve $A --save /tmp/rb/full.bin 2>/tmp/rb/full.err
 mpiexec -n 2 vecserve $A --checkpoint-dir /tmp/rb/ckpt --save /tmp/rb/never.bin 2>/tmp/rb/killed.err &
+job=$!
 while ! grep -q "checkpoint: 2/5" /tmp/rb/killed.err 2>/dev/null; do sleep 0.5; done
-pkill -9 -f "never.bin" ; wait
+kill -9 $(pgrep -P $job) $job; wait  # the whole job: its ranks and mpiexec
 mpiexec -n 2 vecserve $A --checkpoint-dir /tmp/rb/ckpt --resume --save /tmp/rb/resumed.bin 2>/tmp/rb/resumed.err
 python - <<'PY'
 import sys; sys.path.insert(0, "bench")

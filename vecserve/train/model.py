@@ -421,6 +421,7 @@ class Word2Vec:
 
                 def rows_at(k):
                     return sync_rows(k, head=head, n_rows=sync.n_rows)
+
         first_epoch = self._load_checkpoint(sync) if self.resume else 0
 
         def job_args(epoch, k, grp_i, job, offset, grp_local):
@@ -547,7 +548,9 @@ class Word2Vec:
             t = self._tree
             on_path = np.arange(t.points.shape[1]) < t.codelens[:, None]
             node = np.zeros(len(self.syn1))
-            np.add.at(node, t.points[on_path], np.broadcast_to(kept[:, None], on_path.shape)[on_path])
+            np.add.at(
+                node, t.points[on_path], np.broadcast_to(kept[:, None], on_path.shape)[on_path]
+            )
             rates.append(node[::-1])  # the tree's top nodes are its last rows
         return rates
 
