@@ -344,6 +344,53 @@ def test_merged_vocabulary_equals_one_machines(tmp_path, opts):
     assert shares.tolist() == np.asarray(one.corpus.words).tolist()
 
 
+SCHEME_SCRIPT = textwrap.dedent(
+    """
+    import json, sys
+    from vecserve.train import Word2Vec
+    from vecserve.train.distributed import Group
+    g = Group.from_environment()
+    opts = json.loads(sys.argv[2])
+    m = Word2Vec(sys.argv[1], vector_size=16, window=3, min_count=1, sample=0, epochs=3,
+                 workers=1, seed=7, sync_words=2000, comm=g, **opts)
+    if g.rank == 0:
+        m.save_word2vec_format(sys.argv[3], binary=True)
+        json.dump(m.train_stats, open(sys.argv[3] + ".json", "w"))
+    """
+)
+
+
+@pytest.mark.parametrize("ranks", [2, 3])
+@pytest.mark.parametrize(
+    "opts",
+    [
+        {},
+        {"sync_dtype": "float32", "sync_schedule": "doubling", "sync_warmup": 0.0},
+        {"sync_budget": 1.8, "sync_warmup": 0.5},
+    ],
+    ids=["default", "float32-doubling", "small-budget-warmup"],
+)
+def test_sync_schemes_learn_within_their_byte_budget(tmp_path, ranks, opts):
+    """Every scheme learns the topics, and each rank sends at most ``sync_budget``
+    float32 models per epoch; a warm-up cuts the first epoch's first groups in 4."""
+    from gensim.models import KeyedVectors
+
+    corpus = write_topic_corpus(tmp_path / "topics.txt", 1500)
+    script = tmp_path / "scheme.py"
+    script.write_text(SCHEME_SCRIPT)
+    out = tmp_path / "out.bin"
+    proc = mpiexec(ranks, sys.executable, str(script), str(corpus), json.dumps(opts), str(out))
+    assert proc.returncode == 0, proc.stderr
+    stats = json.loads(Path(f"{out}.json").read_text())
+    assert purity(KeyedVectors.load_word2vec_format(str(out), binary=True)) >= 0.9
+    budget = opts.get("sync_budget", 2.0)
+    assert 0 < stats["bytes_sent"] / 3 <= budget * stats["model_bytes"]
+    words = 1500 * 10 // ranks  # a rank's share: 1500 sentences of 10 words
+    groups = -(-words // 2000)
+    warm = round(opts.get("sync_warmup", 0.0) * groups)  # cut in 4: 3 more syncs each
+    assert stats["syncs"] == 3 * groups + 3 * warm
+
+
 def _train_args(corpus: Path, *extra: str) -> list[str]:
     return vecserve_args(
         "train", str(corpus), "--min-count", "1", "--vector-size", "16", "--window", "3",

@@ -211,36 +211,47 @@ def sync_rows(k: int, *, head: int, n_rows: int) -> int:
     return min(n_rows, head * (k & -k))
 
 
-def head_for_budget(n_rows: int, syncs_per_epoch: int, budget: float = 1.0) -> int:
+def _head_syncs(syncs_per_epoch: int | list[int]) -> tuple[np.ndarray, int]:
+    """The numbers *k* of every head sync (each epoch's last sync, the whole model, is
+    not one) over the epochs, and how many epochs."""
+    per_epoch = [syncs_per_epoch] if isinstance(syncs_per_epoch, int) else syncs_per_epoch
+    ks = [np.arange(1, max(n - 1, 0) + 1) for n in per_epoch]
+    return np.concatenate(ks) if ks else np.zeros(0, int), len(per_epoch)
+
+
+def head_for_budget(n_rows: int, syncs_per_epoch: int | list[int], budget: float = 1.0) -> int:
     """The largest head whose head syncs move at most *budget* models per epoch.
 
-    The epoch's last sync is always the whole model and is not counted here.
+    The epoch's last sync is always the whole model and is not counted here. With a list
+    of each epoch's syncs (a warm-up makes the first epoch's more), at most *budget*
+    models per epoch on average.
 
     >>> head_for_budget(100_000, 64)
     520
+    >>> head_for_budget(100_000, [88, 64, 64])
+    428
     >>> head_for_budget(100, 1)
     100
     """
-    syncs = max(syncs_per_epoch - 1, 0)
-    if syncs == 0:
+    ks, epochs = _head_syncs(syncs_per_epoch)
+    if len(ks) == 0:
         return n_rows
-    ks = np.arange(1, syncs + 1)
     mult = ks & -ks
 
     def cost(h):
         return int(np.minimum(h * mult, n_rows).sum())
 
-    lo, hi = 1, n_rows
+    lo, hi = 0, n_rows
     while lo < hi:
         mid = (lo + hi + 1) // 2
-        if cost(mid) <= budget * n_rows:
+        if cost(mid) <= budget * n_rows * epochs:
             lo = mid
         else:
             hi = mid - 1
     return lo
 
 
-def tier_tables(rates: list[np.ndarray], syncs_per_epoch: int, budget: float = 1.0,
+def tier_tables(rates: list[np.ndarray], syncs_per_epoch: int | list[int], budget: float = 1.0,
                 ) -> list[np.ndarray]:  # fmt: skip
     """Per-row sync periods by update rate, as prefix tables within *budget* rows.
 
@@ -249,9 +260,10 @@ def tier_tables(rates: list[np.ndarray], syncs_per_epoch: int, budget: float = 1
     at which its rate falls below ``theta / 2**j`` (so every row collects about the same
     number of updates between its syncs: ``theta`` per sync period), with the largest
     ``theta``-bound that keeps the head syncs of an epoch within *budget* models (all
-    matrices' rows together). Row order is kept: a table ``L`` says sync *k* carries a
-    matrix's first ``L[min(tz(k), len(L) - 1)]`` rows, ``tz(k)`` the number of trailing
-    zero bits of *k*. Under Zipf's law without subsampling this is the doubling schedule;
+    matrices' rows together; *syncs_per_epoch* as for :func:`head_for_budget`). Row
+    order is kept: a table ``L`` says sync *k* carries a matrix's first
+    ``L[min(tz(k), len(L) - 1)]`` rows, ``tz(k)`` the number of trailing zero bits of
+    *k*. Under Zipf's law without subsampling this is the doubling schedule;
     subsampling flattens the head's rates, which then shares its rows' syncs with the
     words just below it.
 
@@ -259,15 +271,14 @@ def tier_tables(rates: list[np.ndarray], syncs_per_epoch: int, budget: float = 1
     >>> tier_tables(zipf, 8, budget=1.0)[0].tolist()  # head_for_budget(1000, 8): 83
     [83, 167, 334, 669]
     """
-    syncs = max(syncs_per_epoch - 1, 0)
-    n_tiers = max(syncs, 1).bit_length() + 1
+    ks, epochs = _head_syncs(syncs_per_epoch)
     mono = [np.minimum.accumulate(np.asarray(r, np.float64)) for r in rates]
     total_rows = sum(len(r) for r in mono)
-    if syncs == 0:
+    if len(ks) == 0:
         return [np.array([len(r)]) for r in mono]
-    ks = np.arange(1, syncs + 1)
+    n_tiers = int(ks.max()).bit_length() + 1
     tz = np.minimum(np.log2(ks & -ks).astype(int), n_tiers - 1)
-    per_tier = np.bincount(tz, minlength=n_tiers)  # syncs of each tier in an epoch
+    per_tier = np.bincount(tz, minlength=n_tiers)  # syncs of each tier in all epochs
     scale = 2.0 ** -np.arange(n_tiers)
 
     def tables(theta):  # rows with rate >= theta * 2**-j: a prefix (rates fall)
@@ -277,7 +288,7 @@ def tier_tables(rates: list[np.ndarray], syncs_per_epoch: int, budget: float = 1
     def cost(theta):
         return sum(int((t * per_tier).sum()) for t in tables(theta))
 
-    limit = budget * total_rows
+    limit = budget * total_rows * epochs
     hi = max(float(r[0]) for r in mono if len(r)) * 2.0**n_tiers * 2  # no tier: cost 0
     lo = hi
     while cost(lo) <= limit:

@@ -409,9 +409,12 @@ class Word2Vec:
                 g, mats, cap=self.sync_cap, coherent=self.sync_coherent, dtype=self.sync_dtype
             )
             rows_budget = self._head_budget(sync)
-            head = head_for_budget(len(self.vocab), len(groups), rows_budget)
+            syncs = [len(groups)] * self.epochs  # per epoch, a warm-up's first epoch more
+            if warm is not None:
+                syncs[0] = len(warm[0])
+            head = head_for_budget(len(self.vocab), syncs, rows_budget)
             if self.sync_schedule == "rates":
-                tables = tier_tables(self._update_rates(), len(groups), rows_budget)
+                tables = tier_tables(self._update_rates(), syncs, rows_budget)
                 head = int(tables[0][0])
 
                 def rows_at(k):
