@@ -160,6 +160,17 @@ def test_a_diverged_model_stops_with_an_error_not_a_crash():
         s.sync(3)
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float16", "int16"])
+def test_a_diverged_change_stops_every_payload_precision(dtype):
+    from vecserve.errors import TrainingError
+
+    w = np.ones((3, 2), np.float32)
+    s = Synchronizer(Group(), [(w, False)], dtype=dtype)
+    w[2, 1] = np.inf
+    with pytest.raises(TrainingError, match="diverged"):
+        s.sync(3)
+
+
 def test_one_process_group_syncs_nothing():
     w = np.ones((3, 2), np.float32)
     s = Synchronizer(Group(), [(w, False)])
@@ -202,18 +213,27 @@ SYNC_SCRIPT = textwrap.dedent(
     w[1, g.rank] = 1.0  # each rank: its own axis
     s.sync(2)
     out["coherent"] = w.copy()
-    # half precision on the wire: the same sum, to float16's precision
-    rng = np.random.default_rng(0)
-    base0 = rng.standard_normal((6, 4)).astype(np.float32)
-    w0 = base0.copy()
-    s = Synchronizer(g, [(w0, False)], cap=1e9, coherent=True, dtype="float16")
-    w0 += np.load(sys.argv[1])[g.rank] / 100
-    bytes0 = g.bytes_sent
-    s.sync(4)
-    out["f16_bytes"] = g.bytes_sent - bytes0
-    out["f16"] = w0.copy()
-    arrays = {"bytes": np.array(g.bytes_sent), "coherent": out["coherent"], "f16": out["f16"],
-              "f16_bytes": np.array(out["f16_bytes"])}
+    # 16 bits on the wire: the same sum, to float16's / int16's precision
+    for dtype in ("float16", "int16"):
+        rng = np.random.default_rng(0)
+        base0 = rng.standard_normal((6, 4)).astype(np.float32)
+        w0 = base0.copy()
+        s = Synchronizer(g, [(w0, False)], cap=1e9, coherent=True, dtype=dtype)
+        w0 += np.load(sys.argv[1])[g.rank] / 100
+        bytes0 = g.bytes_sent
+        s.sync(4)
+        out[dtype + "_bytes"] = np.array(g.bytes_sent - bytes0)
+        out[dtype] = w0.copy()
+    # coherent, in int16: equal changes average, orthogonal ones add (the squared norms)
+    w = np.zeros((2, 3), np.float32)
+    s = Synchronizer(g, [(w, False)], cap=1.0, dtype="int16")
+    w[0] = [1.0, 2.0, 3.0]
+    w[1, g.rank] = 1.0
+    s.sync(2)
+    out["coherent_int16"] = w.copy()
+    arrays = {"bytes": np.array(g.bytes_sent), "coherent": out["coherent"]}
+    for k in ("float16", "int16", "float16_bytes", "int16_bytes", "coherent_int16"):
+        arrays[k] = out[k]
     for c in ("sum", "mean", "cap2"):
         arrays[c + "0"], arrays[c + "1"] = out[c]
         arrays[c + "_overlap"] = out[c + "-overlap"]
@@ -278,14 +298,20 @@ def test_sync_arithmetic_on_known_deltas(tmp_path):
     # every rank holds the same synchronised rows, bit for bit
     for z in got[1:]:
         assert (z["mean0"][:4] == got[0]["mean0"][:4]).all()
-        assert (z["f16"][:4] == got[0]["f16"][:4]).all()
-    # float16: the sum of the changes (/100: float16's range), half the bytes of float32
-    # (4 rows x (4 + 2) columns x 2 bytes, a ring's 2 (N-1)/N of it)
+        assert (z["float16"][:4] == got[0]["float16"][:4]).all()
+        assert (z["int16"][:4] == got[0]["int16"][:4]).all()
+    # 16 bits: the sum of the changes (/100: float16's range), half the bytes of float32
+    # (4 rows x (4 + 2) columns x 2 bytes, a ring's 2 (N-1)/N of it; int16 adds each
+    # row's largest change, 4 bytes); int16 to 1/(32767 // N) of a row's largest change
+    ring = 2 * (ranks - 1) / ranks
     for r, z in enumerate(got):
         want = base0 + d0[r] / 100
         want[:4] = base0[:4] + d0[:, :4].sum(axis=0) / 100
-        np.testing.assert_allclose(z["f16"], want, rtol=2e-3, atol=1e-3)
-        assert int(z["f16_bytes"]) == 2 * (ranks - 1) * (4 * 6 * 2) // ranks
+        np.testing.assert_allclose(z["float16"], want, rtol=2e-3, atol=1e-3)
+        np.testing.assert_allclose(z["int16"], want, rtol=0, atol=4.0 / (32767 // ranks) * 3)
+        assert int(z["float16_bytes"]) == int(ring * 4 * 6 * 2)
+        assert int(z["int16_bytes"]) == int(ring * 4 * 4) + int(ring * 4 * 6 * 2)
+        np.testing.assert_allclose(z["coherent_int16"], [[1, 2, 3], [1, 1, 1]], atol=1e-3)
 
 
 VOCAB_SCRIPT = textwrap.dedent(

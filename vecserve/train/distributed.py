@@ -147,6 +147,16 @@ class Group:
             self._timed(self.comm.Allreduce, MPI.IN_PLACE, buf, nbytes=ring)
         return buf
 
+    def allreduce_max(self, buf: np.ndarray) -> np.ndarray:
+        """The element-wise largest *buf* (C-contiguous) over all ranks, in place."""
+        if self.size == 1:
+            return buf
+        from mpi4py import MPI
+
+        ring = 2 * (self.size - 1) * buf.nbytes // self.size
+        self._timed(self.comm.Allreduce, MPI.IN_PLACE, buf, MPI.MAX, nbytes=ring)
+        return buf
+
     def bcast(self, obj: Any) -> Any:
         """Rank 0's *obj* on every rank (pickled)."""
         if self.size == 1:
@@ -323,6 +333,11 @@ class _Payload:
         self.slices = slices
         self.deltas = deltas
         self.buf = buf
+        self.peak: np.ndarray | None = None  # int16: each row's largest |change|
+
+
+#: int16 payloads: each rank's value of a coordinate is at most this / N in magnitude
+_Q = 32767
 
 
 class Synchronizer:
@@ -349,8 +364,8 @@ class Synchronizer:
     ):
         if not cap >= 1:
             raise TrainingError(f"sync_cap={cap!r}: must be >= 1")
-        if dtype not in ("float32", "float16"):
-            raise TrainingError(f"sync_dtype={dtype!r}: must be 'float32' or 'float16'")
+        if dtype not in ("float32", "float16", "int16"):
+            raise TrainingError(f"sync_dtype={dtype!r}: must be float32, float16 or int16")
         self.group = group
         self.cap = float(cap)
         self.coherent = bool(coherent)
@@ -359,12 +374,17 @@ class Synchronizer:
         # steps), up to 255 a coordinate; the squared norms go unscaled (up to 65504)
         self.scale = 256.0 if self.dtype == np.float16 else 1.0
         self.extra = 2 if self.coherent else 1  # columns after the change
+        self.quantized = self.dtype == np.int16
         self.mats = [_Matrix(w, w.copy(), tail) for w, tail in matrices if w is not None]
         self.syncs = 0
 
     @property
     def n_rows(self) -> int:
         return max(len(m.weights) for m in self.mats)
+
+    def row_bytes(self, d: int) -> float:
+        """Bytes a synchronised row of *d* coordinates puts in the payload."""
+        return (d + self.extra) * self.dtype.itemsize + (4 if self.quantized else 0)
 
     @property
     def model_bytes(self) -> int:
@@ -373,25 +393,61 @@ class Synchronizer:
 
     def snapshot(self, n: int | list[int]) -> _Payload:
         """The changes of the first *n* rows of every matrix (or ``n[i]`` of the i-th)."""
-        slices, deltas, parts = [], [], []
         ns = n if isinstance(n, (list, tuple)) else [n] * len(self.mats)
-        for m, n in zip(self.mats, ns, strict=True):
-            sl = m.rows(n)
+        slices = [m.rows(n) for m, n in zip(self.mats, ns, strict=True)]
+        d = self.mats[0].weights.shape[1]
+        total = sum(sl.stop - sl.start for sl in slices)
+        buf = np.empty((total, d + self.extra), np.float32 if self.quantized else self.dtype)
+        deltas, at = [], 0
+        for m, sl in zip(self.mats, slices, strict=True):
             delta = m.weights[sl] - m.base[sl]
-            slices.append(sl)
             deltas.append(delta)
-            cols = [delta * self.scale if self.scale != 1 else delta,
-                    np.any(delta != 0, axis=1).astype(np.float32)]  # touched  # fmt: skip
+            part = buf[at : at + len(delta)]
+            at += len(delta)
+            np.multiply(delta, self.scale, out=part[:, :d], casting="same_kind")
+            part[:, d] = np.any(delta != 0, axis=1)  # touched
             if self.coherent:
-                cols.append(np.einsum("ij,ij->i", delta, delta))  # squared norm
-            parts.append(np.column_stack(cols))
-        buf = np.concatenate(parts) if len(parts) > 1 else parts[0]
-        buf = np.ascontiguousarray(buf, dtype=self.dtype)
-        return _Payload(slices, deltas, buf)
+                part[:, d + 1] = np.einsum("ij,ij->i", delta, delta)  # squared norm
+        payload = _Payload(slices, deltas, buf)
+        if self.quantized:
+            payload.peak = np.abs(buf[:, :d]).max(axis=1) if total else np.zeros(0, np.float32)
+        return payload
 
     def exchange(self, payload: _Payload) -> None:
-        self.group.allreduce(payload.buf)
+        if self.quantized:
+            self._exchange_int16(payload)
+        else:
+            self.group.allreduce(payload.buf)
         self.syncs += 1
+
+    def _exchange_int16(self, payload: _Payload) -> None:
+        """Sum the payload as 16-bit integers: each row's coordinates in units of its
+        largest change on any rank / (32767 // N), so N ranks' sum cannot overflow (a
+        row's precision: 1 / 16383 of its largest change at 2 ranks); the squared norms
+        in units of ``d`` x that change squared / (32767 // N). Native MPI sums; MPI
+        first takes the rows' largest changes (4 bytes a row)."""
+        buf = payload.buf
+        d = buf.shape[1] - self.extra
+        peak = payload.peak
+        peak[~np.isfinite(peak)] = np.inf  # diverged rows: NaN on every rank below
+        self.group.allreduce_max(peak)
+        diverged = np.isinf(peak)
+        buf[diverged] = 0.0
+        units = _Q // self.group.size
+        scale = np.divide(units, peak, out=np.zeros_like(peak), where=peak > 0)[:, None]
+        q = np.empty(buf.shape, np.int16)
+        np.rint(buf[:, :d] * scale, out=buf[:, :d])
+        q[:, :d] = buf[:, :d]
+        q[:, d] = buf[:, d]  # touched: 0 or 1
+        if self.coherent:
+            q[:, d + 1] = np.rint(buf[:, d + 1] * (scale[:, 0] ** 2 / (d * units)))
+        self.group.allreduce(q)
+        inv = np.divide(1.0, scale, out=np.zeros_like(scale), where=scale > 0)
+        np.multiply(q[:, :d], inv, out=buf[:, :d])
+        buf[:, d] = q[:, d]
+        if self.coherent:
+            buf[:, d + 1] = q[:, d + 1] * (inv[:, 0] ** 2 * (d * units))
+        buf[diverged] = np.nan
 
     def apply(self, payload: _Payload, *, exact: bool = False) -> None:
         """Add the averaged changes; ``exact``: nothing trained since the snapshot, so
@@ -399,7 +455,7 @@ class Synchronizer:
         at = 0
         for m, sl, delta in zip(self.mats, payload.slices, payload.deltas, strict=True):
             n = len(delta)
-            part = payload.buf[at : at + n].astype(np.float32, copy=False)
+            part = payload.buf[at : at + n]
             at += n
             if not np.isfinite(part).all():
                 raise TrainingError(
@@ -407,12 +463,14 @@ class Synchronizer:
                     "lower alpha or sync_cap, or sync more often (sync_words)"
                 )
             d = part.shape[1] - self.extra
-            total, touches = part[:, :d], part[:, d : d + 1]
+            touches = part[:, d : d + 1].astype(np.float32)
             if self.scale != 1:
-                total = total * np.float32(1.0 / self.scale)
+                total = np.multiply(part[:, :d], np.float32(1.0 / self.scale), dtype=np.float32)
+            else:
+                total = part[:, :d]
             gain = np.minimum(touches, self.cap) / np.maximum(touches, 1.0)
             if self.coherent:  # 1 / (how many ranks' changes agree): |sum|^2 / sum |d_r|^2
-                sq = part[:, d + 1 : d + 2]
+                sq = part[:, d + 1 : d + 2].astype(np.float32)
                 norm = np.einsum("ij,ij->i", total, total)[:, None]
                 agree = np.clip(sq / np.maximum(norm, 1e-30), 0.0, 1.0)
                 np.maximum(gain, agree, out=gain)

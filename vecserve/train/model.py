@@ -209,8 +209,8 @@ class Word2Vec:
             bad("sync_cap", "must be >= 1 (1: average the ranks' changes)")
         if not 0 <= self.sync_warmup <= 1:
             bad("sync_warmup", "must be a fraction of the first epoch, between 0 and 1")
-        if self.sync_dtype not in ("float32", "float16"):
-            bad("sync_dtype", "must be 'float32' or 'float16'")
+        if self.sync_dtype not in ("float32", "float16", "int16"):
+            bad("sync_dtype", "must be float32, float16 or int16")
         if self.sync_schedule not in ("doubling", "rates"):
             bad("sync_schedule", "must be 'doubling' or 'rates'")
         if self.resume and not self.checkpoint_dir:
@@ -523,8 +523,7 @@ class Word2Vec:
         (the change, the touch count, the squared norm) in the payload's precision, x a
         ring allreduce's ``2 (N-1) / N``; each epoch's last sync carries the whole model."""
         n = self.group.size
-        per_model = 2 * (n - 1) / n * (self.vector_size + sync.extra) / self.vector_size
-        per_model *= sync.dtype.itemsize / 4
+        per_model = 2 * (n - 1) / n * sync.row_bytes(self.vector_size) / (4 * self.vector_size)
         head = self.sync_budget / per_model - 1.0
         if head <= 0:
             raise _collective(
