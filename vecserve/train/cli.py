@@ -64,6 +64,16 @@ __all__ = ["train"]
               help="Under mpiexec: 1 averages ranks' changes to a row, N adds them.")  # fmt: skip
 @click.option("--sync-coherent/--no-sync-coherent", default=True, show_default=True,
               help="Under mpiexec: add changes the ranks disagree on.")  # fmt: skip
+@click.option("--sync-dtype", default="float32", show_default=True,
+              type=click.Choice(["float32", "float16", "int16"]),
+              help="Under mpiexec: the changes' precision on the wire.")  # fmt: skip
+@click.option("--sync-schedule", default="doubling", show_default=True,
+              type=click.Choice(["doubling", "rates"]),
+              help="Under mpiexec: rows synced by frequency rank or by update rate.")  # fmt: skip
+@click.option("--sync-warmup", default=0.0, show_default=True, type=float,
+              help="Under mpiexec: share of the first epoch synced 4x as often.")  # fmt: skip
+@click.option("--overlap/--no-overlap", default=True, show_default=True,
+              help="Under mpiexec: exchange a sync's changes while training on.")  # fmt: skip
 @redis_url_option
 @friendly_errors
 def train(corpus, name, save, binary, codec, redis_url, alpha, sg, **options):
