@@ -11,8 +11,11 @@ things, all collective and synchronous:
   ``min_count`` / ``max_final_vocab`` and sends every rank the same vocabulary;
 - **the model**: after every ``sync_words`` words a rank has trained, the ranks combine
   the changes since the last sync of the frequency-sorted head of both matrices
-  (pWord2Vec's doubling schedule, :func:`sync_rows`), and of the whole model at each
-  epoch's end;
+  (pWord2Vec's doubling schedule, :func:`sync_rows`, or per-row periods by update
+  rate, :func:`tier_tables`), and of the whole model at each epoch's end; the head's
+  size is the largest that keeps each rank's bytes per epoch within a budget
+  (:func:`head_for_budget`). The changes travel as float32, float16, or int16 in units
+  of each row's largest change (half the bytes: twice the rows in the same budget);
 - **a checkpoint's weights**, when a job resumes.
 
 How a row's changes combine (:class:`Synchronizer`): their sum is scaled by a gain

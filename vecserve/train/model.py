@@ -75,9 +75,14 @@ class Word2Vec:
     :class:`~vecserve.train.distributed.Group`) trains data-parallel across its ranks:
     each reads its share of the corpus and they combine their changes every
     ``sync_words`` words a rank trains (see :mod:`vecserve.train.distributed`;
-    ``sync_cap`` and ``sync_coherent`` say how); ``sync_budget`` bounds the head syncs'
-    traffic per epoch in models (each epoch ends with one whole-model sync on top);
-    ``overlap`` runs each sync's exchange while the next words train.
+    ``sync_cap`` and ``sync_coherent`` say how). ``sync_budget`` bounds the bytes each
+    rank sends per epoch, in float32 models (each epoch's last sync, the whole model,
+    included); ``sync_dtype`` is the changes' precision on the wire (``"int16"``: half
+    the bytes of ``"float32"``, so twice the rows within the budget);
+    ``sync_schedule`` picks which rows each sync carries (``"doubling"``: by frequency
+    rank; ``"rates"``: by expected updates); ``sync_warmup`` syncs the first epoch's
+    first share 4x as often; ``overlap`` runs each sync's exchange while the next words
+    train.
     ``checkpoint_dir`` saves the model after every epoch; ``resume`` continues from the
     checkpoint there.
 
