@@ -32,6 +32,7 @@ import argparse
 import json
 import os
 import platform
+import shlex
 import subprocess
 import sys
 import time
@@ -42,7 +43,9 @@ from bench_train import evaluate, peak_rss_mb, prepare
 
 EVAL_VOCAB = 30_000
 COMMON = {"vector_size": 100, "window": 5, "negative": 5, "sample": 1e-4, "min_count": 5}
-MPIEXEC = os.environ.get("MPIEXEC") or Path(sys.executable).parent / "mpiexec"
+MPIEXEC = shlex.split(os.environ.get("MPIEXEC", "")) or [
+    str(Path(sys.executable).parent / "mpiexec")
+]
 ENV = {**os.environ, "OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
 
 
@@ -120,7 +123,7 @@ def run(config: str, text: Path, epochs: int, params: dict, extra_mpi: list[str]
     spec["saved"] = saved or config  # the saved vectors' file name
     cmd = [sys.executable, __file__, "--child", json.dumps(spec)]
     if ranks > 1:
-        cmd = [str(MPIEXEC), "-n", str(ranks), "--oversubscribe", *extra_mpi, *cmd]
+        cmd = [*MPIEXEC, "-n", str(ranks), "--oversubscribe", *extra_mpi, *cmd]
     proc = subprocess.run(cmd, capture_output=True, text=True, env=ENV, check=False)
     if proc.returncode:  # e.g. a scheme that diverges: reported in the table, not fatal
         errors = [x for x in proc.stderr.splitlines() if "Error" in x] or [proc.stderr[-500:]]
