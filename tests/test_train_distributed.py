@@ -409,11 +409,16 @@ def test_sync_schemes_learn_within_their_byte_budget(tmp_path, ranks, opts):
     assert proc.returncode == 0, proc.stderr
     stats = json.loads(Path(f"{out}.json").read_text())
     assert purity(KeyedVectors.load_word2vec_format(str(out), binary=True)) >= 0.9
-    budget = opts.get("sync_budget", 2.0)
-    assert 0 < stats["bytes_sent"] / 3 <= budget * stats["model_bytes"]
+    import inspect
+
+    from vecserve.train import Word2Vec
+
+    defaults = {k: p.default for k, p in inspect.signature(Word2Vec).parameters.items()}
+    opts = {**defaults, **opts}
+    assert 0 < stats["bytes_sent"] / 3 <= opts["sync_budget"] * stats["model_bytes"]
     words = 1500 * 10 // ranks  # a rank's share: 1500 sentences of 10 words
     groups = -(-words // 2000)
-    warm = round(opts.get("sync_warmup", 0.0) * groups)  # cut in 4: 3 more syncs each
+    warm = round(opts["sync_warmup"] * groups)  # cut in 4: 3 more syncs each
     assert stats["syncs"] == 3 * groups + 3 * warm
 
 
