@@ -24,12 +24,13 @@ ranks that touched the row since its last sync (a row trained on one rank keeps 
 rank's whole change instead of a 1/N share: pWord2Vec's model averaging made fair to
 rare rows), then multiplied by ``min(touches, cap)``. Coherence (``coherent=True``):
 the gain is at least ``sum_r |d_r|^2 / |sum_r d_r|^2``, one over the number of ranks
-whose changes agree: N equal changes count once, N orthogonal ones all count. Measured
-on the 17M-word benchmark corpus (BENCHMARKS.md, 2 threads a rank, 16 cores), analogy
-points lost against one process at 2 / 4 / 8 ranks: plain mean -5.8 (2 ranks, 1
-thread); plain sum 0 at 2, diverges at 4; cap 2: -0.85 / -5.7 / -18.0; coherence
-alone: -2.7 / -4.9 / -9.5; cap 2 with coherence (the default): -0.75 / -4.0 / -8.4.
-A bigger cap diverges at 4 ranks.
+whose changes agree: N equal changes count once, N orthogonal ones all count. The
+plain sum (cap N) diverges or collapses at 4 ranks; the capped gain moves a row all
+ranks changed by ``min(N, cap) / N`` of their summed changes, which the learning rate
+partly makes up for: it starts at ``alpha`` x ``sqrt(N / min(N, cap))``
+(:attr:`Word2Vec.start_alpha <vecserve.train.Word2Vec.start_alpha>`). The schemes
+measured, and why the defaults are int16 payloads, 50,000 words between syncs, the
+doubling schedule, cap 2 with coherence and that learning rate: BENCHMARKS.md.
 The learning rate follows the global word count, which the fixed
 schedule makes known in advance: every rank trains the same number of sync groups per
 epoch, and the group sizes of all ranks are summed once.

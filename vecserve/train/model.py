@@ -81,7 +81,8 @@ class Word2Vec:
     the bytes of ``"float32"``, so twice the rows within the budget);
     ``sync_schedule`` picks which rows each sync carries (``"doubling"``: by frequency
     rank; ``"rates"``: by expected updates); ``sync_warmup`` syncs the first epoch's
-    first share 4x as often; ``overlap`` runs each sync's exchange while the next words
+    first share 4x as often; ``sync_scale_alpha`` starts the learning rate at
+    :attr:`start_alpha`; ``overlap`` runs each sync's exchange while the next words
     train.
     ``checkpoint_dir`` saves the model after every epoch; ``resume`` continues from the
     checkpoint there.
@@ -120,13 +121,14 @@ class Word2Vec:
         job_words: int = 50_000,
         progress: bool = False,
         comm: Any = None,
-        sync_words: int = 100_000,
+        sync_words: int = 50_000,
         sync_budget: float = 2.0,
         sync_cap: float = 2.0,
         sync_coherent: bool = True,
-        sync_dtype: str = "float32",
+        sync_dtype: str = "int16",
         sync_schedule: str = "doubling",
         sync_warmup: float = 0.0,
+        sync_scale_alpha: bool = True,
         overlap: bool = True,
         checkpoint_dir: str | os.PathLike | None = None,
         resume: bool = False,
@@ -159,6 +161,7 @@ class Word2Vec:
         self.sync_dtype = sync_dtype
         self.sync_schedule = sync_schedule
         self.sync_warmup = sync_warmup
+        self.sync_scale_alpha = sync_scale_alpha
         self.overlap = overlap
         self.checkpoint_dir = checkpoint_dir
         self.resume = resume
@@ -174,6 +177,22 @@ class Word2Vec:
             self.train()
 
     # ------------------------------------------------------------ parameters
+
+    @property
+    def start_alpha(self) -> float:
+        """The learning rate training starts from: ``alpha``, x ``sqrt(N / min(N,
+        sync_cap))`` on N ranks with ``sync_scale_alpha``. The capped gain moves a row
+        that all N ranks changed by ``min(N, cap) / N`` of their summed changes; the
+        full compensation (x ``N / cap``) is the plain sum, which collapses at 4 ranks;
+        the square root won 1.5-2.1 analogy points there (BENCHMARKS.md).
+
+        >>> Word2Vec(alpha=0.025, comm=None).start_alpha
+        0.025
+        """
+        n = self.group.size
+        if n == 1 or not self.sync_scale_alpha:
+            return self.alpha
+        return self.alpha * float(np.sqrt(n / min(n, self.sync_cap)))
 
     @property
     def use_batch(self) -> bool:
@@ -405,7 +424,8 @@ class Word2Vec:
         if g.size > 1 and self.sync_warmup > 0:
             warm = self._plan(max(1, round(self.sync_warmup * len(groups))))
         total = epoch_words * self.epochs
-        span = self.alpha - self.min_alpha
+        alpha = self.start_alpha
+        span = alpha - self.min_alpha
         sync = None
         head = len(self.vocab)
         if g.size > 1:
@@ -441,7 +461,7 @@ class Word2Vec:
             p0 = (at + frac0 * global_words[grp_i]) / total
             p1 = (at + frac1 * global_words[grp_i]) / total
             seed = _kernels.mix_seed(self.seed & (2**64 - 1), epoch, k)
-            return (s0, s1, seed, self.alpha - span * p0, self.alpha - span * p1, n)
+            return (s0, s1, seed, alpha - span * p0, alpha - span * p1, n)
 
         stats = _Progress(self, total, first_epoch * epoch_words)
         pool = _Pool([self._kernel_worker() for _ in range(self.workers)], self.corpus)
@@ -825,7 +845,7 @@ class _Progress:
         elapsed = now - self.t0
         frac = self.global_done / self.total
         rate = (self.global_done - self.done0) / elapsed
-        alpha = m.alpha - (m.alpha - m.min_alpha) * frac
+        alpha = m.start_alpha - (m.start_alpha - m.min_alpha) * frac
         eta = (self.total - self.global_done) / rate if rate else float("inf")
         epoch = min(int(frac * m.epochs) + 1, m.epochs)
         line = (
