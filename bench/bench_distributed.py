@@ -32,6 +32,7 @@ import argparse
 import json
 import os
 import platform
+import shlex
 import subprocess
 import sys
 import time
@@ -42,7 +43,9 @@ from bench_train import evaluate, peak_rss_mb, prepare
 
 EVAL_VOCAB = 30_000
 COMMON = {"vector_size": 100, "window": 5, "negative": 5, "sample": 1e-4, "min_count": 5}
-MPIEXEC = os.environ.get("MPIEXEC") or Path(sys.executable).parent / "mpiexec"
+MPIEXEC = shlex.split(os.environ.get("MPIEXEC", "")) or [
+    str(Path(sys.executable).parent / "mpiexec")
+]
 ENV = {**os.environ, "OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
 
 
@@ -70,7 +73,7 @@ def child(spec: dict) -> dict | None:
 
         top = min(EVAL_VOCAB, len(model.vocab))
         np.savez(
-            Path(spec["save_dir"]) / f"{spec['config']}.npz",
+            Path(spec["save_dir"]) / f"{spec['saved']}.npz",
             words=np.array(model.vocab.words[:top]),
             counts=model.vocab.counts[:top],
             vectors=model.syn0[:top],
@@ -78,6 +81,7 @@ def child(spec: dict) -> dict | None:
     epochs = spec["epochs"]
     return {
         "config": spec["config"],
+        "saved": spec["saved"],
         "ranks": group.size,
         "threads": spec["threads"],
         "params": spec.get("params", {}),
@@ -111,17 +115,20 @@ def evaluate_saved(path: Path) -> tuple[float, float]:
 
 
 def run(config: str, text: Path, epochs: int, params: dict, extra_mpi: list[str],
-        save_dir: str | None = None) -> dict:  # fmt: skip
+        save_dir: str | None = None, saved: str = "") -> dict:  # fmt: skip
     ranks, threads = (int(x) for x in config.split("x"))
     spec = {"config": config, "text": str(text), "epochs": epochs, "threads": threads}
     spec["params"] = params
     spec["save_dir"] = save_dir
+    spec["saved"] = saved or config  # the saved vectors' file name
     cmd = [sys.executable, __file__, "--child", json.dumps(spec)]
     if ranks > 1:
-        cmd = [str(MPIEXEC), "-n", str(ranks), "--oversubscribe", *extra_mpi, *cmd]
+        cmd = [*MPIEXEC, "-n", str(ranks), "--oversubscribe", *extra_mpi, *cmd]
     proc = subprocess.run(cmd, capture_output=True, text=True, env=ENV, check=False)
-    if proc.returncode:
-        sys.exit(f"{config} failed:\n{proc.stderr[-4000:]}")
+    if proc.returncode:  # e.g. a scheme that diverges: reported in the table, not fatal
+        errors = [x for x in proc.stderr.splitlines() if "Error" in x] or [proc.stderr[-500:]]
+        print(f"{config} {params} failed:\n{proc.stderr[-4000:]}", file=sys.stderr)
+        return {"config": config, "params": params, "failed": errors[-1].strip()[:200]}
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
@@ -134,6 +141,9 @@ def table(results: list[dict]) -> str:
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in results:
+        if "failed" in r:
+            out.append(f"| {r['config']} {r['params']} | failed: {r['failed']} |" + " |" * 11)
+            continue
         ratio = r["words_per_s"] / ref["words_per_s"]
         eff = ratio / (r["ranks"] * r["threads"] / ref_threads)
         model = r["model_bytes"]
@@ -156,6 +166,9 @@ def main() -> None:
     ap.add_argument("--epochs", type=int, default=5)
     ap.add_argument("--head-mb", type=float, default=None, help="only the first N MB")
     ap.add_argument("--params", default="{}", help="extra Word2Vec parameters, JSON")
+    ap.add_argument("--schemes", default=None,
+                    help="JSON list of sync parameter sets: every configuration after the "
+                    "first (the reference) runs once with each")  # fmt: skip
     ap.add_argument("--mpi-args", default="", help="extra mpiexec arguments")
     ap.add_argument("--save-vectors", metavar="DIR",
                     help="save each run's top 30,000 vectors there (for --evaluate)")  # fmt: skip
@@ -172,8 +185,9 @@ def main() -> None:
     if args.evaluate:
         d = Path(args.evaluate)
         results = [json.loads(x) for x in (d / "distributed.jsonl").read_text().splitlines()]
+        results = [r for r in results if "failed" not in r]
         for r in results:
-            r["analogy"], r["wordsim"] = evaluate_saved(d / f"{r['config']}.npz")
+            r["analogy"], r["wordsim"] = evaluate_saved(d / f"{r.get('saved', r['config'])}.npz")
             r["evaluated"] = "top 30,000 words, saved"
         print(table(results))
         return
@@ -184,14 +198,22 @@ def main() -> None:
     out_dir.mkdir(exist_ok=True, parents=True)
     results = []
     params = json.loads(args.params)
-    for config in args.configs.split(","):
-        res = run(config, text, args.epochs, params, args.mpi_args.split(), args.save_vectors)
+    schemes = json.loads(args.schemes) if args.schemes else [{}]
+    configs = args.configs.split(",")
+    runs = [(configs[0], params)]
+    for scheme in schemes:  # "_configs": the configurations a scheme runs on
+        only = scheme.get("_configs", configs[1:])
+        scheme = {k: v for k, v in scheme.items() if k != "_configs"}
+        runs += [(c, {**params, **scheme}) for c in only]
+    for i, (config, p) in enumerate(runs):
+        res = run(config, text, args.epochs, p, args.mpi_args.split(), args.save_vectors,
+                  saved=f"{config}-{i}" if len(runs) > len(configs) else config)  # fmt: skip
         res["corpus"] = text.name
         results.append(res)
         print(json.dumps(res), file=sys.stderr, flush=True)
         with open(out_dir / "distributed.jsonl", "a") as f:
             f.write(json.dumps(res) + "\n")
-    if all(r["analogy"] is not None for r in results):
+    if all(r.get("analogy", 0) is not None for r in results):
         print(table(results))
 
 

@@ -25,7 +25,13 @@ from hypothesis import strategies as st
 
 from tests.test_train_model import PER_TOPIC, TOPICS, topic_corpus
 from vecserve.train.corpus import iter_sentences, shard_corpus
-from vecserve.train.distributed import Group, Synchronizer, head_for_budget, sync_rows
+from vecserve.train.distributed import (
+    Group,
+    Synchronizer,
+    head_for_budget,
+    sync_rows,
+    tier_tables,
+)
 from vecserve.train.vocab import count_corpus, finish_vocab, merge_counts, scan_corpus
 
 pytest.importorskip("mpi4py", reason="needs the MPI extra: pip install 'vecserve[mpi]'")
@@ -122,12 +128,45 @@ def test_doubling_schedule_and_budget():
     assert cost <= 10_000 < sum(sync_rows(k, head=head + 1, n_rows=10_000) for k in range(1, 40))
 
 
+def test_rate_tiers_within_budget():
+    # Zipf rates: the doubling schedule's head and its doublings
+    zipf = 1.0 / np.arange(1, 10_001)
+    (table,) = tier_tables([zipf], 40, budget=1.0)
+    head = head_for_budget(10_000, 40, budget=1.0)
+    assert abs(int(table[0]) - head) <= 2
+    assert all(abs(int(table[j]) - min(head << j, 10_000)) <= 2 << j for j in range(len(table)))
+    # two matrices share one budget; flat rates sync all or nothing in a tier
+    flat = np.ones(1000)
+    steep = 1.0 / np.arange(1, 1001) ** 2
+    tables = tier_tables([flat, steep], 16, budget=2.0)
+    ks = range(1, 16)
+    cost = sum(int(t[min((k & -k).bit_length() - 1, len(t) - 1)]) for t in tables for k in ks)
+    assert 0 < cost <= 2.0 * 2000
+    assert set(tables[0].tolist()) <= {0, 1000}
+    assert all(np.diff(t).min() >= 0 for t in tables)
+    # a row's rate only matters through the rows above it (a table is a prefix)
+    bumpy = zipf.copy()
+    bumpy[500] = 1.0
+    assert (tier_tables([bumpy], 40)[0] == tier_tables([np.minimum.accumulate(bumpy)], 40)[0]).all()
+
+
 def test_a_diverged_model_stops_with_an_error_not_a_crash():
     from vecserve.errors import TrainingError
 
     w = np.ones((3, 2), np.float32)
     s = Synchronizer(Group(), [(w, False)])
     w[1, 0] = np.nan
+    with pytest.raises(TrainingError, match="diverged"):
+        s.sync(3)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16", "int16"])
+def test_a_diverged_change_stops_every_payload_precision(dtype):
+    from vecserve.errors import TrainingError
+
+    w = np.ones((3, 2), np.float32)
+    s = Synchronizer(Group(), [(w, False)], dtype=dtype)
+    w[2, 1] = np.inf
     with pytest.raises(TrainingError, match="diverged"):
         s.sync(3)
 
@@ -174,7 +213,27 @@ SYNC_SCRIPT = textwrap.dedent(
     w[1, g.rank] = 1.0  # each rank: its own axis
     s.sync(2)
     out["coherent"] = w.copy()
+    # 16 bits on the wire: the same sum, to float16's / int16's precision
+    for dtype in ("float16", "int16"):
+        rng = np.random.default_rng(0)
+        base0 = rng.standard_normal((6, 4)).astype(np.float32)
+        w0 = base0.copy()
+        s = Synchronizer(g, [(w0, False)], cap=1e9, coherent=True, dtype=dtype)
+        w0 += np.load(sys.argv[1])[g.rank] / 100
+        bytes0 = g.bytes_sent
+        s.sync(4)
+        out[dtype + "_bytes"] = np.array(g.bytes_sent - bytes0)
+        out[dtype] = w0.copy()
+    # coherent, in int16: equal changes average, orthogonal ones add (the squared norms)
+    w = np.zeros((2, 3), np.float32)
+    s = Synchronizer(g, [(w, False)], cap=1.0, dtype="int16")
+    w[0] = [1.0, 2.0, 3.0]
+    w[1, g.rank] = 1.0
+    s.sync(2)
+    out["coherent_int16"] = w.copy()
     arrays = {"bytes": np.array(g.bytes_sent), "coherent": out["coherent"]}
+    for k in ("float16", "int16", "float16_bytes", "int16_bytes", "coherent_int16"):
+        arrays[k] = out[k]
     for c in ("sum", "mean", "cap2"):
         arrays[c + "0"], arrays[c + "1"] = out[c]
         arrays[c + "_overlap"] = out[c + "-overlap"]
@@ -239,6 +298,20 @@ def test_sync_arithmetic_on_known_deltas(tmp_path):
     # every rank holds the same synchronised rows, bit for bit
     for z in got[1:]:
         assert (z["mean0"][:4] == got[0]["mean0"][:4]).all()
+        assert (z["float16"][:4] == got[0]["float16"][:4]).all()
+        assert (z["int16"][:4] == got[0]["int16"][:4]).all()
+    # 16 bits: the sum of the changes (/100: float16's range), half the bytes of float32
+    # (4 rows x (4 + 2) columns x 2 bytes, a ring's 2 (N-1)/N of it; int16 adds each
+    # row's largest change, 4 bytes); int16 to 1/(32767 // N) of a row's largest change
+    ring = 2 * (ranks - 1) / ranks
+    for r, z in enumerate(got):
+        want = base0 + d0[r] / 100
+        want[:4] = base0[:4] + d0[:, :4].sum(axis=0) / 100
+        np.testing.assert_allclose(z["float16"], want, rtol=2e-3, atol=1e-3)
+        np.testing.assert_allclose(z["int16"], want, rtol=0, atol=4.0 / (32767 // ranks) * 3)
+        assert int(z["float16_bytes"]) == int(ring * 4 * 6 * 2)
+        assert int(z["int16_bytes"]) == int(ring * 4 * 4) + int(ring * 4 * 6 * 2)
+        np.testing.assert_allclose(z["coherent_int16"], [[1, 2, 3], [1, 1, 1]], atol=1e-3)
 
 
 VOCAB_SCRIPT = textwrap.dedent(
@@ -295,6 +368,62 @@ def test_merged_vocabulary_equals_one_machines(tmp_path, opts):
         assert got["raw"] == one.vocab.raw_words
     shares = np.concatenate([np.load(out / f"words{r}.npy") for r in range(3)])
     assert shares.tolist() == np.asarray(one.corpus.words).tolist()
+
+
+SCHEME_SCRIPT = textwrap.dedent(
+    """
+    import json, sys
+    from vecserve.train import Word2Vec
+    from vecserve.train.distributed import Group
+    g = Group.from_environment()
+    opts = json.loads(sys.argv[2])
+    m = Word2Vec(sys.argv[1], vector_size=16, window=3, min_count=1, sample=0, epochs=3,
+                 workers=1, seed=7, sync_words=2000, comm=g, **opts)
+    if g.rank == 0:
+        m.save_word2vec_format(sys.argv[3], binary=True)
+        json.dump(dict(m.train_stats, start_alpha=m.start_alpha), open(sys.argv[3] + ".json", "w"))
+    """
+)
+
+
+@pytest.mark.parametrize("ranks", [2, 3])
+@pytest.mark.parametrize(
+    "opts",
+    [
+        {},
+        {"sync_dtype": "float32", "sync_schedule": "doubling", "sync_scale_alpha": False},
+        {"sync_budget": 1.8, "sync_warmup": 0.5},
+    ],
+    ids=["default", "float32-doubling", "small-budget-warmup"],
+)
+def test_sync_schemes_learn_within_their_byte_budget(tmp_path, ranks, opts):
+    """Every scheme learns the topics, and each rank sends at most ``sync_budget``
+    float32 models per epoch; a warm-up cuts the first epoch's first groups in 4."""
+    from gensim.models import KeyedVectors
+
+    corpus = write_topic_corpus(tmp_path / "topics.txt", 1500)
+    script = tmp_path / "scheme.py"
+    script.write_text(SCHEME_SCRIPT)
+    out = tmp_path / "out.bin"
+    proc = mpiexec(ranks, sys.executable, str(script), str(corpus), json.dumps(opts), str(out))
+    assert proc.returncode == 0, proc.stderr
+    stats = json.loads(Path(f"{out}.json").read_text())
+    assert purity(KeyedVectors.load_word2vec_format(str(out), binary=True)) >= 0.9
+    import inspect
+
+    from vecserve.train import Word2Vec
+
+    defaults = {k: p.default for k, p in inspect.signature(Word2Vec).parameters.items()}
+    opts = {**defaults, **opts}
+    # (+ the bookkeeping: each group's word count, 8 bytes, summed once per plan)
+    assert 0 < stats["bytes_sent"] / 3 <= opts["sync_budget"] * stats["model_bytes"] + 64
+    words = 1500 * 10 // ranks  # a rank's share: 1500 sentences of 10 words
+    groups = -(-words // 2000)
+    warm = round(opts["sync_warmup"] * groups)  # cut in 4: 3 more syncs each
+    assert stats["syncs"] == 3 * groups + 3 * warm
+    # the learning rate starts at alpha x sqrt(N / min(N, cap)): 1 at 2 ranks, cap 2
+    scale = np.sqrt(ranks / min(ranks, opts["sync_cap"])) if opts["sync_scale_alpha"] else 1
+    assert stats["start_alpha"] == pytest.approx(opts["alpha"] * scale)
 
 
 def _train_args(corpus: Path, *extra: str) -> list[str]:

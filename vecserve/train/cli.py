@@ -56,14 +56,26 @@ __all__ = ["train"]
 @click.option("--checkpoint-dir", type=click.Path(file_okay=False, path_type=str),
               default=None, help="Save the model there after every epoch.")  # fmt: skip
 @click.option("--resume", is_flag=True, help="Continue from --checkpoint-dir's checkpoint.")
-@click.option("--sync-words", default=100_000, show_default=True, type=int,
+@click.option("--sync-words", default=50_000, show_default=True, type=int,
               help="Under mpiexec: words a rank trains between two model syncs.")  # fmt: skip
-@click.option("--sync-budget", default=1.0, show_default=True, type=float,
-              help="Under mpiexec: head-sync traffic per epoch, in models.")  # fmt: skip
+@click.option("--sync-budget", default=2.0, show_default=True, type=float,
+              help="Under mpiexec: bytes a rank sends per epoch, in float32 models.")  # fmt: skip
 @click.option("--sync-cap", default=2.0, show_default=True, type=float,
               help="Under mpiexec: 1 averages ranks' changes to a row, N adds them.")  # fmt: skip
 @click.option("--sync-coherent/--no-sync-coherent", default=True, show_default=True,
               help="Under mpiexec: add changes the ranks disagree on.")  # fmt: skip
+@click.option("--sync-dtype", default="int16", show_default=True,
+              type=click.Choice(["float32", "float16", "int16"]),
+              help="Under mpiexec: the changes' precision on the wire.")  # fmt: skip
+@click.option("--sync-schedule", default="doubling", show_default=True,
+              type=click.Choice(["doubling", "rates"]),
+              help="Under mpiexec: rows synced by frequency rank or by update rate.")  # fmt: skip
+@click.option("--sync-warmup", default=0.0, show_default=True, type=float,
+              help="Under mpiexec: share of the first epoch synced 4x as often.")  # fmt: skip
+@click.option("--sync-scale-alpha/--no-sync-scale-alpha", default=True, show_default=True,
+              help="Under mpiexec: alpha x sqrt(ranks / sync cap).")  # fmt: skip
+@click.option("--overlap/--no-overlap", default=True, show_default=True,
+              help="Under mpiexec: exchange a sync's changes while training on.")  # fmt: skip
 @redis_url_option
 @friendly_errors
 def train(corpus, name, save, binary, codec, redis_url, alpha, sg, **options):

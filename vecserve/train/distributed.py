@@ -11,8 +11,11 @@ things, all collective and synchronous:
   ``min_count`` / ``max_final_vocab`` and sends every rank the same vocabulary;
 - **the model**: after every ``sync_words`` words a rank has trained, the ranks combine
   the changes since the last sync of the frequency-sorted head of both matrices
-  (pWord2Vec's doubling schedule, :func:`sync_rows`), and of the whole model at each
-  epoch's end;
+  (pWord2Vec's doubling schedule, :func:`sync_rows`, or per-row periods by update
+  rate, :func:`tier_tables`), and of the whole model at each epoch's end; the head's
+  size is the largest that keeps each rank's bytes per epoch within a budget
+  (:func:`head_for_budget`). The changes travel as float32, float16, or int16 in units
+  of each row's largest change (half the bytes: twice the rows in the same budget);
 - **a checkpoint's weights**, when a job resumes.
 
 How a row's changes combine (:class:`Synchronizer`): their sum is scaled by a gain
@@ -21,12 +24,13 @@ ranks that touched the row since its last sync (a row trained on one rank keeps 
 rank's whole change instead of a 1/N share: pWord2Vec's model averaging made fair to
 rare rows), then multiplied by ``min(touches, cap)``. Coherence (``coherent=True``):
 the gain is at least ``sum_r |d_r|^2 / |sum_r d_r|^2``, one over the number of ranks
-whose changes agree: N equal changes count once, N orthogonal ones all count. Measured
-on the 17M-word benchmark corpus (BENCHMARKS.md, 2 threads a rank, 16 cores), analogy
-points lost against one process at 2 / 4 / 8 ranks: plain mean -5.8 (2 ranks, 1
-thread); plain sum 0 at 2, diverges at 4; cap 2: -0.85 / -5.7 / -18.0; coherence
-alone: -2.7 / -4.9 / -9.5; cap 2 with coherence (the default): -0.75 / -4.0 / -8.4.
-A bigger cap diverges at 4 ranks.
+whose changes agree: N equal changes count once, N orthogonal ones all count. The
+plain sum (cap N) diverges or collapses at 4 ranks; the capped gain moves a row all
+ranks changed by ``min(N, cap) / N`` of their summed changes, which the learning rate
+partly makes up for: it starts at ``alpha`` x ``sqrt(N / min(N, cap))``
+(:attr:`Word2Vec.start_alpha <vecserve.train.Word2Vec.start_alpha>`). The schemes
+measured, and why the defaults are int16 payloads, 50,000 words between syncs, the
+doubling schedule, cap 2 with coherence and that learning rate: BENCHMARKS.md.
 The learning rate follows the global word count, which the fixed
 schedule makes known in advance: every rank trains the same number of sync groups per
 epoch, and the group sizes of all ranks are summed once.
@@ -58,6 +62,7 @@ __all__ = [
     "head_for_budget",
     "launched_by_mpi",
     "sync_rows",
+    "tier_tables",
 ]
 
 #: Environment variables MPI launchers set in every rank (Open MPI, MPICH/Hydra, PMIx/Slurm).
@@ -133,13 +138,27 @@ class Group:
             self.bytes_sent += int(nbytes)
 
     def allreduce(self, buf: np.ndarray) -> np.ndarray:
-        """Sum *buf* (C-contiguous) over all ranks, in place."""
+        """Sum *buf* (C-contiguous; float16 too) over all ranks, in place."""
         if self.size == 1:
             return buf
         from mpi4py import MPI
 
         ring = 2 * (self.size - 1) * buf.nbytes // self.size
-        self._timed(self.comm.Allreduce, MPI.IN_PLACE, buf, nbytes=ring)
+        if buf.dtype == np.float16:  # MPI has no half-precision sum: our own operation
+            self._timed(self.comm.Allreduce, MPI.IN_PLACE, [buf, MPI.UINT16_T], _half_sum(),
+                        nbytes=ring)  # fmt: skip
+        else:
+            self._timed(self.comm.Allreduce, MPI.IN_PLACE, buf, nbytes=ring)
+        return buf
+
+    def allreduce_max(self, buf: np.ndarray) -> np.ndarray:
+        """The element-wise largest *buf* (C-contiguous) over all ranks, in place."""
+        if self.size == 1:
+            return buf
+        from mpi4py import MPI
+
+        ring = 2 * (self.size - 1) * buf.nbytes // self.size
+        self._timed(self.comm.Allreduce, MPI.IN_PLACE, buf, MPI.MAX, nbytes=ring)
         return buf
 
     def bcast(self, obj: Any) -> Any:
@@ -177,6 +196,22 @@ def _mpi_max():
     return MPI.MAX
 
 
+_HALF_SUM: list = []
+
+
+def _half_sum():
+    """An MPI reduction operation adding float16 buffers (sent as 16-bit integers)."""
+    if not _HALF_SUM:
+        from mpi4py import MPI
+
+        def add(inbuf, inoutbuf, datatype):
+            out = np.frombuffer(inoutbuf, np.float16)
+            out += np.frombuffer(inbuf, np.float16)
+
+        _HALF_SUM.append(MPI.Op.Create(add, commute=True))
+    return _HALF_SUM[0]
+
+
 # ---------------------------------------------------------------- the sync schedule
 
 
@@ -190,33 +225,97 @@ def sync_rows(k: int, *, head: int, n_rows: int) -> int:
     return min(n_rows, head * (k & -k))
 
 
-def head_for_budget(n_rows: int, syncs_per_epoch: int, budget: float = 1.0) -> int:
+def _head_syncs(syncs_per_epoch: int | list[int]) -> tuple[np.ndarray, int]:
+    """The numbers *k* of every head sync (each epoch's last sync, the whole model, is
+    not one) over the epochs, and how many epochs."""
+    per_epoch = [syncs_per_epoch] if isinstance(syncs_per_epoch, int) else syncs_per_epoch
+    ks = [np.arange(1, max(n - 1, 0) + 1) for n in per_epoch]
+    return np.concatenate(ks) if ks else np.zeros(0, int), len(per_epoch)
+
+
+def head_for_budget(n_rows: int, syncs_per_epoch: int | list[int], budget: float = 1.0) -> int:
     """The largest head whose head syncs move at most *budget* models per epoch.
 
-    The epoch's last sync is always the whole model and is not counted here.
+    The epoch's last sync is always the whole model and is not counted here. With a list
+    of each epoch's syncs (a warm-up makes the first epoch's more), at most *budget*
+    models per epoch on average.
 
     >>> head_for_budget(100_000, 64)
     520
+    >>> head_for_budget(100_000, [88, 64, 64])
+    428
     >>> head_for_budget(100, 1)
     100
     """
-    syncs = max(syncs_per_epoch - 1, 0)
-    if syncs == 0:
+    ks, epochs = _head_syncs(syncs_per_epoch)
+    if len(ks) == 0:
         return n_rows
-    ks = np.arange(1, syncs + 1)
     mult = ks & -ks
 
     def cost(h):
         return int(np.minimum(h * mult, n_rows).sum())
 
-    lo, hi = 1, n_rows
+    lo, hi = 0, n_rows
     while lo < hi:
         mid = (lo + hi + 1) // 2
-        if cost(mid) <= budget * n_rows:
+        if cost(mid) <= budget * n_rows * epochs:
             lo = mid
         else:
             hi = mid - 1
     return lo
+
+
+def tier_tables(rates: list[np.ndarray], syncs_per_epoch: int | list[int], budget: float = 1.0,
+                ) -> list[np.ndarray]:  # fmt: skip
+    """Per-row sync periods by update rate, as prefix tables within *budget* rows.
+
+    *rates* holds, per matrix, each row's expected updates per word trained, its most
+    frequent row first. A row is synchronised every ``2**j`` syncs, the smallest ``j``
+    at which its rate falls below ``theta / 2**j`` (so every row collects about the same
+    number of updates between its syncs: ``theta`` per sync period), with the largest
+    ``theta``-bound that keeps the head syncs of an epoch within *budget* models (all
+    matrices' rows together; *syncs_per_epoch* as for :func:`head_for_budget`). Row
+    order is kept: a table ``L`` says sync *k* carries a matrix's first
+    ``L[min(tz(k), len(L) - 1)]`` rows, ``tz(k)`` the number of trailing zero bits of
+    *k*. Under Zipf's law without subsampling this is the doubling schedule;
+    subsampling flattens the head's rates, which then shares its rows' syncs with the
+    words just below it.
+
+    >>> zipf = [1.0 / np.arange(1, 1001)]
+    >>> tier_tables(zipf, 8, budget=1.0)[0].tolist()  # head_for_budget(1000, 8): 83
+    [83, 167, 334, 669]
+    """
+    ks, epochs = _head_syncs(syncs_per_epoch)
+    mono = [np.minimum.accumulate(np.asarray(r, np.float64)) for r in rates]
+    total_rows = sum(len(r) for r in mono)
+    if len(ks) == 0:
+        return [np.array([len(r)]) for r in mono]
+    n_tiers = int(ks.max()).bit_length() + 1
+    tz = np.minimum(np.log2(ks & -ks).astype(int), n_tiers - 1)
+    per_tier = np.bincount(tz, minlength=n_tiers)  # syncs of each tier in all epochs
+    scale = 2.0 ** -np.arange(n_tiers)
+
+    def tables(theta):  # rows with rate >= theta * 2**-j: a prefix (rates fall)
+        out = [np.searchsorted(-r, -theta * scale, side="right") for r in mono]
+        return out
+
+    def cost(theta):
+        return sum(int((t * per_tier).sum()) for t in tables(theta))
+
+    limit = budget * total_rows * epochs
+    hi = max(float(r[0]) for r in mono if len(r)) * 2.0**n_tiers * 2  # no tier: cost 0
+    lo = hi
+    while cost(lo) <= limit:
+        if lo < 1e-300:  # every row in every sync fits
+            return tables(lo)
+        lo /= 2.0
+    for _ in range(60):  # the smallest theta within budget, by bisection in log space
+        mid = np.sqrt(lo * hi)
+        if cost(mid) <= limit:
+            hi = mid
+        else:
+            lo = mid
+    return tables(hi)
 
 
 @dataclass
@@ -238,6 +337,11 @@ class _Payload:
         self.slices = slices
         self.deltas = deltas
         self.buf = buf
+        self.peak: np.ndarray | None = None  # int16: each row's largest |change|
+
+
+#: int16 payloads: each rank's value of a coordinate is at most this / N in magnitude
+_Q = 32767
 
 
 class Synchronizer:
@@ -260,13 +364,21 @@ class Synchronizer:
         *,
         cap: float = 2.0,
         coherent: bool = True,
+        dtype: str = "float32",
     ):
         if not cap >= 1:
             raise TrainingError(f"sync_cap={cap!r}: must be >= 1")
+        if dtype not in ("float32", "float16", "int16"):
+            raise TrainingError(f"sync_dtype={dtype!r}: must be float32, float16 or int16")
         self.group = group
         self.cap = float(cap)
         self.coherent = bool(coherent)
+        self.dtype = np.dtype(dtype)
+        # float16 carries changes x 256: their full precision down to 2.4e-7 (late, small
+        # steps), up to 255 a coordinate; the squared norms go unscaled (up to 65504)
+        self.scale = 256.0 if self.dtype == np.float16 else 1.0
         self.extra = 2 if self.coherent else 1  # columns after the change
+        self.quantized = self.dtype == np.int16
         self.mats = [_Matrix(w, w.copy(), tail) for w, tail in matrices if w is not None]
         self.syncs = 0
 
@@ -274,28 +386,72 @@ class Synchronizer:
     def n_rows(self) -> int:
         return max(len(m.weights) for m in self.mats)
 
+    def row_bytes(self, d: int) -> float:
+        """Bytes a synchronised row of *d* coordinates puts in the payload."""
+        return (d + self.extra) * self.dtype.itemsize + (4 if self.quantized else 0)
+
     @property
     def model_bytes(self) -> int:
         """Bytes of the float32 matrices (all synchronised ones)."""
         return sum(m.weights.nbytes for m in self.mats)
 
-    def snapshot(self, n: int) -> _Payload:
-        slices, deltas, parts = [], [], []
-        for m in self.mats:
-            sl = m.rows(n)
+    def snapshot(self, n: int | list[int]) -> _Payload:
+        """The changes of the first *n* rows of every matrix (or ``n[i]`` of the i-th)."""
+        ns = n if isinstance(n, (list, tuple)) else [n] * len(self.mats)
+        slices = [m.rows(n) for m, n in zip(self.mats, ns, strict=True)]
+        d = self.mats[0].weights.shape[1]
+        total = sum(sl.stop - sl.start for sl in slices)
+        buf = np.empty((total, d + self.extra), np.float32 if self.quantized else self.dtype)
+        deltas, at = [], 0
+        for m, sl in zip(self.mats, slices, strict=True):
             delta = m.weights[sl] - m.base[sl]
-            slices.append(sl)
             deltas.append(delta)
-            cols = [delta, np.any(delta != 0, axis=1).astype(np.float32)]  # touched
+            part = buf[at : at + len(delta)]
+            at += len(delta)
+            np.multiply(delta, self.scale, out=part[:, :d], casting="same_kind")
+            part[:, d] = np.any(delta != 0, axis=1)  # touched
             if self.coherent:
-                cols.append(np.einsum("ij,ij->i", delta, delta))  # squared norm
-            parts.append(np.column_stack(cols))
-        buf = np.ascontiguousarray(np.concatenate(parts) if len(parts) > 1 else parts[0])
-        return _Payload(slices, deltas, buf)
+                part[:, d + 1] = np.einsum("ij,ij->i", delta, delta)  # squared norm
+        payload = _Payload(slices, deltas, buf)
+        if self.quantized:
+            payload.peak = np.abs(buf[:, :d]).max(axis=1) if total else np.zeros(0, np.float32)
+        return payload
 
     def exchange(self, payload: _Payload) -> None:
-        self.group.allreduce(payload.buf)
+        if self.quantized:
+            self._exchange_int16(payload)
+        else:
+            self.group.allreduce(payload.buf)
         self.syncs += 1
+
+    def _exchange_int16(self, payload: _Payload) -> None:
+        """Sum the payload as 16-bit integers: each row's coordinates in units of its
+        largest change on any rank / (32767 // N), so N ranks' sum cannot overflow (a
+        row's precision: 1 / 16383 of its largest change at 2 ranks); the squared norms
+        in units of ``d`` x that change squared / (32767 // N). Native MPI sums; MPI
+        first takes the rows' largest changes (4 bytes a row)."""
+        buf = payload.buf
+        d = buf.shape[1] - self.extra
+        peak = payload.peak
+        peak[~np.isfinite(peak)] = np.inf  # diverged rows: NaN on every rank below
+        self.group.allreduce_max(peak)
+        diverged = np.isinf(peak)
+        buf[diverged] = 0.0
+        units = _Q // self.group.size
+        scale = np.divide(units, peak, out=np.zeros_like(peak), where=peak > 0)[:, None]
+        q = np.empty(buf.shape, np.int16)
+        np.rint(buf[:, :d] * scale, out=buf[:, :d])
+        q[:, :d] = buf[:, :d]
+        q[:, d] = buf[:, d]  # touched: 0 or 1
+        if self.coherent:
+            q[:, d + 1] = np.rint(buf[:, d + 1] * (scale[:, 0] ** 2 / (d * units)))
+        self.group.allreduce(q)
+        inv = np.divide(1.0, scale, out=np.zeros_like(scale), where=scale > 0)
+        np.multiply(q[:, :d], inv, out=buf[:, :d])
+        buf[:, d] = q[:, d]
+        if self.coherent:
+            buf[:, d + 1] = q[:, d + 1] * (inv[:, 0] ** 2 * (d * units))
+        buf[diverged] = np.nan
 
     def apply(self, payload: _Payload, *, exact: bool = False) -> None:
         """Add the averaged changes; ``exact``: nothing trained since the snapshot, so
@@ -311,10 +467,14 @@ class Synchronizer:
                     "lower alpha or sync_cap, or sync more often (sync_words)"
                 )
             d = part.shape[1] - self.extra
-            total, touches = part[:, :d], part[:, d : d + 1]
+            touches = part[:, d : d + 1].astype(np.float32)
+            if self.scale != 1:
+                total = np.multiply(part[:, :d], np.float32(1.0 / self.scale), dtype=np.float32)
+            else:
+                total = part[:, :d]
             gain = np.minimum(touches, self.cap) / np.maximum(touches, 1.0)
             if self.coherent:  # 1 / (how many ranks' changes agree): |sum|^2 / sum |d_r|^2
-                sq = part[:, d + 1 : d + 2]
+                sq = part[:, d + 1 : d + 2].astype(np.float32)
                 norm = np.einsum("ij,ij->i", total, total)[:, None]
                 agree = np.clip(sq / np.maximum(norm, 1e-30), 0.0, 1.0)
                 np.maximum(gain, agree, out=gain)

@@ -31,7 +31,14 @@ from ..errors import TrainingError
 from . import _kernels
 from ._blas import single_threaded_blas
 from .corpus import Corpus, check_restartable, shard_corpus
-from .distributed import Exchange, Group, Synchronizer, head_for_budget, sync_rows
+from .distributed import (
+    Exchange,
+    Group,
+    Synchronizer,
+    head_for_budget,
+    sync_rows,
+    tier_tables,
+)
 from .vocab import (
     alias_table,
     build_vocab,
@@ -47,6 +54,9 @@ from .vocab import (
 )
 
 __all__ = ["Word2Vec"]
+
+#: A warm-up's groups are cut into this many: syncs that often in the first epoch's start.
+WARMUP_PARTS = 4
 
 log = logging.getLogger("vecserve.train")
 
@@ -65,9 +75,15 @@ class Word2Vec:
     :class:`~vecserve.train.distributed.Group`) trains data-parallel across its ranks:
     each reads its share of the corpus and they combine their changes every
     ``sync_words`` words a rank trains (see :mod:`vecserve.train.distributed`;
-    ``sync_cap`` and ``sync_coherent`` say how); ``sync_budget`` bounds the head syncs'
-    traffic per epoch in models (each epoch ends with one whole-model sync on top);
-    ``overlap`` runs each sync's exchange while the next words train.
+    ``sync_cap`` and ``sync_coherent`` say how). ``sync_budget`` bounds the bytes each
+    rank sends per epoch, in float32 models (each epoch's last sync, the whole model,
+    included); ``sync_dtype`` is the changes' precision on the wire (``"int16"``: half
+    the bytes of ``"float32"``, so twice the rows within the budget);
+    ``sync_schedule`` picks which rows each sync carries (``"doubling"``: by frequency
+    rank; ``"rates"``: by expected updates); ``sync_warmup`` syncs the first epoch's
+    first share 4x as often; ``sync_scale_alpha`` starts the learning rate at
+    :attr:`start_alpha`; ``overlap`` runs each sync's exchange while the next words
+    train.
     ``checkpoint_dir`` saves the model after every epoch; ``resume`` continues from the
     checkpoint there.
 
@@ -105,10 +121,14 @@ class Word2Vec:
         job_words: int = 50_000,
         progress: bool = False,
         comm: Any = None,
-        sync_words: int = 100_000,
-        sync_budget: float = 1.0,
+        sync_words: int = 50_000,
+        sync_budget: float = 2.0,
         sync_cap: float = 2.0,
         sync_coherent: bool = True,
+        sync_dtype: str = "int16",
+        sync_schedule: str = "doubling",
+        sync_warmup: float = 0.0,
+        sync_scale_alpha: bool = True,
         overlap: bool = True,
         checkpoint_dir: str | os.PathLike | None = None,
         resume: bool = False,
@@ -138,6 +158,10 @@ class Word2Vec:
         self.sync_budget = sync_budget
         self.sync_cap = sync_cap
         self.sync_coherent = sync_coherent
+        self.sync_dtype = sync_dtype
+        self.sync_schedule = sync_schedule
+        self.sync_warmup = sync_warmup
+        self.sync_scale_alpha = sync_scale_alpha
         self.overlap = overlap
         self.checkpoint_dir = checkpoint_dir
         self.resume = resume
@@ -153,6 +177,22 @@ class Word2Vec:
             self.train()
 
     # ------------------------------------------------------------ parameters
+
+    @property
+    def start_alpha(self) -> float:
+        """The learning rate training starts from: ``alpha``, x ``sqrt(N / min(N,
+        sync_cap))`` on N ranks with ``sync_scale_alpha``. The capped gain moves a row
+        that all N ranks changed by ``min(N, cap) / N`` of their summed changes; the
+        full compensation (x ``N / cap``) is the plain sum, which collapses at 4 ranks;
+        the square root won 1.5-2.1 analogy points there (BENCHMARKS.md).
+
+        >>> Word2Vec(alpha=0.025, comm=None).start_alpha
+        0.025
+        """
+        n = self.group.size
+        if n == 1 or not self.sync_scale_alpha:
+            return self.alpha
+        return self.alpha * float(np.sqrt(n / min(n, self.sync_cap)))
 
     @property
     def use_batch(self) -> bool:
@@ -191,6 +231,12 @@ class Word2Vec:
             bad("sync_budget", "must be > 0")
         if not self.sync_cap >= 1:
             bad("sync_cap", "must be >= 1 (1: average the ranks' changes)")
+        if not 0 <= self.sync_warmup <= 1:
+            bad("sync_warmup", "must be a fraction of the first epoch, between 0 and 1")
+        if self.sync_dtype not in ("float32", "float16", "int16"):
+            bad("sync_dtype", "must be float32, float16 or int16")
+        if self.sync_schedule not in ("doubling", "rates"):
+            bad("sync_schedule", "must be 'doubling' or 'rates'")
         if self.resume and not self.checkpoint_dir:
             bad("resume", "needs checkpoint_dir")
 
@@ -314,27 +360,49 @@ class Word2Vec:
 
     # ------------------------------------------------------------ training
 
-    def _jobs(self) -> list[tuple[int, int, int, int]]:
-        """(first sentence, end sentence, first word, words) of each job."""
+    def _jobs(self, extra_cuts=()) -> list[tuple[int, int, int, int]]:
+        """(first sentence, end sentence, first word, words) of each job: about
+        ``job_words`` words, also cut at the words *extra_cuts* (at sentence ends)."""
         bounds = self.corpus.bounds
-        cuts = np.searchsorted(bounds, np.arange(self.job_words, bounds[-1], self.job_words))
+        at = np.arange(self.job_words, bounds[-1], self.job_words)
+        cuts = np.searchsorted(bounds, np.concatenate((at, np.asarray(extra_cuts, np.int64))))
         edges = np.unique(np.concatenate(([0], cuts, [len(bounds) - 1])))
         return [
             (int(a), int(b), int(bounds[a]), int(bounds[b] - bounds[a]))
             for a, b in itertools.pairwise(edges)
+            if b > a
         ]
 
-    def _groups(self) -> list[list[tuple[int, int, int, int]]]:
+    def _groups(self, split: int = 0) -> list[list[tuple[int, int, int, int]]]:
         """This rank's jobs cut into the epoch's sync groups (the same number on every
-        rank: the most any rank needs at ``sync_words`` words a group)."""
-        jobs = self._jobs()
+        rank: the most any rank needs at ``sync_words`` words a group); the first
+        *split* groups cut again into ``WARMUP_PARTS`` (a warm-up: more frequent syncs)."""
         n_words = self.corpus.n_words
         n_groups = -(-n_words // self.sync_words) if self.group.size > 1 else 1
         n_groups = max(1, int(self.group.max(n_groups)))
-        groups: list[list] = [[] for _ in range(n_groups)]
-        for job in jobs:
-            groups[min(job[2] * n_groups // max(n_words, 1), n_groups - 1)].append(job)
+        split = min(split, n_groups)
+        parts = WARMUP_PARTS
+        cuts = [
+            (i * parts + q) * n_words // (n_groups * parts)
+            for i in range(split)
+            for q in range(1, parts + 1)
+        ]
+        groups: list[list] = [[] for _ in range(split * parts + n_groups - split)]
+        for job in self._jobs(cuts):
+            x = job[2] * n_groups * parts // max(n_words, 1)  # in parts of a group
+            i = x if x < split * parts else split * parts + x // parts - split
+            groups[min(i, len(groups) - 1)].append(job)
         return groups
+
+    def _plan(self, split: int = 0) -> tuple[list, np.ndarray, np.ndarray, np.ndarray]:
+        """The sync groups, this rank's words in each, all ranks' words in each (the
+        global word count the learning rate follows, known in advance) and where
+        each group starts in the global count."""
+        groups = self._groups(split)
+        mine = np.array([sum(j[3] for j in grp) for grp in groups], np.int64)
+        global_words = self.group.allreduce(mine.copy())
+        starts = np.concatenate(([0], np.cumsum(global_words)))
+        return groups, mine, global_words, starts
 
     def train(self) -> dict[str, Any]:
         """Train ``epochs`` passes over the encoded corpus; returns :attr:`train_stats`.
@@ -347,34 +415,53 @@ class Word2Vec:
         if self.group.size == 1 and self.corpus.n_words < 2:
             raise TrainingError("corpus has fewer than 2 words in the vocabulary")
         g = self.group
-        groups = self._groups()
-        # words of each group over all ranks: the global word count the learning rate
-        # follows, known in advance
-        mine = np.array([sum(j[3] for j in grp) for grp in groups], np.int64)
-        global_words = g.allreduce(mine.copy())
-        epoch_words = int(global_words.sum())
+        plan = self._plan()
+        groups = plan[0]
+        epoch_words = int(plan[2].sum())
         if epoch_words < 2:
             raise _collective(TrainingError("corpus has fewer than 2 words in the vocabulary"))
-        starts = np.concatenate(([0], np.cumsum(global_words)))
+        warm = None  # the first epoch's plan with a warm-up
+        if g.size > 1 and self.sync_warmup > 0:
+            warm = self._plan(max(1, round(self.sync_warmup * len(groups))))
         total = epoch_words * self.epochs
-        span = self.alpha - self.min_alpha
+        alpha = self.start_alpha
+        span = alpha - self.min_alpha
         sync = None
         head = len(self.vocab)
         if g.size > 1:
             mats = [(self.syn0, False), (self.syn1neg, False), (self.syn1, True)]
-            sync = Synchronizer(g, mats, cap=self.sync_cap, coherent=self.sync_coherent)
-            head = head_for_budget(len(self.vocab), len(groups), self.sync_budget)
+            sync = Synchronizer(
+                g, mats, cap=self.sync_cap, coherent=self.sync_coherent, dtype=self.sync_dtype
+            )
+            rows_budget = self._head_budget(sync)
+            syncs = [len(groups)] * self.epochs  # per epoch, a warm-up's first epoch more
+            if warm is not None:
+                syncs[0] = len(warm[0])
+            head = head_for_budget(len(self.vocab), syncs, rows_budget)
+            if self.sync_schedule == "rates":
+                tables = tier_tables(self._update_rates(), syncs, rows_budget)
+                head = int(tables[0][0])
+
+                def rows_at(k):
+                    tz = (k & -k).bit_length() - 1
+                    return [int(t[min(tz, len(t) - 1)]) for t in tables]
+            else:
+
+                def rows_at(k):
+                    return sync_rows(k, head=head, n_rows=sync.n_rows)
+
         first_epoch = self._load_checkpoint(sync) if self.resume else 0
 
         def job_args(epoch, k, grp_i, job, offset, grp_local):
             s0, s1, _, n = job
+            _, _, global_words, starts = epoch_plan
             frac0 = offset / grp_local if grp_local else 0.0
             frac1 = (offset + n) / grp_local if grp_local else 0.0
             at = epoch * epoch_words + starts[grp_i]
             p0 = (at + frac0 * global_words[grp_i]) / total
             p1 = (at + frac1 * global_words[grp_i]) / total
             seed = _kernels.mix_seed(self.seed & (2**64 - 1), epoch, k)
-            return (s0, s1, seed, self.alpha - span * p0, self.alpha - span * p1, n)
+            return (s0, s1, seed, alpha - span * p0, alpha - span * p1, n)
 
         stats = _Progress(self, total, first_epoch * epoch_words)
         pool = _Pool([self._kernel_worker() for _ in range(self.workers)], self.corpus)
@@ -383,6 +470,8 @@ class Word2Vec:
         with single_threaded_blas(), pool:
             for epoch in range(first_epoch, self.epochs):
                 k = n_sync = 0  # the schedule restarts after each epoch's full sync
+                epoch_plan = warm if warm is not None and epoch == 0 else plan
+                groups, mine, _, starts = epoch_plan
                 for grp_i, grp in enumerate(groups):
                     grp_local = int(mine[grp_i])
                     batch, offset = [], 0
@@ -404,7 +493,7 @@ class Word2Vec:
                         stats.stall += time.perf_counter() - t_s
                     else:
                         n_sync += 1
-                        payload = sync.snapshot(sync_rows(n_sync, head=head, n_rows=sync.n_rows))
+                        payload = sync.snapshot(rows_at(n_sync))
                         if self.overlap:
                             pending = Exchange(sync, payload)
                         else:
@@ -452,6 +541,45 @@ class Word2Vec:
             f"in {elapsed:.1f}s: {raw / max(elapsed, 1e-9):,.0f} words/s, {where}"
         )
         return self.train_stats
+
+    def _head_budget(self, sync: Synchronizer) -> float:
+        """The head syncs' rows per epoch, in models, that keep each rank's bytes sent
+        per epoch within ``sync_budget`` float32 models: each row costs its columns
+        (the change, the touch count, the squared norm) in the payload's precision, x a
+        ring allreduce's ``2 (N-1) / N``; each epoch's last sync carries the whole model."""
+        n = self.group.size
+        per_model = 2 * (n - 1) / n * sync.row_bytes(self.vector_size) / (4 * self.vector_size)
+        head = self.sync_budget / per_model - 1.0
+        if head <= 0:
+            raise _collective(
+                TrainingError(
+                    f"sync_budget={self.sync_budget!r}: each epoch's whole-model sync alone "
+                    f"sends {per_model:.2f} models a rank at {n} ranks; give more"
+                )
+            )
+        return head
+
+    def _update_rates(self) -> list[np.ndarray]:
+        """Each synchronised matrix's rows' expected updates per word trained, most
+        frequent row first: a word's kept frequency (after subsampling) for its input
+        vector, plus ``negative`` x its noise probability for its output weights; a
+        Huffman node's, the kept frequency of the words below it."""
+        counts = self.vocab.counts.astype(np.float64)
+        kept = counts * (self._sample_int / float(2**32 - 1))
+        kept /= max(kept.sum(), 1e-300)
+        rates = [kept]
+        if self.syn1neg is not None:
+            noise = counts**self.ns_exponent
+            rates.append(kept + self.negative * noise / noise.sum())
+        if self.syn1 is not None:
+            t = self._tree
+            on_path = np.arange(t.points.shape[1]) < t.codelens[:, None]
+            node = np.zeros(len(self.syn1))
+            np.add.at(
+                node, t.points[on_path], np.broadcast_to(kept[:, None], on_path.shape)[on_path]
+            )
+            rates.append(node[::-1])  # the tree's top nodes are its last rows
+        return rates
 
     # ------------------------------------------------------------ checkpoints
 
@@ -717,7 +845,7 @@ class _Progress:
         elapsed = now - self.t0
         frac = self.global_done / self.total
         rate = (self.global_done - self.done0) / elapsed
-        alpha = m.alpha - (m.alpha - m.min_alpha) * frac
+        alpha = m.start_alpha - (m.start_alpha - m.min_alpha) * frac
         eta = (self.total - self.global_done) / rate if rate else float("inf")
         epoch = min(int(frac * m.epochs) + 1, m.epochs)
         line = (
