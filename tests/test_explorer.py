@@ -310,6 +310,7 @@ def test_approximate_neighbours_show_the_measured_recall(open_page, service, sho
     assert page.locator("#approx").is_checked()
     mode = page.locator("#neighbours-mode").inner_text()
     assert "Approximate" in mode and f"recall@10 {recall}" in mode
+    assert ann["params"]["kind"] == "hnsw" and "Approximate search (HNSW)" in mode  # small model
     assert f"ready, recall@10 {recall}" in page.locator("#model-facts").inner_text()
     page.wait_for_selector("#map-figure:not([hidden])")
     page.screenshot(path=shots / "10-approximate.png", full_page=True)

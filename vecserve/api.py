@@ -261,7 +261,7 @@ def _most_similar(ctx: AppContext, name: str, q: MostSimilarQuery) -> dict:
 
 
 def _most_similar_batch(ctx: AppContext, name: str, body: BatchRequest) -> dict:
-    """Exact queries in one matrix multiply per group; approximate ones in one HNSW call."""
+    """Exact queries in one matrix multiply per group; approximate ones in one index call."""
     s = ctx.settings
     if len(body.queries) > s.max_batch:
         raise BadQuery(f"{len(body.queries)} queries in one batch; the limit is {s.max_batch}")
@@ -561,7 +561,7 @@ def _add_similarity_routes(app: FastAPI) -> None:
     @app.post("/most_similar/batch", response_model=BatchResponse, responses=responses)
     def most_similar_batch(ctx: ContextDep, body: BatchRequest, model: ModelQuery = None):
         """Many most_similar queries answered together (one matrix multiply per group;
-        ``approx`` queries in one HNSW search)."""
+        ``approx`` queries in one approximate-index search)."""
         name = resolve_model_name(body.model or model, ctx.settings)
         return json_response(_most_similar_batch(ctx, name, body))
 

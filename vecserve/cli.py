@@ -144,7 +144,7 @@ def cli(quiet: bool) -> None:
 @click.option(
     "--ann",
     is_flag=True,
-    help="Then build the similarity snapshot and the approximate (HNSW) index into the "
+    help="Then build the similarity snapshot and the approximate index (IVF or HNSW) into the "
     "cache dir ($VECSERVE_CACHE_DIR), so `vecserve serve --ann` only maps them.",
 )
 @redis_url_option
@@ -206,7 +206,7 @@ def load(file, name, fmt, codec, limit, unicode_errors, encoding, resume, restar
 
 
 def _build_ann(info, redis_url) -> None:
-    """Snapshot the committed generation and build its HNSW index, as the service would."""
+    """Snapshot the committed generation and build its approximate index, as the service would."""
     from .ann import AnnManager
     from .connect import open_store
     from .similarity import IndexManager

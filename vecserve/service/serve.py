@@ -74,7 +74,7 @@ def settings_env(**options) -> dict[str, str]:
     default=None,
     help="Build the default model's index at start-up; /readyz waits for it.",
 )
-@click.option("--ann/--no-ann", default=None, help="Build approximate (HNSW) indexes too.")
+@click.option("--ann/--no-ann", default=None, help="Build approximate (IVF or HNSW) indexes too.")
 @click.option("--max-words", type=click.IntRange(min=1), default=None, help="Words per request.")
 @click.option("--max-topn", type=click.IntRange(min=1), default=None, help="Largest topn.")
 @click.option(

@@ -37,7 +37,7 @@ class Settings(BaseSettings):
     preload: bool = Field(
         False, description="Build/open the default model's similarity index at start-up."
     )
-    ann: bool = Field(False, description="Also build an approximate (HNSW) index per model.")
+    ann: bool = Field(False, description="Also build an approximate (IVF or HNSW) index per model.")
     vector_cache: int = Field(
         20_000,
         ge=0,

@@ -357,7 +357,8 @@ async function runNeighbours() {
   if (res.approximate) {
     const ann = modelDetail && modelDetail.ann;
     const r = ann && typeof ann.recall_at_10 === "number" ? ann.recall_at_10.toFixed(3) : "unknown";
-    how = `Approximate (HNSW) search, measured recall@10 ${r}; cosines re-scored exactly.`;
+    const kind = ann && ann.params && ann.params.kind ? ` (${ann.params.kind.toUpperCase()})` : "";
+    how = `Approximate search${kind}, measured recall@10 ${r}; cosines re-scored exactly.`;
   } else if (approx) {
     how = `Asked for approximate search, answered exactly (approximate index: ${res.approximate_status}).`;
   }
