@@ -155,6 +155,30 @@ def test_sg_hs_window_equals_its_pairs(deep_tree, ctx, target):
     assert_close(w["syn1"], syn1)
 
 
+@pytest.mark.parametrize("negatives", [[0, 9, 11, 4, 5], [7, 3, 3, 7, 9], [1, 2, 1, 2, 1]])
+@pytest.mark.parametrize("ctx", [[2], [2, 5, 5, 8, 1, 11]])  # 5 twice
+def test_sg_neg_window_equals_its_pairs(weights, ctx, negatives):
+    """batch=1 skip-gram: the contexts share the negatives and run pair after pair (a
+    negative drawn twice is met twice; one that is the target is skipped)."""
+    syn0, syn1neg = weights["syn0"].copy(), weights["syn1neg"].copy()
+    target = 7
+    kw = make_worker(weights, negative=5, batch=1)
+    kw.sg_neg_window_step(ctx, target, negatives, alpha=0.2)
+    inputs = syn0[ctx].copy()
+    works = np.zeros_like(inputs)
+    for d, w in enumerate([target, *negatives]):  # output-major, like the kernel
+        if d > 0 and w == target:
+            continue
+        for c in range(len(ctx)):
+            f = float(inputs[c] @ syn1neg[w])
+            g = np.float32(neg_grad(f, 1.0 if d == 0 else 0.0, 0.2))
+            works[c] += g * syn1neg[w]
+            syn1neg[w] += g * inputs[c]
+    np.add.at(syn0, ctx, works)
+    assert_close(weights["syn0"], syn0)
+    assert_close(weights["syn1neg"], syn1neg)
+
+
 @pytest.mark.parametrize("negatives", [[0, 9, 11], [7, 3, 0]])  # 7: the target again
 def test_hogbatch_step(weights, negatives):
     syn0, syn1neg = weights["syn0"].copy(), weights["syn1neg"].copy()

@@ -15,6 +15,22 @@ keeps word ``w`` with probability ``(sqrt(f/t) + 1) * t/f`` (``t = sample * tota
 windows shrink by a uniform random ``b`` in ``[0, window)``; gradients go through a
 sigmoid table clamped at +-6 (negative sampling) or skip the node (hierarchical softmax).
 
+Skip-gram with ``batch=1`` (the default of :class:`~vecserve.train.Word2Vec`): for one
+centre, its contexts share the centre and K negatives as outputs (HogBatch's sharing)
+but run pair after pair like the per-pair kernel, as an output chain (below); measured
+2.3x faster per CPU-second than the ``sgemm`` form (see BENCHMARKS.md for quality).
+``batch=2`` keeps the ``sgemm`` form (HogBatch proper) for comparison.
+
+Output chains (:c:func:`out_chain`): inputs (a centre's contexts, or CBOW's mean) against
+output rows (a Huffman path, or the centre and its negatives), in output-major order:
+each output row meets the inputs one after another, each pair seeing the row as the
+pairs before it left it, and an input's row changes only after the chain (as a pair's
+input changes after its outputs). Output rows are independent of each other, so up to 4
+run interleaved in one pass over the vectors (which also computes the next input's
+scores); the passes are plain C loops built for AVX2+FMA and for baseline x86-64, the
+CPU picking once at load time. For skip-gram HS the chain is exactly the pairs of a
+window run one after another.
+
 HogBatch (Ji et al., 2016): for one centre word, its ``B`` context rows of syn0 and the
 ``1 + K`` output rows of syn1neg (the centre and K negatives shared by all contexts) are
 gathered into small matrices; scores ``(B, 1+K)``, the syn0 updates ``(B, D)`` and the
@@ -88,6 +104,15 @@ cdef extern from *:
         }
         f[0] = a0;
     }
+    static inline void vs_upd1(int n, float g0, const float *restrict x,
+                                 float *restrict w, float *restrict o0) {
+        for (int d = 0; d < n; d++) {
+            float xd = x[d];
+            float v0 = o0[d];
+            w[d] += g0 * v0;
+            o0[d] = v0 + g0 * xd;
+        }
+    }
     static inline void vs_dots1(int n, const float *restrict y, float *restrict o0,
                                   float *restrict f) {
         float a0 = 0.0f;
@@ -96,10 +121,10 @@ cdef extern from *:
         }
         f[0] = a0;
     }
-    VS_CLONES static void vs_chain1(int n, int B, const float *const *in,
-                                      float *const *o, const float *lab, float *work,
-                                      float alpha, int hs, const float *table,
-                                      float max_exp, int scale) {
+    static inline void vs_group1(int n, int B, const float *const *in,
+                                   float *const *o, const float *lab, float *work,
+                                   float alpha, int hs, const float *table,
+                                   float max_exp, int scale) {
         float f[1], g[1];
         vs_dots1(n, in[0], o[0], f);
         for (int c = 0; c < B; c++) {
@@ -108,11 +133,14 @@ cdef extern from *:
                 g[r] = vs_grad(f[r], lab[r], alpha, hs, table, max_exp, scale);
                 any |= g[r] != 0.0f;
             }
-            const float *y = in[c + 1 < B ? c + 1 : c];
-            if (any)
-                vs_pass1(n, g[0], in[c], y, work + (long)c * n, o[0], f);
-            else if (c + 1 < B)
-                vs_dots1(n, y, o[0], f);
+            float *w = work + (long)c * n;
+            if (c + 1 == B) {
+                if (any) vs_upd1(n, g[0], in[c], w, o[0]);
+            } else if (any) {
+                vs_pass1(n, g[0], in[c], in[c + 1], w, o[0], f);
+            } else {
+                vs_dots1(n, in[c + 1], o[0], f);
+            }
         }
     }
     static inline void vs_pass2(int n, float g0, float g1, const float *restrict x,
@@ -130,6 +158,15 @@ cdef extern from *:
         }
         f[0] = a0; f[1] = a1;
     }
+    static inline void vs_upd2(int n, float g0, float g1, const float *restrict x,
+                                 float *restrict w, float *restrict o0, float *restrict o1) {
+        for (int d = 0; d < n; d++) {
+            float xd = x[d];
+            float v0 = o0[d]; float v1 = o1[d];
+            w[d] += g0 * v0 + g1 * v1;
+            o0[d] = v0 + g0 * xd; o1[d] = v1 + g1 * xd;
+        }
+    }
     static inline void vs_dots2(int n, const float *restrict y, float *restrict o0, float *restrict o1,
                                   float *restrict f) {
         float a0 = 0.0f; float a1 = 0.0f;
@@ -138,10 +175,10 @@ cdef extern from *:
         }
         f[0] = a0; f[1] = a1;
     }
-    VS_CLONES static void vs_chain2(int n, int B, const float *const *in,
-                                      float *const *o, const float *lab, float *work,
-                                      float alpha, int hs, const float *table,
-                                      float max_exp, int scale) {
+    static inline void vs_group2(int n, int B, const float *const *in,
+                                   float *const *o, const float *lab, float *work,
+                                   float alpha, int hs, const float *table,
+                                   float max_exp, int scale) {
         float f[2], g[2];
         vs_dots2(n, in[0], o[0], o[1], f);
         for (int c = 0; c < B; c++) {
@@ -150,11 +187,14 @@ cdef extern from *:
                 g[r] = vs_grad(f[r], lab[r], alpha, hs, table, max_exp, scale);
                 any |= g[r] != 0.0f;
             }
-            const float *y = in[c + 1 < B ? c + 1 : c];
-            if (any)
-                vs_pass2(n, g[0], g[1], in[c], y, work + (long)c * n, o[0], o[1], f);
-            else if (c + 1 < B)
-                vs_dots2(n, y, o[0], o[1], f);
+            float *w = work + (long)c * n;
+            if (c + 1 == B) {
+                if (any) vs_upd2(n, g[0], g[1], in[c], w, o[0], o[1]);
+            } else if (any) {
+                vs_pass2(n, g[0], g[1], in[c], in[c + 1], w, o[0], o[1], f);
+            } else {
+                vs_dots2(n, in[c + 1], o[0], o[1], f);
+            }
         }
     }
     static inline void vs_pass4(int n, float g0, float g1, float g2, float g3, const float *restrict x,
@@ -172,6 +212,15 @@ cdef extern from *:
         }
         f[0] = a0; f[1] = a1; f[2] = a2; f[3] = a3;
     }
+    static inline void vs_upd4(int n, float g0, float g1, float g2, float g3, const float *restrict x,
+                                 float *restrict w, float *restrict o0, float *restrict o1, float *restrict o2, float *restrict o3) {
+        for (int d = 0; d < n; d++) {
+            float xd = x[d];
+            float v0 = o0[d]; float v1 = o1[d]; float v2 = o2[d]; float v3 = o3[d];
+            w[d] += g0 * v0 + g1 * v1 + g2 * v2 + g3 * v3;
+            o0[d] = v0 + g0 * xd; o1[d] = v1 + g1 * xd; o2[d] = v2 + g2 * xd; o3[d] = v3 + g3 * xd;
+        }
+    }
     static inline void vs_dots4(int n, const float *restrict y, float *restrict o0, float *restrict o1, float *restrict o2, float *restrict o3,
                                   float *restrict f) {
         float a0 = 0.0f; float a1 = 0.0f; float a2 = 0.0f; float a3 = 0.0f;
@@ -180,10 +229,10 @@ cdef extern from *:
         }
         f[0] = a0; f[1] = a1; f[2] = a2; f[3] = a3;
     }
-    VS_CLONES static void vs_chain4(int n, int B, const float *const *in,
-                                      float *const *o, const float *lab, float *work,
-                                      float alpha, int hs, const float *table,
-                                      float max_exp, int scale) {
+    static inline void vs_group4(int n, int B, const float *const *in,
+                                   float *const *o, const float *lab, float *work,
+                                   float alpha, int hs, const float *table,
+                                   float max_exp, int scale) {
         float f[4], g[4];
         vs_dots4(n, in[0], o[0], o[1], o[2], o[3], f);
         for (int c = 0; c < B; c++) {
@@ -192,22 +241,68 @@ cdef extern from *:
                 g[r] = vs_grad(f[r], lab[r], alpha, hs, table, max_exp, scale);
                 any |= g[r] != 0.0f;
             }
-            const float *y = in[c + 1 < B ? c + 1 : c];
-            if (any)
-                vs_pass4(n, g[0], g[1], g[2], g[3], in[c], y, work + (long)c * n, o[0], o[1], o[2], o[3], f);
-            else if (c + 1 < B)
-                vs_dots4(n, y, o[0], o[1], o[2], o[3], f);
+            float *w = work + (long)c * n;
+            if (c + 1 == B) {
+                if (any) vs_upd4(n, g[0], g[1], g[2], g[3], in[c], w, o[0], o[1], o[2], o[3]);
+            } else if (any) {
+                vs_pass4(n, g[0], g[1], g[2], g[3], in[c], in[c + 1], w, o[0], o[1], o[2], o[3], f);
+            } else {
+                vs_dots4(n, in[c + 1], o[0], o[1], o[2], o[3], f);
+            }
         }
+    }
+
+    /* The output chain (see out_chain in the Cython source): the rows o[0..n_out-1] in
+       groups of 4, 2 or 1 distinct rows. */
+    VS_CLONES static void vs_chain(int n, int B, const float *const *in, float *const *o,
+                                   const float *lab, int n_out, float *work, float alpha,
+                                   int hs, const float *table, float max_exp, int scale) {
+        int k = 0;
+        while (k < n_out) {
+            float *const *g = o + k;
+            int left = n_out - k;
+            if (left >= 4 && g[0] != g[1] && g[0] != g[2] && g[0] != g[3] && g[1] != g[2]
+                    && g[1] != g[3] && g[2] != g[3]) {
+                vs_group4(n, B, in, g, lab + k, work, alpha, hs, table, max_exp, scale);
+                k += 4;
+            } else if (left >= 2 && g[0] != g[1]) {
+                vs_group2(n, B, in, g, lab + k, work, alpha, hs, table, max_exp, scale);
+                k += 2;
+            } else {
+                vs_group1(n, B, in, g, lab + k, work, alpha, hs, table, max_exp, scale);
+                k += 1;
+            }
+        }
+    }
+
+    static inline void vs_add(int n, const float *restrict x, float *restrict y) {
+        for (int d = 0; d < n; d++) y[d] += x[d];
+    }
+
+    /* out = sum of the rows (times 1/m if mean and m > 1). */
+    VS_CLONES static void vs_sum_rows(int n, int m, float *const *rows, int mean,
+                                      float *restrict out) {
+        memcpy(out, rows[0], n * sizeof(float));
+        for (int c = 1; c < m; c++) vs_add(n, rows[c], out);
+        if (mean && m > 1) {
+            float inv = 1.0f / m;
+            for (int d = 0; d < n; d++) out[d] *= inv;
+        }
+    }
+
+    /* rows[c] += work (+ c * n if per_row) for every c < m. */
+    VS_CLONES static void vs_add_rows(int n, int m, float *const *rows, const float *work,
+                                      int per_row) {
+        for (int c = 0; c < m; c++) vs_add(n, work + (per_row ? (long)c * n : 0), rows[c]);
     }
     """
     void prefetch "vecserve_prefetch"(const void *p, int nbytes) noexcept nogil
     void vs_axpy(int n, real a, const real *x, real *y) noexcept nogil
-    void vs_chain1(int n, int B, const real **inp, real **o, const real *lab, real *work,
-                   real alpha, int hs, const real *table, real max_exp, int scale) noexcept nogil
-    void vs_chain2(int n, int B, const real **inp, real **o, const real *lab, real *work,
-                   real alpha, int hs, const real *table, real max_exp, int scale) noexcept nogil
-    void vs_chain4(int n, int B, const real **inp, real **o, const real *lab, real *work,
-                   real alpha, int hs, const real *table, real max_exp, int scale) noexcept nogil
+    void vs_chain(int n, int B, const real **inp, real **o, const real *lab, int n_out,
+                  real *work, real alpha, int hs, const real *table, real max_exp,
+                  int scale) noexcept nogil
+    void vs_sum_rows(int n, int m, real **rows, int mean, real *out) noexcept nogil
+    void vs_add_rows(int n, int m, real **rows, const real *work, int per_row) noexcept nogil
 
 cdef int ONE = 1
 cdef real ONEF = 1.0
@@ -268,17 +363,6 @@ cpdef uint64_t mix_seed(uint64_t seed, uint64_t a, uint64_t b):
 
 # ---------------------------------------------------------------- kernels
 
-cdef inline int group_size(W2VState *s, int k, int n_out) noexcept nogil:
-    """How many output rows from k on run interleaved: 4, 2 or 1, all distinct."""
-    cdef int left = n_out - k
-    cdef real **o = &s.outr[k]
-    if left >= 4 and o[0] != o[1] and o[0] != o[2] and o[0] != o[3] and o[1] != o[2] \
-            and o[1] != o[3] and o[2] != o[3]:
-        return 4
-    if left >= 2 and o[0] != o[1]:
-        return 2
-    return 1
-
 cdef void out_chain(W2VState *s, int n_in, int n_out, real *work, bint hs) noexcept nogil:
     """Inputs s.inp[:n_in] predict outputs s.outr[:n_out] (labels s.labels).
 
@@ -290,21 +374,8 @@ cdef void out_chain(W2VState *s, int n_in, int n_out, real *work, bint hs) noexc
     score outside +-MAX_EXP skips the pair (hierarchical softmax); otherwise the
     gradient is clamped there (negative sampling). A label < 0 skips the output.
     """
-    cdef int D = s.size
-    cdef int k = 0, R
-    cdef int scale = EXP_TABLE_SIZE // MAX_EXP // 2
-    while k < n_out:
-        R = group_size(s, k, n_out)
-        if R == 4:
-            vs_chain4(D, n_in, s.inp, &s.outr[k], &s.labels[k], work, s.alpha, hs,
-                      EXP_TABLE, MAX_EXP, scale)
-        elif R == 2:
-            vs_chain2(D, n_in, s.inp, &s.outr[k], &s.labels[k], work, s.alpha, hs,
-                      EXP_TABLE, MAX_EXP, scale)
-        else:
-            vs_chain1(D, n_in, s.inp, &s.outr[k], &s.labels[k], work, s.alpha, hs,
-                      EXP_TABLE, MAX_EXP, scale)
-        k += R
+    vs_chain(s.size, n_in, s.inp, s.outr, s.labels, n_out, work, s.alpha, hs, EXP_TABLE,
+             MAX_EXP, EXP_TABLE_SIZE // MAX_EXP // 2)
 
 cdef inline int hs_outputs(W2VState *s, int32_t target) noexcept nogil:
     """s.outr / s.labels = target's Huffman path (root first) and its labels 1 - code."""
@@ -348,29 +419,37 @@ cdef void sg_hs_window(W2VState *s, int n_ctx, int32_t target) noexcept nogil:
     for c in range(n_ctx):
         s.inp[c] = &s.syn0[<int64_t>s.ctx[c] * D]
     out_chain(s, n_ctx, hs_outputs(s, target), s.cwork, True)
+    vs_add_rows(D, n_ctx, <real **>s.inp, s.cwork, 1)
+
+cdef void sg_neg_window(W2VState *s, int n_ctx, int n_out) noexcept nogil:
+    """Skip-gram, one centre: every context s.ctx[:n_ctx] predicts the centre against the
+    negatives they share (s.outs[:n_out], centre first), pair after pair (output-major;
+    a context's row changes after all of them)."""
+    cdef int D = s.size
+    cdef int c
+    memset(s.cwork, 0, n_ctx * D * sizeof(real))
     for c in range(n_ctx):
-        vs_axpy(D, 1.0, &s.cwork[c * D], &s.syn0[<int64_t>s.ctx[c] * D])
+        s.inp[c] = &s.syn0[<int64_t>s.ctx[c] * D]
+    out_chain(s, n_ctx, neg_outputs(s, n_out), s.cwork, False)
+    vs_add_rows(D, n_ctx, <real **>s.inp, s.cwork, 1)
 
 cdef void cbow_window(W2VState *s, int n_ctx, int32_t target, int n_out) noexcept nogil:
     """One CBOW window: the mean (or sum) of syn0[s.ctx[:n_ctx]] predicts target."""
     cdef int D = s.size
     cdef int c
-    cdef real inv
-    memcpy(s.neu1, &s.syn0[<int64_t>s.ctx[0] * D], D * sizeof(real))
-    for c in range(1, n_ctx):
-        vs_axpy(D, 1.0, &s.syn0[<int64_t>s.ctx[c] * D], s.neu1)
-    if s.cbow_mean and n_ctx > 1:
-        inv = 1.0 / n_ctx
-        sscal(&D, &inv, s.neu1, &ONE)
-    memset(s.work, 0, D * sizeof(real))
-    s.inp[0] = s.neu1
-    if s.hs:
-        out_chain(s, 1, hs_outputs(s, target), s.work, True)
-    if n_out > 0:
-        out_chain(s, 1, neg_outputs(s, n_out), s.work, False)
-    # like word2vec.c and gensim, every context row gets the whole error (mean or sum)
     for c in range(n_ctx):
-        vs_axpy(D, 1.0, s.work, &s.syn0[<int64_t>s.ctx[c] * D])
+        s.inp[c] = &s.syn0[<int64_t>s.ctx[c] * D]
+    vs_sum_rows(D, n_ctx, <real **>s.inp, s.cbow_mean, s.neu1)
+    memset(s.work, 0, D * sizeof(real))
+    s.inp[2 * s.window] = s.neu1
+    if s.hs:
+        vs_chain(D, 1, &s.inp[2 * s.window], s.outr, s.labels, hs_outputs(s, target),
+                 s.work, s.alpha, True, EXP_TABLE, MAX_EXP, EXP_TABLE_SIZE // MAX_EXP // 2)
+    if n_out > 0:
+        vs_chain(D, 1, &s.inp[2 * s.window], s.outr, s.labels, neg_outputs(s, n_out),
+                 s.work, s.alpha, False, EXP_TABLE, MAX_EXP, EXP_TABLE_SIZE // MAX_EXP // 2)
+    # like word2vec.c and gensim, every context row gets the whole error (mean or sum)
+    vs_add_rows(D, n_ctx, <real **>s.inp, s.work, 0)
 
 cdef inline void hb_scores(W2VState *s, int B, int O) noexcept nogil:
     """HogBatch forward: gather the output rows s.outs[:O] of syn1neg into outputM, then
@@ -469,6 +548,14 @@ cdef inline void cbow_batch_flush(W2VState *s, int m) noexcept nogil:
     draw_ahead(s)
     cbow_hogbatch(s, m)
 
+cdef inline void prefetch_path(W2VState *s, int32_t word, int row_bytes) noexcept nogil:
+    """Start loading the rows of word's Huffman path below depth 4 (the nodes near the
+    root are met by every word and stay in cache)."""
+    cdef int k
+    cdef const int32_t *point = &s.points[<int64_t>word * s.max_code]
+    for k in range(4, s.codelens[word]):
+        prefetch(&s.syn1[<int64_t>point[k] * s.size], row_bytes)
+
 cdef inline void draw_ahead(W2VState *s) noexcept nogil:
     """Draw the next update's negatives now and start loading their rows into cache."""
     cdef int d
@@ -526,6 +613,8 @@ cdef int64_t train_sentences(W2VState *s, const int32_t *words, const int64_t *b
                 prefetch(&s.syn1neg[<int64_t>s.sent[i + 1] * s.size], row_bytes)
             if i + window + 1 < n:
                 prefetch(&s.syn0[<int64_t>s.sent[i + window + 1] * s.size], row_bytes)
+            if s.hs and i + 1 < n:  # the next centre's Huffman path below the hot top
+                prefetch_path(s, s.sent[i + 1], row_bytes)
             if s.sg and not s.batch:
                 if s.hs and s.negative <= 0:  # HS alone: the window's pairs node by node
                     n_ctx = 0
@@ -556,7 +645,10 @@ cdef int64_t train_sentences(W2VState *s, const int32_t *words, const int64_t *b
                 continue
             n_out = draw_outputs(s, word)
             if s.sg:
-                hogbatch_window(s, n_ctx, n_out)
+                if s.batch == 2:
+                    hogbatch_window(s, n_ctx, n_out)
+                else:
+                    sg_neg_window(s, n_ctx, n_out)
             else:
                 cbow_window(s, n_ctx, word, n_out)
         cbow_batch_flush(s, m)  # a batch never spans sentences (alpha changes between)
@@ -617,6 +709,8 @@ cdef class KernelWorker:
             _check("codelens", codelens, np.int32, 1)
         if negative and syn1neg is None:
             raise ValueError("negative > 0 needs syn1neg")
+        if batch not in (0, 1, 2):
+            raise ValueError("batch must be 0 (pairs), 1 (windows) or 2 (sgemm HogBatch)")
         if batch and not (negative > 0 and not hs):
             raise ValueError("HogBatch needs negative > 0 and hs=0")
         if cbow_batch < 1:
@@ -637,7 +731,7 @@ cdef class KernelWorker:
             "outputMd": np.zeros((O, size), np.float32),
             "bctx": np.zeros((cbow_batch, 2 * window), np.int32),
             "bnctx": np.zeros(cbow_batch, np.int32),
-            "inp": np.zeros(2 * window, np.uintp),
+            "inp": np.zeros(2 * window + 1, np.uintp),
             "outr": np.zeros(max(codes.shape[1] if hs else 0, 1 + negative), np.uintp),
             "labels": np.zeros(max(codes.shape[1] if hs else 0, 1 + negative), np.float32),
             "cwork": np.zeros((2 * window, size), np.float32),
@@ -744,6 +838,17 @@ cdef class KernelWorker:
             self.st.ctx[c] = contexts[c]
         self.st.alpha = alpha
         sg_hs_window(&self.st, len(contexts), target)
+
+    def sg_neg_window_step(self, contexts, int target, negatives, float alpha=0.025):
+        """Skip-gram, one centre: every context predicts target against the shared
+        negatives, pair after pair (the ``batch=1`` kernel)."""
+        if not 0 < len(contexts) <= 2 * self.st.window:
+            raise ValueError(f"1 to {2 * self.st.window} contexts")
+        for c in range(len(contexts)):
+            self.st.ctx[c] = contexts[c]
+        n_out = self._set_outs(target, negatives)
+        self.st.alpha = alpha
+        sg_neg_window(&self.st, len(contexts), n_out)
 
     def hogbatch_step(self, contexts, int target, negatives, float alpha=0.025):
         """One HogBatch update: every context predicts target against shared negatives."""
