@@ -42,7 +42,8 @@ RUNS = {
     # name: (tool, params)
     "gensim-sg": ("gensim", {"sg": 1, "alpha": 0.025}),
     "ours-sg-pairs": ("ours", {"sg": 1, "alpha": 0.025, "batch": False}),
-    "ours-sg-hogbatch": ("ours", {"sg": 1, "alpha": 0.025, "batch": True}),
+    # batch=True (the default): a window's contexts share the negatives, pair after pair
+    "ours-sg-batch": ("ours", {"sg": 1, "alpha": 0.025, "batch": True}),
     "gensim-cbow": ("gensim", {"sg": 0, "alpha": 0.05}),
     "ours-cbow": ("ours", {"sg": 0, "alpha": 0.05, "batch": False}),
     "ours-cbow-hogbatch": ("ours", {"sg": 0, "alpha": 0.05, "batch": True}),
