@@ -20,6 +20,19 @@ Usage::
     # on a 16-core machine:
     python bench/bench_distributed.py wiki100m.zip --configs 1x2,2x2,4x2,8x2
 
+Peer: the configuration ``spark`` trains Spark MLlib's Word2Vec (``pyspark``, in the
+benchmark's environment only, never a dependency of vecserve; it needs a JVM) with its
+own settings: skip-gram + hierarchical softmax, no subsampling, ``local[2]``,
+numPartitions 2, vectorSize 100, windowSize 5, minCount 5, maxIter = ``--epochs``, on
+the corpus cut into 1,000-word rows (its maxSentenceLength). Its time is ``fit()``,
+which counts the vocabulary too, so a second table compares it with vecserve's
+vocabulary + training time (``wall s``). Its vectors are ordered by corpus frequency and
+scored like ours. Compare it with vecserve on the same settings::
+
+    flock /tmp/vecserve-bench.lock python bench/bench_distributed.py \
+        ../shared/data/wiki100m.zip --head-mb 20 --epochs 2 --configs spark,2x1,1x2 \
+        --params '{"hs": 1, "negative": 0, "sample": 0}'
+
 Results: a Markdown table on stdout, JSON lines in ``bench/out/distributed.jsonl``.
 Where gensim is missing (a bare 16-core machine), ``--save-vectors DIR`` keeps each run's
 30,000 most frequent vectors and the JSON lines in DIR; ``--evaluate DIR`` then scores
@@ -103,6 +116,66 @@ def child(spec: dict) -> dict | None:
     }
 
 
+def spark_child(spec: dict) -> dict:
+    """Spark MLlib's Word2Vec, ``local[2]``, on the corpus in 1,000-word rows."""
+    from collections import Counter
+
+    from gensim.models import KeyedVectors
+    from pyspark.ml.feature import Word2Vec as SparkW2V
+    from pyspark.sql import SparkSession
+
+    t0 = time.perf_counter()
+    spark = (
+        SparkSession.builder.master("local[2]")
+        .config("spark.driver.memory", "4g")
+        .config("spark.ui.enabled", "false")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    words = Path(spec["text"]).read_text().split()
+    rows = [(words[i : i + 1000],) for i in range(0, len(words), 1000)]
+    df = spark.createDataFrame(rows, ["text"]).repartition(2).cache()
+    df.count()  # loaded and cached before the clock starts
+    w2v = SparkW2V(
+        vectorSize=COMMON["vector_size"], windowSize=COMMON["window"],
+        minCount=COMMON["min_count"], maxIter=spec["epochs"], numPartitions=2,
+        inputCol="text", outputCol="vector", seed=1,
+    )  # fmt: skip
+    t1 = time.perf_counter()
+    model = w2v.fit(df)
+    fit_s = time.perf_counter() - t1
+    vectors = {r.word: r.vector.toArray() for r in model.getVectors().collect()}
+    version = spark.version
+    spark.stop()
+    counts = Counter(words)
+    order = sorted(vectors, key=lambda w: (-counts[w], w))  # frequency order, like ours
+    kv = KeyedVectors(COMMON["vector_size"])
+    kv.add_vectors(order, [vectors[w] for w in order])
+    analogy, wordsim = evaluate(kv)
+    return {
+        "config": "spark",
+        "ranks": 1,
+        "threads": 2,
+        "params": {"tool": f"Spark MLlib {version}", "sg": 1, "hs": 1, "sample": 0},
+        "epochs": spec["epochs"],
+        "corpus_words": len(words),
+        "vocab": len(kv),
+        "wall_s": fit_s,
+        "train_s": fit_s,
+        "words_per_s": len(words) * spec["epochs"] / fit_s,
+        "sync_share": 0.0,
+        "syncs": 0,
+        "bytes_per_epoch": 0,
+        "model_bytes": 0,
+        "startup_s": t1 - t0,
+        "peak_rss_mb_rank0": peak_rss_mb(),  # the Python driver; the JVM is another process
+        "analogy": analogy,
+        "wordsim": wordsim,
+        "host": platform.node(),
+        "cpus": os.cpu_count(),
+    }
+
+
 def evaluate_saved(path: Path) -> tuple[float, float]:
     """Analogy and WS-353 of vectors saved by ``--save-vectors`` (the top 30,000 words)."""
     import numpy as np
@@ -116,6 +189,13 @@ def evaluate_saved(path: Path) -> tuple[float, float]:
 
 def run(config: str, text: Path, epochs: int, params: dict, extra_mpi: list[str],
         save_dir: str | None = None, saved: str = "") -> dict:  # fmt: skip
+    if config == "spark":
+        spec = {"text": str(text), "epochs": epochs}
+        cmd = [sys.executable, __file__, "--spark-child", json.dumps(spec)]
+        proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+        if proc.returncode:
+            sys.exit(f"spark failed:\n{proc.stderr[-4000:]}")
+        return json.loads(proc.stdout.strip().splitlines()[-1])
     ranks, threads = (int(x) for x in config.split("x"))
     spec = {"config": config, "text": str(text), "epochs": epochs, "threads": threads}
     spec["params"] = params
@@ -159,10 +239,29 @@ def table(results: list[dict]) -> str:
     return "\n".join(out)
 
 
+def spark_table(results: list[dict]) -> str:
+    """Every run against Spark's, on the time to a model (vocabulary + training)."""
+    ref = next(r for r in results if r["config"] == "spark")
+    out = [
+        "| run | wall s (vocab + train) | words/s | vs Spark | train s | analogy % | WS-353 |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in results:
+        wps = r["corpus_words"] * r["epochs"] / r["wall_s"]
+        ref_wps = ref["corpus_words"] * ref["epochs"] / ref["wall_s"]
+        name = "Spark MLlib local[2]" if r["config"] == "spark" else f"vecserve {r['config']}"
+        out.append(
+            f"| {name} | {r['wall_s']:.1f} | {wps:,.0f} | {wps / ref_wps:.2f}x "
+            f"| {r['train_s']:.1f} | {100 * r['analogy']:.2f} | {r['wordsim']:.3f} |"
+        )
+    return "\n".join(out)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("corpus", nargs="?", help="text8-style corpus (.zip or text file)")
-    ap.add_argument("--configs", default="1x2,2x1,4x1", help="NxT,... (first = reference)")
+    ap.add_argument("--configs", default="1x2,2x1,4x1",
+                    help="NxT,... (first = reference); spark: Spark MLlib's Word2Vec")  # fmt: skip
     ap.add_argument("--epochs", type=int, default=5)
     ap.add_argument("--head-mb", type=float, default=None, help="only the first N MB")
     ap.add_argument("--params", default="{}", help="extra Word2Vec parameters, JSON")
@@ -176,7 +275,11 @@ def main() -> None:
                     help="evaluate the runs of DIR/distributed.jsonl from their saved "
                     "vectors (runs from a machine without gensim) and print the table")  # fmt: skip
     ap.add_argument("--child", help=argparse.SUPPRESS)
+    ap.add_argument("--spark-child", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.spark_child:
+        print(json.dumps(spark_child(json.loads(args.spark_child))), flush=True)
+        return
     if args.child:
         res = child(json.loads(args.child))
         if res is not None:
@@ -215,6 +318,9 @@ def main() -> None:
             f.write(json.dumps(res) + "\n")
     if all(r.get("analogy", 0) is not None for r in results):
         print(table(results))
+        if any(r["config"] == "spark" for r in results):
+            print()
+            print(spark_table(results))
 
 
 if __name__ == "__main__":

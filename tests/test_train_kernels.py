@@ -96,11 +96,12 @@ def test_sg_hs_step(weights):
     assert_close(weights["syn1"], syn1)
 
 
+@pytest.mark.parametrize("negs", [[0, 11, 3], [5, 5, 6]])  # a negative twice, the target
 @pytest.mark.parametrize("cbow_mean", [1, 0])
 @pytest.mark.parametrize("hs", [0, 1])
-def test_cbow_step(weights, cbow_mean, hs):
+def test_cbow_step(weights, cbow_mean, hs, negs):
     syn0, syn1, syn1neg = (weights[k].copy() for k in ("syn0", "syn1", "syn1neg"))
-    ctx, target, negs = [1, 4, 4, 10], 6, [0, 11, 3]
+    ctx, target = [1, 4, 4, 10], 6
     make_worker(weights, sg=0, hs=hs, cbow_mean=cbow_mean).cbow_step(ctx, target, negs, 0.1)
     neu1 = syn0[ctx].sum(axis=0)
     if cbow_mean:
@@ -115,6 +116,67 @@ def test_cbow_step(weights, cbow_mean, hs):
     assert_close(weights["syn1neg"], syn1neg)
     if hs:
         assert_close(weights["syn1"], syn1)
+
+
+@pytest.fixture
+def deep_tree():
+    """A Huffman tree with paths of up to 15 nodes (geometric counts), and weights."""
+    n = 16
+    rng = np.random.default_rng(1)
+    counts = (2 ** np.arange(n, 0, -1)).astype(np.int64)
+    return {
+        "syn0": rng.normal(0, 0.3, (n, D)).astype(np.float32),
+        "syn1": rng.normal(0, 0.3, (n - 1, D)).astype(np.float32),
+        "counts": counts,
+        "tree": huffman_tree(counts),
+    }
+
+
+@pytest.mark.parametrize("target", [15, 9, 6, 0])  # paths of 15, 10, 7 and 1 nodes
+@pytest.mark.parametrize("ctx", [[3], [2, 5, 11, 7, 1, 14], [4, 8, 4]])  # 4 twice
+def test_sg_hs_window_equals_its_pairs(deep_tree, ctx, target):
+    """A centre's contexts run node by node (4 nodes interleaved): the result is that of
+    the pairs one after another, each context's row updated after all of them."""
+    w = deep_tree
+    syn0, syn1, tree = w["syn0"].copy(), w["syn1"].copy(), w["tree"]
+    kw = _kernels.KernelWorker(
+        w["syn0"], w["syn1"], None, sample_thresholds(w["counts"], 0),
+        *alias_table(w["counts"]), tree.codes, tree.points, tree.codelens,
+        sg=1, hs=1, negative=0, window=3,
+    )  # fmt: skip
+    kw.sg_hs_window_step(ctx, target, alpha=0.3)
+    inputs = syn0[ctx].copy()
+    works = np.zeros_like(inputs)
+    for c in range(len(ctx)):
+        ref_hs(inputs[c], syn1, tree, target, 0.3, works[c])
+    np.add.at(syn0, ctx, works)
+    assert tree.codelens[target] == {15: 15, 9: 10, 6: 7, 0: 1}[target]
+    assert_close(w["syn0"], syn0)
+    assert_close(w["syn1"], syn1)
+
+
+@pytest.mark.parametrize("negatives", [[0, 9, 11, 4, 5], [7, 3, 3, 7, 9], [1, 2, 1, 2, 1]])
+@pytest.mark.parametrize("ctx", [[2], [2, 5, 5, 8, 1, 11]])  # 5 twice
+def test_sg_neg_window_equals_its_pairs(weights, ctx, negatives):
+    """batch=1 skip-gram: the contexts share the negatives and run pair after pair (a
+    negative drawn twice is met twice; one that is the target is skipped)."""
+    syn0, syn1neg = weights["syn0"].copy(), weights["syn1neg"].copy()
+    target = 7
+    kw = make_worker(weights, negative=5, batch=1)
+    kw.sg_neg_window_step(ctx, target, negatives, alpha=0.2)
+    inputs = syn0[ctx].copy()
+    works = np.zeros_like(inputs)
+    for d, w in enumerate([target, *negatives]):  # output-major, like the kernel
+        if d > 0 and w == target:
+            continue
+        for c in range(len(ctx)):
+            f = float(inputs[c] @ syn1neg[w])
+            g = np.float32(neg_grad(f, 1.0 if d == 0 else 0.0, 0.2))
+            works[c] += g * syn1neg[w]
+            syn1neg[w] += g * inputs[c]
+    np.add.at(syn0, ctx, works)
+    assert_close(weights["syn0"], syn0)
+    assert_close(weights["syn1neg"], syn1neg)
 
 
 @pytest.mark.parametrize("negatives", [[0, 9, 11], [7, 3, 0]])  # 7: the target again

@@ -22,7 +22,9 @@ cdef struct W2VState:
     int hs
     int sg
     int cbow_mean
-    int batch                   # HogBatch: sgemm-based updates (negative sampling only)
+    int batch                   # negative sampling only: 1 a skip-gram window's contexts
+                                # share the negatives (CBOW: cbow_batch windows, sgemm
+                                # HogBatch); 2 skip-gram sgemm HogBatch
     int cbow_batch              # CBOW HogBatch: centres per batch sharing negatives
     int32_t vocab_size
     const uint32_t *sample_int  # keep word w if sample_int[w] >= a uniform uint32
@@ -49,8 +51,16 @@ cdef struct W2VState:
     real *outputMd              # (O, size) updates of syn1neg rows
     int32_t *bctx               # (cbow_batch, 2 * window) CBOW HogBatch contexts
     int32_t *bnctx              # (cbow_batch,) their counts
+    # output chains (see out_chain): input rows, output rows, labels, work rows
+    const real **inp            # (2 * window + 1,) input rows: syn0 rows, then neu1
+    real **outr                 # (max(max_code, 1 + negative),) output rows
+    real *labels                # (same,) label of each output row; < 0: skip it
+    real *cwork                 # (2 * window, size) one update row per input
 
+cdef void out_chain(W2VState *s, int n_in, int n_out, real *work, bint hs) noexcept nogil
 cdef void sg_pair(W2VState *s, int32_t inp, int32_t target, int n_out) noexcept nogil
+cdef void sg_hs_window(W2VState *s, int n_ctx, int32_t target) noexcept nogil
+cdef void sg_neg_window(W2VState *s, int n_ctx, int n_out) noexcept nogil
 cdef void cbow_window(W2VState *s, int n_ctx, int32_t target, int n_out) noexcept nogil
 cdef void hogbatch_window(W2VState *s, int n_ctx, int n_out) noexcept nogil
 cdef void cbow_hogbatch(W2VState *s, int m) noexcept nogil

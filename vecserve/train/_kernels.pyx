@@ -15,6 +15,22 @@ keeps word ``w`` with probability ``(sqrt(f/t) + 1) * t/f`` (``t = sample * tota
 windows shrink by a uniform random ``b`` in ``[0, window)``; gradients go through a
 sigmoid table clamped at +-6 (negative sampling) or skip the node (hierarchical softmax).
 
+Skip-gram with ``batch=1`` (the default of :class:`~vecserve.train.Word2Vec`): for one
+centre, its contexts share the centre and K negatives as outputs (HogBatch's sharing)
+but run pair after pair like the per-pair kernel, as an output chain (below); measured
+2.3x faster per CPU-second than the ``sgemm`` form (see BENCHMARKS.md for quality).
+``batch=2`` keeps the ``sgemm`` form (HogBatch proper) for comparison.
+
+Output chains (:c:func:`out_chain`): inputs (a centre's contexts, or CBOW's mean) against
+output rows (a Huffman path, or the centre and its negatives), in output-major order:
+each output row meets the inputs one after another, each pair seeing the row as the
+pairs before it left it, and an input's row changes only after the chain (as a pair's
+input changes after its outputs). Output rows are independent of each other, so up to 4
+run interleaved in one pass over the vectors (which also computes the next input's
+scores); the passes are plain C loops built for AVX2+FMA and for baseline x86-64, the
+CPU picking once at load time. For skip-gram HS the chain is exactly the pairs of a
+window run one after another.
+
 HogBatch (Ji et al., 2016): for one centre word, its ``B`` context rows of syn0 and the
 ``1 + K`` output rows of syn1neg (the centre and K negatives shared by all contexts) are
 gathered into small matrices; scores ``(B, 1+K)``, the syn0 updates ``(B, D)`` and the
@@ -33,7 +49,7 @@ cimport numpy as cnp
 from libc.math cimport exp
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
 from libc.string cimport memcpy, memset
-from scipy.linalg.cython_blas cimport saxpy, sdot, sgemm, sscal
+from scipy.linalg.cython_blas cimport saxpy, sgemm, sscal
 
 cnp.import_array()
 
@@ -43,8 +59,250 @@ cdef extern from *:
         const char *c = (const char *)p;
         for (int k = 0; k < nbytes; k += 64) __builtin_prefetch(c + k, 1, 3);
     }
+
+    /* The inner loops of the output chains (see out_chain). Plain C that the compiler
+       vectorises (-O3 -ffast-math); with GCC on x86-64 each is also built for AVX2+FMA
+       and the CPU picks its version once, at load time. */
+    #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__)
+    #define VS_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
+    #else
+    #define VS_CLONES
+    #endif
+
+    VS_CLONES static void vs_axpy(int n, float a, const float *restrict x, float *restrict y) {
+        for (int d = 0; d < n; d++) y[d] += a * x[d];
+    }
+
+    /* The gradient of one pair from its score f: hierarchical softmax (hs) skips a
+       score outside +-max_exp (0), negative sampling clamps it; label < 0: none. */
+    static inline float vs_grad(float f, float label, float alpha, int hs,
+                                const float *table, float max_exp, int scale) {
+        if (label < 0.0f) return 0.0f;
+        if (f >= max_exp) return hs ? 0.0f : (label - 1.0f) * alpha;
+        if (f <= -max_exp) return hs ? 0.0f : label * alpha;
+        return (label - table[(int)((f + max_exp) * scale)]) * alpha;
+    }
+
+    /* vs_chainR: a group of R distinct output rows o[0..R-1] (labels lab) against
+       the inputs in[0..B-1], input by input: input c's scores are taken with the rows
+       as the inputs before it left them; then work[c] += sum_r g[r] o[r] and
+       o[r] += g[r] in[c], and the same pass computes input c+1's scores. The R rows'
+       chains are independent of each other, so they run interleaved (latency hidden).
+       One function per R, the rows as separate restrict pointers (so GCC vectorises). */
+    static inline void vs_pass1(int n, float g0, const float *restrict x,
+                                  const float *restrict y, float *restrict w,
+                                  float *restrict o0, float *restrict f) {
+        float a0 = 0.0f;
+        for (int d = 0; d < n; d++) {
+            float xd = x[d], yd = y[d], wd = w[d];
+            float v0 = o0[d];
+            wd += g0 * v0;
+            v0 += g0 * xd;
+            o0[d] = v0;
+            a0 += yd * v0;
+            w[d] = wd;
+        }
+        f[0] = a0;
+    }
+    static inline void vs_upd1(int n, float g0, const float *restrict x,
+                                 float *restrict w, float *restrict o0) {
+        for (int d = 0; d < n; d++) {
+            float xd = x[d];
+            float v0 = o0[d];
+            w[d] += g0 * v0;
+            o0[d] = v0 + g0 * xd;
+        }
+    }
+    static inline void vs_dots1(int n, const float *restrict y, float *restrict o0,
+                                  float *restrict f) {
+        float a0 = 0.0f;
+        for (int d = 0; d < n; d++) {
+            a0 += y[d] * o0[d];
+        }
+        f[0] = a0;
+    }
+    static inline void vs_group1(int n, int B, const float *const *in,
+                                   float *const *o, const float *lab, float *work,
+                                   float alpha, int hs, const float *table,
+                                   float max_exp, int scale) {
+        float f[1], g[1];
+        vs_dots1(n, in[0], o[0], f);
+        for (int c = 0; c < B; c++) {
+            int any = 0;
+            for (int r = 0; r < 1; r++) {
+                g[r] = vs_grad(f[r], lab[r], alpha, hs, table, max_exp, scale);
+                any |= g[r] != 0.0f;
+            }
+            float *w = work + (long)c * n;
+            if (c + 1 == B) {
+                if (any) vs_upd1(n, g[0], in[c], w, o[0]);
+            } else if (any) {
+                vs_pass1(n, g[0], in[c], in[c + 1], w, o[0], f);
+            } else {
+                vs_dots1(n, in[c + 1], o[0], f);
+            }
+        }
+    }
+    static inline void vs_pass2(int n, float g0, float g1, const float *restrict x,
+                                  const float *restrict y, float *restrict w,
+                                  float *restrict o0, float *restrict o1, float *restrict f) {
+        float a0 = 0.0f; float a1 = 0.0f;
+        for (int d = 0; d < n; d++) {
+            float xd = x[d], yd = y[d], wd = w[d];
+            float v0 = o0[d]; float v1 = o1[d];
+            wd += g0 * v0 + g1 * v1;
+            v0 += g0 * xd; v1 += g1 * xd;
+            o0[d] = v0; o1[d] = v1;
+            a0 += yd * v0; a1 += yd * v1;
+            w[d] = wd;
+        }
+        f[0] = a0; f[1] = a1;
+    }
+    static inline void vs_upd2(int n, float g0, float g1, const float *restrict x,
+                                 float *restrict w, float *restrict o0, float *restrict o1) {
+        for (int d = 0; d < n; d++) {
+            float xd = x[d];
+            float v0 = o0[d]; float v1 = o1[d];
+            w[d] += g0 * v0 + g1 * v1;
+            o0[d] = v0 + g0 * xd; o1[d] = v1 + g1 * xd;
+        }
+    }
+    static inline void vs_dots2(int n, const float *restrict y, float *restrict o0, float *restrict o1,
+                                  float *restrict f) {
+        float a0 = 0.0f; float a1 = 0.0f;
+        for (int d = 0; d < n; d++) {
+            a0 += y[d] * o0[d]; a1 += y[d] * o1[d];
+        }
+        f[0] = a0; f[1] = a1;
+    }
+    static inline void vs_group2(int n, int B, const float *const *in,
+                                   float *const *o, const float *lab, float *work,
+                                   float alpha, int hs, const float *table,
+                                   float max_exp, int scale) {
+        float f[2], g[2];
+        vs_dots2(n, in[0], o[0], o[1], f);
+        for (int c = 0; c < B; c++) {
+            int any = 0;
+            for (int r = 0; r < 2; r++) {
+                g[r] = vs_grad(f[r], lab[r], alpha, hs, table, max_exp, scale);
+                any |= g[r] != 0.0f;
+            }
+            float *w = work + (long)c * n;
+            if (c + 1 == B) {
+                if (any) vs_upd2(n, g[0], g[1], in[c], w, o[0], o[1]);
+            } else if (any) {
+                vs_pass2(n, g[0], g[1], in[c], in[c + 1], w, o[0], o[1], f);
+            } else {
+                vs_dots2(n, in[c + 1], o[0], o[1], f);
+            }
+        }
+    }
+    static inline void vs_pass4(int n, float g0, float g1, float g2, float g3, const float *restrict x,
+                                  const float *restrict y, float *restrict w,
+                                  float *restrict o0, float *restrict o1, float *restrict o2, float *restrict o3, float *restrict f) {
+        float a0 = 0.0f; float a1 = 0.0f; float a2 = 0.0f; float a3 = 0.0f;
+        for (int d = 0; d < n; d++) {
+            float xd = x[d], yd = y[d], wd = w[d];
+            float v0 = o0[d]; float v1 = o1[d]; float v2 = o2[d]; float v3 = o3[d];
+            wd += g0 * v0 + g1 * v1 + g2 * v2 + g3 * v3;
+            v0 += g0 * xd; v1 += g1 * xd; v2 += g2 * xd; v3 += g3 * xd;
+            o0[d] = v0; o1[d] = v1; o2[d] = v2; o3[d] = v3;
+            a0 += yd * v0; a1 += yd * v1; a2 += yd * v2; a3 += yd * v3;
+            w[d] = wd;
+        }
+        f[0] = a0; f[1] = a1; f[2] = a2; f[3] = a3;
+    }
+    static inline void vs_upd4(int n, float g0, float g1, float g2, float g3, const float *restrict x,
+                                 float *restrict w, float *restrict o0, float *restrict o1, float *restrict o2, float *restrict o3) {
+        for (int d = 0; d < n; d++) {
+            float xd = x[d];
+            float v0 = o0[d]; float v1 = o1[d]; float v2 = o2[d]; float v3 = o3[d];
+            w[d] += g0 * v0 + g1 * v1 + g2 * v2 + g3 * v3;
+            o0[d] = v0 + g0 * xd; o1[d] = v1 + g1 * xd; o2[d] = v2 + g2 * xd; o3[d] = v3 + g3 * xd;
+        }
+    }
+    static inline void vs_dots4(int n, const float *restrict y, float *restrict o0, float *restrict o1, float *restrict o2, float *restrict o3,
+                                  float *restrict f) {
+        float a0 = 0.0f; float a1 = 0.0f; float a2 = 0.0f; float a3 = 0.0f;
+        for (int d = 0; d < n; d++) {
+            a0 += y[d] * o0[d]; a1 += y[d] * o1[d]; a2 += y[d] * o2[d]; a3 += y[d] * o3[d];
+        }
+        f[0] = a0; f[1] = a1; f[2] = a2; f[3] = a3;
+    }
+    static inline void vs_group4(int n, int B, const float *const *in,
+                                   float *const *o, const float *lab, float *work,
+                                   float alpha, int hs, const float *table,
+                                   float max_exp, int scale) {
+        float f[4], g[4];
+        vs_dots4(n, in[0], o[0], o[1], o[2], o[3], f);
+        for (int c = 0; c < B; c++) {
+            int any = 0;
+            for (int r = 0; r < 4; r++) {
+                g[r] = vs_grad(f[r], lab[r], alpha, hs, table, max_exp, scale);
+                any |= g[r] != 0.0f;
+            }
+            float *w = work + (long)c * n;
+            if (c + 1 == B) {
+                if (any) vs_upd4(n, g[0], g[1], g[2], g[3], in[c], w, o[0], o[1], o[2], o[3]);
+            } else if (any) {
+                vs_pass4(n, g[0], g[1], g[2], g[3], in[c], in[c + 1], w, o[0], o[1], o[2], o[3], f);
+            } else {
+                vs_dots4(n, in[c + 1], o[0], o[1], o[2], o[3], f);
+            }
+        }
+    }
+
+    /* The output chain (see out_chain in the Cython source): the rows o[0..n_out-1] in
+       groups of 4, 2 or 1 distinct rows. */
+    VS_CLONES static void vs_chain(int n, int B, const float *const *in, float *const *o,
+                                   const float *lab, int n_out, float *work, float alpha,
+                                   int hs, const float *table, float max_exp, int scale) {
+        int k = 0;
+        while (k < n_out) {
+            float *const *g = o + k;
+            int left = n_out - k;
+            if (left >= 4 && g[0] != g[1] && g[0] != g[2] && g[0] != g[3] && g[1] != g[2]
+                    && g[1] != g[3] && g[2] != g[3]) {
+                vs_group4(n, B, in, g, lab + k, work, alpha, hs, table, max_exp, scale);
+                k += 4;
+            } else if (left >= 2 && g[0] != g[1]) {
+                vs_group2(n, B, in, g, lab + k, work, alpha, hs, table, max_exp, scale);
+                k += 2;
+            } else {
+                vs_group1(n, B, in, g, lab + k, work, alpha, hs, table, max_exp, scale);
+                k += 1;
+            }
+        }
+    }
+
+    static inline void vs_add(int n, const float *restrict x, float *restrict y) {
+        for (int d = 0; d < n; d++) y[d] += x[d];
+    }
+
+    /* out = sum of the rows (times 1/m if mean and m > 1). */
+    VS_CLONES static void vs_sum_rows(int n, int m, float *const *rows, int mean,
+                                      float *restrict out) {
+        memcpy(out, rows[0], n * sizeof(float));
+        for (int c = 1; c < m; c++) vs_add(n, rows[c], out);
+        if (mean && m > 1) {
+            float inv = 1.0f / m;
+            for (int d = 0; d < n; d++) out[d] *= inv;
+        }
+    }
+
+    /* rows[c] += work (+ c * n if per_row) for every c < m. */
+    VS_CLONES static void vs_add_rows(int n, int m, float *const *rows, const float *work,
+                                      int per_row) {
+        for (int c = 0; c < m; c++) vs_add(n, work + (per_row ? (long)c * n : 0), rows[c]);
+    }
     """
     void prefetch "vecserve_prefetch"(const void *p, int nbytes) noexcept nogil
+    void vs_axpy(int n, real a, const real *x, real *y) noexcept nogil
+    void vs_chain(int n, int B, const real **inp, real **o, const real *lab, int n_out,
+                  real *work, real alpha, int hs, const real *table, real max_exp,
+                  int scale) noexcept nogil
+    void vs_sum_rows(int n, int m, real **rows, int mean, real *out) noexcept nogil
+    void vs_add_rows(int n, int m, real **rows, const real *work, int per_row) noexcept nogil
 
 cdef int ONE = 1
 cdef real ONEF = 1.0
@@ -105,70 +363,93 @@ cpdef uint64_t mix_seed(uint64_t seed, uint64_t a, uint64_t b):
 
 # ---------------------------------------------------------------- kernels
 
-cdef inline void hs_accumulate(W2VState *s, const real *l1, int32_t target) noexcept nogil:
-    """Hierarchical softmax along target's Huffman path: grads into s.work, syn1 updated."""
-    cdef int D = s.size
-    cdef int k
-    cdef int64_t row
-    cdef real f, g
+cdef void out_chain(W2VState *s, int n_in, int n_out, real *work, bint hs) noexcept nogil:
+    """Inputs s.inp[:n_in] predict outputs s.outr[:n_out] (labels s.labels).
+
+    Every output row meets the inputs in order, each pair seeing the row as the pairs
+    before it left it (as when the pairs run one after another); an input's update
+    goes into ``work[c * size]`` (added to the input rows by the caller, after the
+    chain). Rows are independent of each other, so up to 4 run interleaved, and one
+    pass over the vectors updates them and computes the next input's scores. ``hs``: a
+    score outside +-MAX_EXP skips the pair (hierarchical softmax); otherwise the
+    gradient is clamped there (negative sampling). A label < 0 skips the output.
+    """
+    vs_chain(s.size, n_in, s.inp, s.outr, s.labels, n_out, work, s.alpha, hs, EXP_TABLE,
+             MAX_EXP, EXP_TABLE_SIZE // MAX_EXP // 2)
+
+cdef inline int hs_outputs(W2VState *s, int32_t target) noexcept nogil:
+    """s.outr / s.labels = target's Huffman path (root first) and its labels 1 - code."""
+    cdef int k, n = s.codelens[target]
     cdef const uint8_t *code = &s.codes[<int64_t>target * s.max_code]
     cdef const int32_t *point = &s.points[<int64_t>target * s.max_code]
-    for k in range(s.codelens[target]):
-        row = <int64_t>point[k] * D
-        f = sdot(&D, <real *>l1, &ONE, &s.syn1[row], &ONE)
-        if f <= -MAX_EXP or f >= MAX_EXP:
-            continue
-        g = (1 - code[k] - sigmoid(f)) * s.alpha
-        saxpy(&D, &g, &s.syn1[row], &ONE, s.work, &ONE)
-        saxpy(&D, &g, <real *>l1, &ONE, &s.syn1[row], &ONE)
+    for k in range(n):
+        s.outr[k] = &s.syn1[<int64_t>point[k] * s.size]
+        s.labels[k] = 1.0 - code[k]
+    return n
 
-cdef inline void neg_accumulate(W2VState *s, const real *l1, int n_out) noexcept nogil:
-    """Negative sampling on s.outs[:n_out] (target first): grads into s.work."""
-    cdef int D = s.size
+cdef inline int neg_outputs(W2VState *s, int n_out) noexcept nogil:
+    """s.outr / s.labels = s.outs[:n_out] (the target, then negatives; a negative that
+    is the target is skipped)."""
     cdef int d
-    cdef int32_t target = s.outs[0], w
-    cdef int64_t row
-    cdef real f, g
+    cdef int32_t target = s.outs[0]
     for d in range(n_out):
-        w = s.outs[d]
-        if d > 0 and w == target:
-            continue
-        row = <int64_t>w * D
-        f = sdot(&D, <real *>l1, &ONE, &s.syn1neg[row], &ONE)
-        g = neg_gradient(f, 1.0 if d == 0 else 0.0, s.alpha)
-        saxpy(&D, &g, &s.syn1neg[row], &ONE, s.work, &ONE)
-        saxpy(&D, &g, <real *>l1, &ONE, &s.syn1neg[row], &ONE)
+        s.outr[d] = &s.syn1neg[<int64_t>s.outs[d] * s.size]
+        s.labels[d] = 1.0 if d == 0 else (-1.0 if s.outs[d] == target else 0.0)
+    return n_out
 
 cdef void sg_pair(W2VState *s, int32_t inp, int32_t target, int n_out) noexcept nogil:
     """One skip-gram pair: syn0[inp] predicts target (HS if s.hs; negatives s.outs[:n_out])."""
     cdef int D = s.size
     cdef real *l1 = &s.syn0[<int64_t>inp * D]
     memset(s.work, 0, D * sizeof(real))
+    s.inp[0] = l1
     if s.hs:
-        hs_accumulate(s, l1, target)
+        out_chain(s, 1, hs_outputs(s, target), s.work, True)
     if n_out > 0:
-        neg_accumulate(s, l1, n_out)
-    saxpy(&D, &ONEF, s.work, &ONE, l1, &ONE)
+        out_chain(s, 1, neg_outputs(s, n_out), s.work, False)
+    vs_axpy(D, 1.0, s.work, l1)
+
+cdef void sg_hs_window(W2VState *s, int n_ctx, int32_t target) noexcept nogil:
+    """Skip-gram HS for one centre: every context s.ctx[:n_ctx] predicts target along
+    its Huffman path, node by node (the same updates as pair after pair: a context's
+    row changes only after all of them, as per pair it changes after its path)."""
+    cdef int D = s.size
+    cdef int c
+    memset(s.cwork, 0, n_ctx * D * sizeof(real))
+    for c in range(n_ctx):
+        s.inp[c] = &s.syn0[<int64_t>s.ctx[c] * D]
+    out_chain(s, n_ctx, hs_outputs(s, target), s.cwork, True)
+    vs_add_rows(D, n_ctx, <real **>s.inp, s.cwork, 1)
+
+cdef void sg_neg_window(W2VState *s, int n_ctx, int n_out) noexcept nogil:
+    """Skip-gram, one centre: every context s.ctx[:n_ctx] predicts the centre against the
+    negatives they share (s.outs[:n_out], centre first), pair after pair (output-major;
+    a context's row changes after all of them)."""
+    cdef int D = s.size
+    cdef int c
+    memset(s.cwork, 0, n_ctx * D * sizeof(real))
+    for c in range(n_ctx):
+        s.inp[c] = &s.syn0[<int64_t>s.ctx[c] * D]
+    out_chain(s, n_ctx, neg_outputs(s, n_out), s.cwork, False)
+    vs_add_rows(D, n_ctx, <real **>s.inp, s.cwork, 1)
 
 cdef void cbow_window(W2VState *s, int n_ctx, int32_t target, int n_out) noexcept nogil:
     """One CBOW window: the mean (or sum) of syn0[s.ctx[:n_ctx]] predicts target."""
     cdef int D = s.size
     cdef int c
-    cdef real inv
-    memset(s.neu1, 0, D * sizeof(real))
     for c in range(n_ctx):
-        saxpy(&D, &ONEF, &s.syn0[<int64_t>s.ctx[c] * D], &ONE, s.neu1, &ONE)
-    if s.cbow_mean and n_ctx > 1:
-        inv = 1.0 / n_ctx
-        sscal(&D, &inv, s.neu1, &ONE)
+        s.inp[c] = &s.syn0[<int64_t>s.ctx[c] * D]
+    vs_sum_rows(D, n_ctx, <real **>s.inp, s.cbow_mean, s.neu1)
     memset(s.work, 0, D * sizeof(real))
+    s.inp[2 * s.window] = s.neu1
     if s.hs:
-        hs_accumulate(s, s.neu1, target)
+        vs_chain(D, 1, &s.inp[2 * s.window], s.outr, s.labels, hs_outputs(s, target),
+                 s.work, s.alpha, True, EXP_TABLE, MAX_EXP, EXP_TABLE_SIZE // MAX_EXP // 2)
     if n_out > 0:
-        neg_accumulate(s, s.neu1, n_out)
+        vs_chain(D, 1, &s.inp[2 * s.window], s.outr, s.labels, neg_outputs(s, n_out),
+                 s.work, s.alpha, False, EXP_TABLE, MAX_EXP, EXP_TABLE_SIZE // MAX_EXP // 2)
     # like word2vec.c and gensim, every context row gets the whole error (mean or sum)
-    for c in range(n_ctx):
-        saxpy(&D, &ONEF, s.work, &ONE, &s.syn0[<int64_t>s.ctx[c] * D], &ONE)
+    vs_add_rows(D, n_ctx, <real **>s.inp, s.work, 0)
 
 cdef inline void hb_scores(W2VState *s, int B, int O) noexcept nogil:
     """HogBatch forward: gather the output rows s.outs[:O] of syn1neg into outputM, then
@@ -267,6 +548,14 @@ cdef inline void cbow_batch_flush(W2VState *s, int m) noexcept nogil:
     draw_ahead(s)
     cbow_hogbatch(s, m)
 
+cdef inline void prefetch_path(W2VState *s, int32_t word, int row_bytes) noexcept nogil:
+    """Start loading the rows of word's Huffman path below depth 4 (the nodes near the
+    root are met by every word and stay in cache)."""
+    cdef int k
+    cdef const int32_t *point = &s.points[<int64_t>word * s.max_code]
+    for k in range(4, s.codelens[word]):
+        prefetch(&s.syn1[<int64_t>point[k] * s.size], row_bytes)
+
 cdef inline void draw_ahead(W2VState *s) noexcept nogil:
     """Draw the next update's negatives now and start loading their rows into cache."""
     cdef int d
@@ -324,7 +613,17 @@ cdef int64_t train_sentences(W2VState *s, const int32_t *words, const int64_t *b
                 prefetch(&s.syn1neg[<int64_t>s.sent[i + 1] * s.size], row_bytes)
             if i + window + 1 < n:
                 prefetch(&s.syn0[<int64_t>s.sent[i + window + 1] * s.size], row_bytes)
+            if s.hs and i + 1 < n:  # the next centre's Huffman path below the hot top
+                prefetch_path(s, s.sent[i + 1], row_bytes)
             if s.sg and not s.batch:
+                if s.hs and s.negative <= 0:  # HS alone: the window's pairs node by node
+                    n_ctx = 0
+                    for j in range(lo, hi):
+                        if j != i:
+                            s.ctx[n_ctx] = s.sent[j]
+                            n_ctx += 1
+                    sg_hs_window(s, n_ctx, word)
+                    continue
                 for j in range(lo, hi):
                     if j != i:
                         n_out = draw_outputs(s, word)
@@ -346,7 +645,10 @@ cdef int64_t train_sentences(W2VState *s, const int32_t *words, const int64_t *b
                 continue
             n_out = draw_outputs(s, word)
             if s.sg:
-                hogbatch_window(s, n_ctx, n_out)
+                if s.batch == 2:
+                    hogbatch_window(s, n_ctx, n_out)
+                else:
+                    sg_neg_window(s, n_ctx, n_out)
             else:
                 cbow_window(s, n_ctx, word, n_out)
         cbow_batch_flush(s, m)  # a batch never spans sentences (alpha changes between)
@@ -407,6 +709,8 @@ cdef class KernelWorker:
             _check("codelens", codelens, np.int32, 1)
         if negative and syn1neg is None:
             raise ValueError("negative > 0 needs syn1neg")
+        if batch not in (0, 1, 2):
+            raise ValueError("batch must be 0 (pairs), 1 (windows) or 2 (sgemm HogBatch)")
         if batch and not (negative > 0 and not hs):
             raise ValueError("HogBatch needs negative > 0 and hs=0")
         if cbow_batch < 1:
@@ -427,6 +731,10 @@ cdef class KernelWorker:
             "outputMd": np.zeros((O, size), np.float32),
             "bctx": np.zeros((cbow_batch, 2 * window), np.int32),
             "bnctx": np.zeros(cbow_batch, np.int32),
+            "inp": np.zeros(2 * window + 1, np.uintp),
+            "outr": np.zeros(max(codes.shape[1] if hs else 0, 1 + negative), np.uintp),
+            "labels": np.zeros(max(codes.shape[1] if hs else 0, 1 + negative), np.float32),
+            "cwork": np.zeros((2 * window, size), np.float32),
         }
         self._keep = [syn0, syn1, syn1neg, sample_int, alias_prob, alias_idx,
                       codes, points, codelens, bufs]
@@ -465,6 +773,10 @@ cdef class KernelWorker:
         self.st.outputMd = <real *>cnp.PyArray_DATA(bufs["outputMd"])
         self.st.bctx = <int32_t *>cnp.PyArray_DATA(bufs["bctx"])
         self.st.bnctx = <int32_t *>cnp.PyArray_DATA(bufs["bnctx"])
+        self.st.inp = <const real **>cnp.PyArray_DATA(bufs["inp"])
+        self.st.outr = <real **>cnp.PyArray_DATA(bufs["outr"])
+        self.st.labels = <real *>cnp.PyArray_DATA(bufs["labels"])
+        self.st.cwork = <real *>cnp.PyArray_DATA(bufs["cwork"])
 
     def train(self, const int32_t[::1] words, const int64_t[::1] bounds, int64_t s0,
               int64_t s1, float alpha0, float alpha1, uint64_t seed):
@@ -515,6 +827,28 @@ cdef class KernelWorker:
         n_out = self._set_outs(target, negatives)
         self.st.alpha = alpha
         cbow_window(&self.st, len(contexts), target, n_out)
+
+    def sg_hs_window_step(self, contexts, int target, float alpha=0.025):
+        """Skip-gram HS for one centre: every context predicts target (node by node)."""
+        if not self.st.hs:
+            raise ValueError("needs hs=1")
+        if not 0 < len(contexts) <= 2 * self.st.window:
+            raise ValueError(f"1 to {2 * self.st.window} contexts")
+        for c in range(len(contexts)):
+            self.st.ctx[c] = contexts[c]
+        self.st.alpha = alpha
+        sg_hs_window(&self.st, len(contexts), target)
+
+    def sg_neg_window_step(self, contexts, int target, negatives, float alpha=0.025):
+        """Skip-gram, one centre: every context predicts target against the shared
+        negatives, pair after pair (the ``batch=1`` kernel)."""
+        if not 0 < len(contexts) <= 2 * self.st.window:
+            raise ValueError(f"1 to {2 * self.st.window} contexts")
+        for c in range(len(contexts)):
+            self.st.ctx[c] = contexts[c]
+        n_out = self._set_outs(target, negatives)
+        self.st.alpha = alpha
+        sg_neg_window(&self.st, len(contexts), n_out)
 
     def hogbatch_step(self, contexts, int target, negatives, float alpha=0.025):
         """One HogBatch update: every context predicts target against shared negatives."""

@@ -65,10 +65,10 @@ class Word2Vec:
     """word2vec trained by vecserve's own Cython/BLAS Hogwild kernels.
 
     Parameters mirror gensim's ``Word2Vec``; all but ``corpus`` are keyword-only.
-    ``batch`` selects HogBatch (shared negatives, ``sgemm`` updates) for negative
-    sampling: in skip-gram the contexts of a window share them; in CBOW ``cbow_batch``
-    consecutive windows do. ``None`` (default) picks it where it is faster at equal
-    quality on the benchmark: skip-gram yes, CBOW no.
+    ``batch`` selects HogBatch's shared negatives for negative sampling: in skip-gram
+    the contexts of a window share them (updated pair after pair); in CBOW
+    ``cbow_batch`` consecutive windows do (``sgemm`` updates). ``None`` (default) picks
+    it where it is faster at equal quality on the benchmark: skip-gram yes, CBOW no.
     ``progress`` prints words/s, alpha and ETA to stderr while training.
 
     ``comm`` (an ``mpi4py`` communicator, e.g. ``MPI.COMM_WORLD``, or a
