@@ -264,7 +264,7 @@ def test_words_built_from_subwords_are_marked(open_page, service, shots):
     assert "raskolnikovish" in page.locator("#similarity-result .subwords").inner_text()
     facts = page.locator("#model-facts").inner_text()
     assert "subwords\n3–6-grams, 100 buckets" in facts, facts
-    page.screenshot(path=shots / "09-subwords.png", full_page=True)
+    page.screenshot(path=shots / "11-subwords.png", full_page=True)
     # an in-vocabulary word carries no mark
     page = open_page("?model=FT&word=the&topn=5")
     neighbours_on_page(page)
