@@ -34,9 +34,12 @@ scored like ours. Compare it with vecserve on the same settings::
         --params '{"hs": 1, "negative": 0, "sample": 0}'
 
 Results: a Markdown table on stdout, JSON lines in ``bench/out/distributed.jsonl``.
-Where gensim is missing (a bare 16-core machine), ``--save-vectors DIR`` keeps each run's
-30,000 most frequent vectors and the JSON lines in DIR; ``--evaluate DIR`` then scores
-them on a machine with gensim and prints the table.
+Where gensim is missing (a bare 16-core machine), ``VECSERVE_EVAL_DATA=DIR`` (a folder
+holding gensim's ``questions-words.txt`` and ``wordsim353.tsv``) scores the runs there
+with ``evaluate_np.py``, gensim's two scores in NumPy (``python bench/evaluate_np.py
+--check`` compares them with gensim's); or ``--save-vectors DIR`` keeps each run's 30,000
+most frequent vectors and the JSON lines in DIR, and ``--evaluate DIR`` scores them on a
+machine with gensim and prints the table.
 """
 
 from __future__ import annotations
@@ -79,8 +82,13 @@ def child(spec: dict) -> dict | None:
     st = model.train_stats
     try:
         analogy, wordsim = evaluate(model.wv)
-    except ImportError:  # no gensim where it ran (the 16-core machine): --evaluate later
-        analogy = wordsim = None
+    except ImportError:  # no gensim where it ran (the 16-core machine)
+        if os.environ.get("VECSERVE_EVAL_DATA"):  # gensim's scores in NumPy: evaluate_np
+            from evaluate_np import evaluate_arrays
+
+            analogy, wordsim = evaluate_arrays(model.vocab.words, model.syn0)
+        else:  # --save-vectors, then --evaluate on a machine with gensim
+            analogy = wordsim = None
     if spec.get("save_dir"):  # the vectors analogies look at (restrict_vocab=30000)
         import numpy as np
 
