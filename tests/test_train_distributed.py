@@ -171,6 +171,62 @@ def test_a_diverged_change_stops_every_payload_precision(dtype):
         s.sync(3)
 
 
+@pytest.mark.parametrize("coherent", [False, True])
+def test_fused_sync_passes_equal_their_numpy_reference(coherent):
+    """The one-pass C loops of a sync (vecserve.train._sync) against the NumPy
+    expressions they replace, on random rows with untouched rows among them."""
+    from vecserve.train import _sync
+
+    rng = np.random.default_rng(3)
+    n, d = 50, 7
+    base = rng.standard_normal((n, d)).astype(np.float32)
+    w = base + rng.standard_normal((n, d)).astype(np.float32) * 0.01
+    w[::5] = base[::5]  # rows this rank did not touch
+    extra = 2 if coherent else 1
+    out = np.zeros((n, d + extra), np.float32)
+    delta = np.empty((n, d), np.float32)
+    peak = np.empty(n, np.float32)
+    _sync.snapshot_rows(w, base, delta, out, coherent, peak)
+    want = w - base
+    assert (delta == want).all() and (out[:, :d] == want).all()
+    assert (out[:, d] == np.any(want != 0, axis=1)).all()
+    assert (peak == np.abs(want).max(axis=1)).all()
+    if coherent:
+        np.testing.assert_allclose(out[:, d + 1], (want * want).sum(axis=1), rtol=1e-5)
+    # int16: rint(x * scale) and back; the squared norms in units of d x units / scale^2
+    units = 32767 // 3
+    scale = np.divide(units, peak, out=np.zeros_like(peak), where=peak > 0)
+    q = np.empty((n, d + extra), np.int16)
+    _sync.quantize_rows(out, scale, q, coherent, float(d * units))
+    assert (q[:, :d] == np.rint(out[:, :d] * scale[:, None])).all()
+    assert (q[:, d] == out[:, d]).all()
+    back = np.empty_like(out)
+    inv = np.divide(1.0, scale, out=np.zeros_like(scale), where=scale > 0)
+    _sync.dequantize_rows(q, inv, back, coherent, float(d * units))
+    np.testing.assert_allclose(back[:, :d], out[:, :d], atol=float(peak.max()) / units)
+    # apply: base += summed change x gain; weights keep this rank's later changes
+    summed = out.copy()
+    summed[:, :d] *= 2.5
+    summed[:, d] *= 3  # three ranks touched each touched row
+    later = rng.standard_normal((n, d)).astype(np.float32) * 0.001
+    w2, base2 = w + later, base.copy()
+    assert _sync.apply_rows(summed, delta, base2, w2, 2.0, coherent, False)
+    gain = np.minimum(summed[:, d], 2.0) / np.maximum(summed[:, d], 1.0)
+    if coherent:
+        norm = (summed[:, :d] ** 2).sum(axis=1)
+        gain = np.maximum(gain, np.clip(summed[:, d + 1] / np.maximum(norm, 1e-30), 0, 1))
+    change = summed[:, :d] * gain[:, None]
+    np.testing.assert_allclose(base2, base + change, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(w2, w + later + change - delta, rtol=1e-5, atol=1e-6)
+    w3, base3 = w.copy(), base.copy()  # exact: every rank ends with the agreed bits
+    assert _sync.apply_rows(summed, delta, base3, w3, 2.0, coherent, True)
+    assert (w3 == base3).all()
+    summed[7, 2] = np.nan  # a diverged payload changes nothing
+    w4, base4 = w.copy(), base.copy()
+    assert not _sync.apply_rows(summed, delta, base4, w4, 2.0, coherent, False)
+    assert (w4 == w).all() and (base4 == base).all()
+
+
 def test_one_process_group_syncs_nothing():
     w = np.ones((3, 2), np.float32)
     s = Synchronizer(Group(), [(w, False)])
@@ -391,7 +447,7 @@ SCHEME_SCRIPT = textwrap.dedent(
     "opts",
     [
         {},
-        {"sync_dtype": "float32", "sync_schedule": "doubling", "sync_scale_alpha": False},
+        {"sync_dtype": "float32", "sync_schedule": "doubling", "sync_scale_alpha": 0},
         {"sync_budget": 1.8, "sync_warmup": 0.5},
     ],
     ids=["default", "float32-doubling", "small-budget-warmup"],
@@ -421,8 +477,8 @@ def test_sync_schemes_learn_within_their_byte_budget(tmp_path, ranks, opts):
     groups = -(-words // 2000)
     warm = round(opts["sync_warmup"] * groups)  # cut in 4: 3 more syncs each
     assert stats["syncs"] == 3 * groups + 3 * warm
-    # the learning rate starts at alpha x sqrt(N / min(N, cap)): 1 at 2 ranks, cap 2
-    scale = np.sqrt(ranks / min(ranks, opts["sync_cap"])) if opts["sync_scale_alpha"] else 1
+    # the learning rate starts at alpha x (N / min(N, cap)) ** power: 1 at 2 ranks, cap 2
+    scale = (ranks / min(ranks, opts["sync_cap"])) ** opts["sync_scale_alpha"]
     assert stats["start_alpha"] == pytest.approx(opts["alpha"] * scale)
 
 

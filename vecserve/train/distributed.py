@@ -55,6 +55,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import TrainingError
+from . import _sync
 
 __all__ = [
     "Group",
@@ -340,6 +341,15 @@ class _Payload:
         self.peak: np.ndarray | None = None  # int16: each row's largest |change|
 
 
+def _reuse(arena: dict[str, np.ndarray], key: str, shape: tuple, dtype) -> np.ndarray:
+    """An array of *shape* over *arena*'s buffer *key*, grown (never shrunk) as needed."""
+    size = int(np.prod(shape)) * np.dtype(dtype).itemsize
+    have = arena.get(key)
+    if have is None or have.nbytes < size:
+        have = arena[key] = np.empty(max(size, 1), np.uint8)
+    return have[:size].view(dtype).reshape(shape)
+
+
 #: int16 payloads: each rank's value of a coordinate is at most this / N in magnitude
 _Q = 32767
 
@@ -381,6 +391,11 @@ class Synchronizer:
         self.quantized = self.dtype == np.int16
         self.mats = [_Matrix(w, w.copy(), tail) for w, tail in matrices if w is not None]
         self.syncs = 0
+        # two sets of payload buffers, reused turn about (a payload's exchange may still
+        # run while the next one is taken): fresh pages each sync cost more than the
+        # snapshot's arithmetic
+        self._arenas: list[dict[str, np.ndarray]] = [{}, {}]
+        self._turn = 0
 
     @property
     def n_rows(self) -> int:
@@ -401,20 +416,30 @@ class Synchronizer:
         slices = [m.rows(n) for m, n in zip(self.mats, ns, strict=True)]
         d = self.mats[0].weights.shape[1]
         total = sum(sl.stop - sl.start for sl in slices)
-        buf = np.empty((total, d + self.extra), np.float32 if self.quantized else self.dtype)
+        arena = self._arenas[self._turn]
+        self._turn ^= 1
+        dtype = np.float32 if self.quantized else self.dtype
+        buf = _reuse(arena, "buf", (total, d + self.extra), dtype)
+        fused = buf.dtype == np.float32 and self.scale == 1  # float32 and int16 payloads
+        peak = _reuse(arena, "peak", (total if self.quantized else 0,), np.float32)
         deltas, at = [], 0
-        for m, sl in zip(self.mats, slices, strict=True):
-            delta = m.weights[sl] - m.base[sl]
+        for i, (m, sl) in enumerate(zip(self.mats, slices, strict=True)):
+            part = buf[at : at + sl.stop - sl.start]
+            if fused:  # one pass: change, touch flag, squared norm, largest change
+                delta = _reuse(arena, f"delta{i}", (len(part), d), np.float32)
+                top = peak[at : at + len(part)] if self.quantized else peak
+                _sync.snapshot_rows(m.weights[sl], m.base[sl], delta, part, self.coherent, top)
+            else:
+                delta = m.weights[sl] - m.base[sl]
+                np.multiply(delta, self.scale, out=part[:, :d], casting="same_kind")
+                part[:, d] = np.any(delta != 0, axis=1)  # touched
+                if self.coherent:
+                    part[:, d + 1] = np.einsum("ij,ij->i", delta, delta)  # squared norm
             deltas.append(delta)
-            part = buf[at : at + len(delta)]
-            at += len(delta)
-            np.multiply(delta, self.scale, out=part[:, :d], casting="same_kind")
-            part[:, d] = np.any(delta != 0, axis=1)  # touched
-            if self.coherent:
-                part[:, d + 1] = np.einsum("ij,ij->i", delta, delta)  # squared norm
+            at += len(part)
         payload = _Payload(slices, deltas, buf)
         if self.quantized:
-            payload.peak = np.abs(buf[:, :d]).max(axis=1) if total else np.zeros(0, np.float32)
+            payload.peak = peak
         return payload
 
     def exchange(self, payload: _Payload) -> None:
@@ -438,19 +463,13 @@ class Synchronizer:
         diverged = np.isinf(peak)
         buf[diverged] = 0.0
         units = _Q // self.group.size
-        scale = np.divide(units, peak, out=np.zeros_like(peak), where=peak > 0)[:, None]
+        scale = np.divide(units, peak, out=np.zeros_like(peak), where=peak > 0)
         q = np.empty(buf.shape, np.int16)
-        np.rint(buf[:, :d] * scale, out=buf[:, :d])
-        q[:, :d] = buf[:, :d]
-        q[:, d] = buf[:, d]  # touched: 0 or 1
-        if self.coherent:
-            q[:, d + 1] = np.rint(buf[:, d + 1] * (scale[:, 0] ** 2 / (d * units)))
+        norm_unit = float(d * units)  # the squared norms' unit, over scale**2
+        _sync.quantize_rows(buf, scale, q, self.coherent, norm_unit)
         self.group.allreduce(q)
         inv = np.divide(1.0, scale, out=np.zeros_like(scale), where=scale > 0)
-        np.multiply(q[:, :d], inv, out=buf[:, :d])
-        buf[:, d] = q[:, d]
-        if self.coherent:
-            buf[:, d + 1] = q[:, d + 1] * (inv[:, 0] ** 2 * (d * units))
+        _sync.dequantize_rows(q, inv, buf, self.coherent, norm_unit)
         buf[diverged] = np.nan
 
     def apply(self, payload: _Payload, *, exact: bool = False) -> None:
@@ -461,30 +480,38 @@ class Synchronizer:
             n = len(delta)
             part = payload.buf[at : at + n]
             at += n
-            if not np.isfinite(part).all():
+            if part.dtype == np.float32 and self.scale == 1:  # one pass a row
+                ok = _sync.apply_rows(part, delta, m.base[sl], m.weights[sl], self.cap,
+                                      self.coherent, exact)  # fmt: skip
+            else:
+                ok = self._apply_numpy(m, sl, delta, part, exact)
+            if not ok:
                 raise TrainingError(
                     "training diverged (the model holds NaN or infinite values): "
                     "lower alpha or sync_cap, or sync more often (sync_words)"
                 )
-            d = part.shape[1] - self.extra
-            touches = part[:, d : d + 1].astype(np.float32)
-            if self.scale != 1:
-                total = np.multiply(part[:, :d], np.float32(1.0 / self.scale), dtype=np.float32)
-            else:
-                total = part[:, :d]
-            gain = np.minimum(touches, self.cap) / np.maximum(touches, 1.0)
-            if self.coherent:  # 1 / (how many ranks' changes agree): |sum|^2 / sum |d_r|^2
-                sq = part[:, d + 1 : d + 2].astype(np.float32)
-                norm = np.einsum("ij,ij->i", total, total)[:, None]
-                agree = np.clip(sq / np.maximum(norm, 1e-30), 0.0, 1.0)
-                np.maximum(gain, agree, out=gain)
-            change = total * gain
-            m.base[sl] += change
-            if exact:
-                m.weights[sl] = m.base[sl]
-            else:
-                change -= delta
-                m.weights[sl] += change
+
+    def _apply_numpy(self, m: _Matrix, sl: slice, delta, part, exact: bool) -> bool:
+        """:meth:`apply` for float16 payloads (scaled), in NumPy."""
+        if not np.isfinite(part).all():
+            return False
+        d = part.shape[1] - self.extra
+        touches = part[:, d : d + 1].astype(np.float32)
+        total = np.multiply(part[:, :d], np.float32(1.0 / self.scale), dtype=np.float32)
+        gain = np.minimum(touches, self.cap) / np.maximum(touches, 1.0)
+        if self.coherent:  # 1 / (how many ranks' changes agree): |sum|^2 / sum |d_r|^2
+            sq = part[:, d + 1 : d + 2].astype(np.float32)
+            norm = np.einsum("ij,ij->i", total, total)[:, None]
+            agree = np.clip(sq / np.maximum(norm, 1e-30), 0.0, 1.0)
+            np.maximum(gain, agree, out=gain)
+        change = total * gain
+        m.base[sl] += change
+        if exact:
+            m.weights[sl] = m.base[sl]
+        else:
+            change -= delta
+            m.weights[sl] += change
+        return True
 
     def sync(self, n: int) -> None:
         """Snapshot, exchange and apply, with training stopped."""
