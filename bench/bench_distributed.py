@@ -210,8 +210,9 @@ def run(config: str, text: Path, epochs: int, params: dict, extra_mpi: list[str]
     spec["save_dir"] = save_dir
     spec["saved"] = saved or config  # the saved vectors' file name
     cmd = [sys.executable, __file__, "--child", json.dumps(spec)]
-    if ranks > 1:
-        cmd = [*MPIEXEC, "-n", str(ranks), "--oversubscribe", *extra_mpi, *cmd]
+    if ranks > 1:  # a rank of T > 1 threads needs T cores: Open MPI binds ranks to one
+        bind = ["--bind-to", "none"] if threads > 1 and "--bind-to" not in extra_mpi else []
+        cmd = [*MPIEXEC, "-n", str(ranks), "--oversubscribe", *bind, *extra_mpi, *cmd]
     proc = subprocess.run(cmd, capture_output=True, text=True, env=ENV, check=False)
     if proc.returncode:  # e.g. a scheme that diverges: reported in the table, not fatal
         errors = [x for x in proc.stderr.splitlines() if "Error" in x] or [proc.stderr[-500:]]

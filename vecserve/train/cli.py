@@ -49,7 +49,8 @@ __all__ = ["train"]
               help="Initial learning rate [default: 0.025 skip-gram, 0.05 CBOW].")  # fmt: skip
 @click.option("--min-alpha", default=0.0001, show_default=True, type=float)
 @click.option("--epochs", "--iter", default=5, show_default=True, type=int)
-@click.option("--workers", "-j", default=None, type=int, help="Threads [default: all cores].")
+@click.option("--workers", "-j", default=None, type=int,
+              help="Threads [default: the cores this process may use].")  # fmt: skip
 @click.option("--seed", default=1, show_default=True, type=int)
 @click.option("--batch/--no-batch", default=None,
               help="HogBatch (sgemm) updates [default: on for skip-gram].")  # fmt: skip
@@ -72,8 +73,8 @@ __all__ = ["train"]
               help="Under mpiexec: rows synced by frequency rank or by update rate.")  # fmt: skip
 @click.option("--sync-warmup", default=0.0, show_default=True, type=float,
               help="Under mpiexec: share of the first epoch synced 4x as often.")  # fmt: skip
-@click.option("--sync-scale-alpha/--no-sync-scale-alpha", default=True, show_default=True,
-              help="Under mpiexec: alpha x sqrt(ranks / sync cap).")  # fmt: skip
+@click.option("--sync-scale-alpha", default=0.8, show_default=True, type=float, metavar="POWER",
+              help="Under mpiexec: alpha x (ranks / sync cap) ** POWER (0: off).")  # fmt: skip
 @click.option("--overlap/--no-overlap", default=True, show_default=True,
               help="Under mpiexec: exchange a sync's changes while training on.")  # fmt: skip
 @redis_url_option

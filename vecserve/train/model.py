@@ -81,8 +81,8 @@ class Word2Vec:
     the bytes of ``"float32"``, so twice the rows within the budget);
     ``sync_schedule`` picks which rows each sync carries (``"doubling"``: by frequency
     rank; ``"rates"``: by expected updates); ``sync_warmup`` syncs the first epoch's
-    first share 4x as often; ``sync_scale_alpha`` starts the learning rate at
-    :attr:`start_alpha`; ``overlap`` runs each sync's exchange while the next words
+    first share 4x as often; ``sync_scale_alpha`` (a power; 0: off) starts the
+    learning rate at :attr:`start_alpha`; ``overlap`` runs each sync's exchange while the next words
     train.
     ``checkpoint_dir`` saves the model after every epoch; ``resume`` continues from the
     checkpoint there.
@@ -128,7 +128,7 @@ class Word2Vec:
         sync_dtype: str = "int16",
         sync_schedule: str = "doubling",
         sync_warmup: float = 0.0,
-        sync_scale_alpha: bool = True,
+        sync_scale_alpha: float = 0.8,
         overlap: bool = True,
         checkpoint_dir: str | os.PathLike | None = None,
         resume: bool = False,
@@ -147,7 +147,7 @@ class Word2Vec:
         self.alpha = alpha
         self.min_alpha = min_alpha
         self.epochs = epochs
-        self.workers = workers if workers is not None else (os.cpu_count() or 1)
+        self.workers = workers if workers is not None else usable_cores()
         self.seed = seed
         self.batch = batch
         self.cbow_batch = cbow_batch
@@ -180,11 +180,13 @@ class Word2Vec:
 
     @property
     def start_alpha(self) -> float:
-        """The learning rate training starts from: ``alpha``, x ``sqrt(N / min(N,
-        sync_cap))`` on N ranks with ``sync_scale_alpha``. The capped gain moves a row
-        that all N ranks changed by ``min(N, cap) / N`` of their summed changes; the
-        full compensation (x ``N / cap``) is the plain sum, which collapses at 4 ranks;
-        the square root won 1.5-2.1 analogy points there (BENCHMARKS.md).
+        """The learning rate training starts from: ``alpha``, x ``(N / min(N,
+        sync_cap)) ** sync_scale_alpha`` on N ranks. The capped gain moves a row that all
+        N ranks changed by ``min(N, cap) / N`` of their summed changes; the full
+        compensation (power 1) is what the plain sum would do, without its collapse at
+        4 ranks. Measured (BENCHMARKS.md): power 0.8 beat the square root by 0.6-1.1
+        analogy points at 4 ranks and 1.9 at 8, and power 1 by 1.2 at 8; at 2 ranks
+        (cap 2) the factor is 1 whatever the power.
 
         >>> Word2Vec(alpha=0.025, comm=None).start_alpha
         0.025
@@ -192,7 +194,7 @@ class Word2Vec:
         n = self.group.size
         if n == 1 or not self.sync_scale_alpha:
             return self.alpha
-        return self.alpha * float(np.sqrt(n / min(n, self.sync_cap)))
+        return self.alpha * float((n / min(n, self.sync_cap)) ** self.sync_scale_alpha)
 
     @property
     def use_batch(self) -> bool:
@@ -231,6 +233,8 @@ class Word2Vec:
             bad("sync_budget", "must be > 0")
         if not self.sync_cap >= 1:
             bad("sync_cap", "must be >= 1 (1: average the ranks' changes)")
+        if not 0 <= self.sync_scale_alpha <= 2:
+            bad("sync_scale_alpha", "must be a power between 0 (off) and 2")
         if not 0 <= self.sync_warmup <= 1:
             bad("sync_warmup", "must be a fraction of the first epoch, between 0 and 1")
         if self.sync_dtype not in ("float32", "float16", "int16"):
@@ -415,6 +419,17 @@ class Word2Vec:
         if self.group.size == 1 and self.corpus.n_words < 2:
             raise TrainingError("corpus has fewer than 2 words in the vocabulary")
         g = self.group
+        cores = usable_cores()
+        if g.size > 1 and self.workers > cores and g.rank == 0:
+            msg = (
+                f"warning: each rank runs {self.workers} training threads but may use "
+                f"{cores} core(s): mpiexec binds ranks to cores; give it --bind-to none, "
+                f"or --map-by slot:PE={self.workers}"
+            )
+            if self.progress:
+                print(msg, file=sys.stderr, flush=True)
+            else:
+                log.warning(msg)
         plan = self._plan()
         groups = plan[0]
         epoch_words = int(plan[2].sum())
@@ -760,6 +775,15 @@ def _size(n: float) -> str:
         if n >= scale:
             return f"{n / scale:.1f} {unit}"
     return f"{int(n)} B"
+
+
+def usable_cores() -> int:
+    """The cores this process may run on (its CPU affinity: what mpiexec's binding or
+    ``taskset`` left it), else the machine's count."""
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
 
 
 class _Pool:
