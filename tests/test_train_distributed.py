@@ -227,6 +227,30 @@ def test_fused_sync_passes_equal_their_numpy_reference(coherent):
     assert (w4 == w).all() and (base4 == base).all()
 
 
+@pytest.mark.parametrize("workers", [1, 2, 4])
+def test_every_thread_of_a_rank_gets_jobs_in_each_sync_group(tmp_path, workers):
+    """A rank's threads meet at the end of each sync group, so each group holds at least
+    two jobs a thread (sentences allowing). Jobs of ``job_words`` (50,000) in groups of
+    ``sync_words`` (50,000) once left all threads but one idle. The group layout only
+    asks the group its size and the most groups any rank needs: a two-rank group's
+    answers, given here without starting MPI (the mpiexec tests train such ranks)."""
+    from types import SimpleNamespace
+
+    from vecserve.train import Word2Vec
+
+    corpus = write_topic_corpus(tmp_path / "topics.txt", 3000)  # 30,000 words, 10 a line
+    m = Word2Vec(min_count=1, workers=workers, sync_words=5000, comm=None)
+    m.build_vocab(str(corpus))
+    m.group = SimpleNamespace(size=2, rank=0, max=lambda x: x)
+    groups = m._groups()
+    assert len(groups) == 6  # 30,000 words / 5,000
+    per_group = 2 * workers if workers > 1 else 1
+    assert all(len(g) >= per_group for g in groups[:-1])
+    words = [j[3] for g in groups for j in g]
+    assert sum(words) == m.corpus.n_words  # every word once, in order
+    assert [j[2] for g in groups for j in g] == list(np.cumsum([0, *words[:-1]]))
+
+
 def test_one_process_group_syncs_nothing():
     w = np.ones((3, 2), np.float32)
     s = Synchronizer(Group(), [(w, False)])

@@ -364,11 +364,13 @@ class Word2Vec:
 
     # ------------------------------------------------------------ training
 
-    def _jobs(self, extra_cuts=()) -> list[tuple[int, int, int, int]]:
-        """(first sentence, end sentence, first word, words) of each job: about
-        ``job_words`` words, also cut at the words *extra_cuts* (at sentence ends)."""
+    def _jobs(self, extra_cuts=(), size: int = 0) -> list[tuple[int, int, int, int]]:
+        """(first sentence, end sentence, first word, words) of each job: about *size*
+        (default ``job_words``) words, also cut at the words *extra_cuts* (at sentence
+        ends)."""
         bounds = self.corpus.bounds
-        at = np.arange(self.job_words, bounds[-1], self.job_words)
+        size = size or self.job_words
+        at = np.arange(size, bounds[-1], size)
         cuts = np.searchsorted(bounds, np.concatenate((at, np.asarray(extra_cuts, np.int64))))
         edges = np.unique(np.concatenate(([0], cuts, [len(bounds) - 1])))
         return [
@@ -392,7 +394,12 @@ class Word2Vec:
             for q in range(1, parts + 1)
         ]
         groups: list[list] = [[] for _ in range(split * parts + n_groups - split)]
-        for job in self._jobs(cuts):
+        # every thread needs work in each group (the threads meet at its end): two jobs a
+        # thread (one job for one thread), or as near as whole sentences allow (a
+        # 50,000-word group was one job, so a rank of T threads trained on one of them)
+        per_group = 2 * self.workers if self.workers > 1 else 1
+        size = min(self.job_words, max(1, n_words // (n_groups * per_group)))
+        for job in self._jobs(cuts, size):
             x = job[2] * n_groups * parts // max(n_words, 1)  # in parts of a group
             i = x if x < split * parts else split * parts + x // parts - split
             groups[min(i, len(groups) - 1)].append(job)
