@@ -71,7 +71,7 @@ __all__ = ["train"]
 @click.option("--sync-schedule", default="doubling", show_default=True,
               type=click.Choice(["doubling", "rates"]),
               help="Under mpiexec: rows synced by frequency rank or by update rate.")  # fmt: skip
-@click.option("--sync-warmup", default=0.0, show_default=True, type=float,
+@click.option("--sync-warmup", default=0.25, show_default=True, type=float,
               help="Under mpiexec: share of the first epoch synced 4x as often.")  # fmt: skip
 @click.option("--sync-scale-alpha", default=0.8, show_default=True, type=float, metavar="POWER",
               help="Under mpiexec: alpha x (ranks / sync cap) ** POWER (0: off).")  # fmt: skip

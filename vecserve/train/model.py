@@ -127,7 +127,7 @@ class Word2Vec:
         sync_coherent: bool = True,
         sync_dtype: str = "int16",
         sync_schedule: str = "doubling",
-        sync_warmup: float = 0.0,
+        sync_warmup: float = 0.25,
         sync_scale_alpha: float = 0.8,
         overlap: bool = True,
         checkpoint_dir: str | os.PathLike | None = None,
