@@ -489,17 +489,11 @@ class Word2Vec:
         pool = _Pool([self._kernel_worker() for _ in range(self.workers)], self.corpus)
         pending = None
         t0 = time.perf_counter()
-        # With several threads a rank, the next group's jobs are queued before a group
-        # ends, so threads that finish early train on while the main thread syncs
-        # (Hogwild between the sync and the threads, as between threads). One thread a
-        # rank keeps the strict order: its runs are deterministic (resume bit-identical).
-        ahead = sync is not None and self.overlap and self.workers > 1
         with single_threaded_blas(), pool:
             for epoch in range(first_epoch, self.epochs):
                 k = n_sync = 0  # the schedule restarts after each epoch's full sync
                 epoch_plan = warm if warm is not None and epoch == 0 else plan
                 groups, mine, _, starts = epoch_plan
-                batches = []
                 for grp_i, grp in enumerate(groups):
                     grp_local = int(mine[grp_i])
                     batch, offset = [], 0
@@ -507,36 +501,29 @@ class Word2Vec:
                         batch.append(job_args(epoch, k, grp_i, job, offset, grp_local))
                         offset += job[3]
                         k += 1
-                    batches.append(batch)
-                pool.submit(batches[0], 0)
-                for grp_i in range(len(groups)):
-                    last = grp_i == len(groups) - 1
-                    if ahead and not last:  # never across the epoch's whole-model sync
-                        pool.submit(batches[grp_i + 1], grp_i + 1)
-                    pool.wait(grp_i, stats)
+                    pool.run(batch, stats)
                     stats.global_done = epoch * epoch_words + int(starts[grp_i + 1])
-                    if sync is not None:
-                        if pending is not None:  # the previous exchange, overlapped
-                            stats.stall += pending.wait()
-                            sync.apply(pending.payload)
-                            pending = None
-                        if last:  # the epoch ends: the whole model, training stopped
-                            t_s = time.perf_counter()
-                            sync.sync(sync.n_rows)
-                            stats.stall += time.perf_counter() - t_s
+                    if sync is None:
+                        continue
+                    if pending is not None:  # the previous exchange, overlapped
+                        stats.stall += pending.wait()
+                        sync.apply(pending.payload)
+                        pending = None
+                    if grp_i == len(groups) - 1:  # the epoch ends: the whole model
+                        t_s = time.perf_counter()
+                        sync.sync(sync.n_rows)
+                        stats.stall += time.perf_counter() - t_s
+                    else:
+                        n_sync += 1
+                        payload = sync.snapshot(rows_at(n_sync))
+                        if self.overlap:
+                            pending = Exchange(sync, payload)
                         else:
-                            n_sync += 1
-                            payload = sync.snapshot(rows_at(n_sync))
-                            if self.overlap:
-                                pending = Exchange(sync, payload)
-                            else:
-                                t_s = time.perf_counter()
-                                sync.exchange(payload)
-                                sync.apply(payload, exact=True)
-                                stats.stall += time.perf_counter() - t_s
-                        stats.report()
-                    if not ahead and not last:
-                        pool.submit(batches[grp_i + 1], grp_i + 1)
+                            t_s = time.perf_counter()
+                            sync.exchange(payload)
+                            sync.apply(payload, exact=True)
+                            stats.stall += time.perf_counter() - t_s
+                    stats.report()
                 if self.checkpoint_dir:
                     self._save_checkpoint(epoch + 1)
         elapsed = time.perf_counter() - t0
@@ -809,9 +796,8 @@ def usable_cores() -> int:
 class _Pool:
     """The training threads, each running jobs on its own :class:`KernelWorker`.
 
-    :meth:`submit` queues jobs under a tag and :meth:`wait` returns when a tag's jobs
-    are trained (later tags' jobs may be training: the threads need not stop at a
-    sync). The threads live from ``__enter__`` to ``__exit__``.
+    :meth:`run` hands out a list of jobs and returns when all are trained (a sync point
+    needs every thread stopped); the threads live from ``__enter__`` to ``__exit__``.
     """
 
     def __init__(self, kworkers: list, corpus):
@@ -819,8 +805,6 @@ class _Pool:
         self.jobq: queue.SimpleQueue = queue.SimpleQueue()
         self.doneq: queue.SimpleQueue = queue.SimpleQueue()
         self.stop = threading.Event()
-        self.pending: dict[int, int] = {}  # jobs queued and not yet ended, by tag
-        self.error: BaseException | None = None
         self.threads = [threading.Thread(target=self._work, args=(kw,), daemon=True)
                         for kw in kworkers]  # fmt: skip
 
@@ -837,39 +821,31 @@ class _Pool:
             t.join()
 
     def _work(self, kw) -> None:
-        while (item := self.jobq.get()) is not None:
-            tag, job = item
+        while (job := self.jobq.get()) is not None:
             if self.stop.is_set():
-                self.doneq.put((tag, None))
+                self.doneq.put(None)
                 continue
             s0, s1, seed, a0, a1, n = job
             try:
                 eff = kw.train(self.words, self.bounds, s0, s1, a0, a1, seed)
             except BaseException as exc:  # reported by the main thread
-                self.doneq.put((tag, exc))
+                self.doneq.put(exc)
             else:
-                self.doneq.put((tag, (n, eff)))
+                self.doneq.put((n, eff))
 
-    def submit(self, jobs: list, tag: int) -> None:
-        """Queue *jobs* (trained in order of submission) under *tag*."""
-        self.pending[tag] = self.pending.get(tag, 0) + len(jobs)
+    def run(self, jobs: list, progress: _Progress) -> None:
         for job in jobs:
-            self.jobq.put((tag, job))
-
-    def wait(self, tag: int, progress: _Progress) -> None:
-        """Return when every job of *tag* is trained (jobs of other tags may be running
-        and are counted as they end)."""
-        while self.pending.get(tag, 0) > 0:
-            t, item = self.doneq.get()
-            self.pending[t] -= 1
+            self.jobq.put(job)
+        error = None
+        for _ in jobs:
+            item = self.doneq.get()
             if isinstance(item, BaseException):
-                self.error = self.error or item
+                error = error or item
                 self.stop.set()  # no more jobs; the others finish theirs
             elif item is not None:
                 progress.add(*item)
-        self.pending.pop(tag, None)
-        if self.error is not None:
-            raise TrainingError(f"training failed: {self.error}") from self.error
+        if error is not None:
+            raise TrainingError(f"training failed: {error}") from error
 
 
 class _Progress:
