@@ -73,23 +73,40 @@ def test_worker_reads_with_redis_keyed_vectors(server, cache):
 
 @pytest.mark.parametrize("user", ["w", "old"])
 def test_worker_reads_fasttext_words_it_never_saw(server, user):
-    """The worker role reads a fastText batch in one EVAL_RO; a user without it (an older
-    ACL line) gets the same vectors through MGET, and cannot run a writing script."""
+    """The worker role reads a fastText batch in one MGET with read rights only (the
+    generation's vocabulary hashes say which words need n-grams), the ACL line from
+    before EVAL_RO too. A generation without those hashes (loaded by an older vecserve)
+    is read with one EVAL_RO where the role has it, else with an MGET of every word's
+    n-grams: the same vectors each way; neither user can run a writing script."""
     from gensim.models.fasttext import load_facebook_vectors
 
     from vecserve import RedisKeyedVectors
 
     want = load_facebook_vectors(gensim_data("toy-model.bin"))
     words = ["the", "raskolnikovish", "日本語", "night"]
+    expected = np.vstack([want[w] for w in words])
     kv = RedisKeyedVectors("FT", redis_url=url(server, user, {"w": "wpw", "old": "opw"}[user]))
+    admin = redis.Redis(port=server)
+    key = f"vecserve:vocabh:{kv.info.prefix}"
+    hashes = admin.get(key)
     try:
-        np.testing.assert_allclose(kv[words], np.vstack([want[w] for w in words]), atol=1e-6)
-        assert kv._get_store().subword_script is (user == "w")
+        np.testing.assert_allclose(kv[words], expected, atol=1e-6)
+        store = kv._get_store()
+        assert hashes and store.vocab_hashes(kv.info) is not None
+        admin.delete(key)  # as a generation loaded before the hashes existed
+        store._vocab_hashes.clear()
+        np.testing.assert_allclose(kv[["raskolnikovish", "the", "dostoevskyish"]],
+                                   np.vstack([want[w] for w in ["raskolnikovish", "the",
+                                                                "dostoevskyish"]]),
+                                   atol=1e-6)  # fmt: skip
+        assert store.subword_script is (user == "w")
         with pytest.raises(redis.exceptions.NoPermissionError):
-            kv._get_store().client.execute_command("EVAL", "return redis.call('SET', 'x', 1)", 0)
+            store.client.execute_command("EVAL", "return redis.call('SET', 'x', 1)", 0)
         with pytest.raises(redis.ResponseError, match=r"not allowed|no permissions to run"):
-            kv._get_store().client.execute_command("EVAL_RO", "return redis.call('SET', 'x', 1)", 0)
+            store.client.execute_command("EVAL_RO", "return redis.call('SET', 'x', 1)", 0)
     finally:
+        admin.set(key, hashes)
+        admin.close()
         kv.close()
 
 

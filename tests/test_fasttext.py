@@ -27,7 +27,7 @@ from vecserve.errors import CorruptVectorFile, UnknownFormat, VectorFileError
 from vecserve.keyedvectors import RedisKeyedVectors
 from vecserve.loader import load_file
 from vecserve.readers import detect_format, open_vectors
-from vecserve.subwords import ngram_buckets, ngram_buckets_flat
+from vecserve.subwords import ngram_buckets, ngram_buckets_flat, word_hashes
 
 from .conftest import gensim_data
 
@@ -257,29 +257,103 @@ def test_load_and_lookup_match_gensim(store, model, codec):
     assert rkv.has_index_for(0) and rkv.get_index(vocab[2]) == 2
 
 
-def test_one_round_trip_for_words_and_ngrams(store, monkeypatch):
-    load_file(gensim_data("toy-model.bin"), name="FT", store=store, progress=False)
-    rkv = RedisKeyedVectors("FT", store=store)
-    rkv.info  # noqa: B018  (the registry entry, read once)
+def _recording(store, monkeypatch) -> list:
+    """Every pipeline the store's client opens (a round trip each), and every GET."""
     calls = []
-    real = store.client.pipeline
+    real_pipeline, real_get = store.client.pipeline, store.client.get
 
-    def counting(*a, **kw):
-        pipe = real(*a, **kw)
+    def pipeline(*a, **kw):
+        pipe = real_pipeline(*a, **kw)
+        pipe.sent = []  # the commands it carried
+        real_command = pipe.execute_command
+
+        def command(*args, **options):
+            pipe.sent.append(args)
+            return real_command(*args, **options)
+
+        pipe.execute_command = command
         calls.append(pipe)
         return pipe
 
-    monkeypatch.setattr(store.client, "pipeline", counting)
+    def get(key, *a, **kw):
+        calls.append(("GET", key))
+        return real_get(key, *a, **kw)
+
+    monkeypatch.setattr(store.client, "pipeline", pipeline)
+    monkeypatch.setattr(store.client, "get", get)
+    return calls
+
+
+def test_one_round_trip_for_words_and_ngrams(store, monkeypatch):
+    """A batch is one round trip; the first batch of a generation also reads its
+    vocabulary hashes, once."""
+    load_file(gensim_data("toy-model.bin"), name="FT", store=store, progress=False)
+    rkv = RedisKeyedVectors("FT", store=store)
+    rkv.info  # noqa: B018  (the registry entry, read once)
+    calls = _recording(store, monkeypatch)
     rkv[["the", "raskolnikovish", "unseenword", "日本"]]
+    assert [c for c in calls if isinstance(c, tuple)] == [("GET", "vecserve:vocabh:FT")]
+    assert len(calls) == 2
+    calls.clear()
+    rkv[["of", "dostoevskyish", "新しい"]]
     assert len(calls) == 1
 
 
+def _words_sent(pipe) -> list[bytes]:
+    """The keys of the pipeline's MGET (none if it ran something else)."""
+    cmd = pipe.sent[0]
+    return list(cmd[1:]) if cmd[0] == "MGET" else []
+
+
+def test_vocabulary_hashes_fetch_only_missing_words_ngrams(store, monkeypatch):
+    """The load keeps the sorted 64-bit hashes of the vocabulary; a batch hashes and
+    fetches the n-grams of the missing words only, in one MGET (no script), with
+    gensim's vectors."""
+    path = gensim_data("crime-and-punishment.bin")
+    info = load_file(path, name="FT", store=store, progress=False)
+    kv = load_facebook_vectors(path)
+    stored = np.frombuffer(store.client.get("vecserve:vocabh:FT"), "<u8")
+    want = np.unique(word_hashes([w.encode() for w in kv.index_to_key]))
+    assert np.array_equal(stored, want) and np.all(stored[1:] > stored[:-1])
+    words = ["the", "raskolnikovish", "of", "日本語", "sonya"]
+    calls = _recording(store, monkeypatch)
+    _, rows, in_vocab = store.read_rows_subwords(info, words)
+    pipes = [c for c in calls if not isinstance(c, tuple)]
+    assert len(pipes) == 1
+    sent = _words_sent(pipes[0])
+    oov = [w for w in words if w not in kv.key_to_index]
+    need = np.unique(np.concatenate(ngram_buckets(oov, info.min_n, info.max_n, info.ngram_buckets)))
+    assert len(sent) == len(words) + len(need)  # the missing words' n-grams, nothing else
+    assert in_vocab.tolist() == [w in kv.key_to_index for w in words]
+    np.testing.assert_allclose(rows, np.vstack([kv[w] for w in words]), rtol=0, atol=1e-6)
+
+
+def test_a_word_wrongly_taken_for_present_is_read_again(store, monkeypatch):
+    """A hash collision (an unknown word whose hash is in the vocabulary's; forced here)
+    costs a second round trip for its n-grams, and the vector is still gensim's."""
+    path = gensim_data("crime-and-punishment.bin")
+    info = load_file(path, name="FT", store=store, progress=False)
+    kv = load_facebook_vectors(path)
+    known = store.vocab_hashes(info)
+    fake = word_hashes([b"raskolnikovish"])
+    store._vocab_hashes[info.prefix] = np.unique(np.concatenate((known, fake)))
+    calls = _recording(store, monkeypatch)
+    words = ["raskolnikovish", "the", "dostoevskyish"]
+    _, rows, in_vocab = store.read_rows_subwords(info, words)
+    assert len(calls) == 2 and in_vocab.tolist() == [False, True, False]
+    np.testing.assert_allclose(rows, np.vstack([kv[w] for w in words]), rtol=0, atol=1e-6)
+
+
 def test_buckets_are_read_only_for_missing_words(store):
-    """One script reads every word and only the missing words' buckets; the MGET fallback
-    (servers without EVAL_RO) reads them all and gives the same vectors."""
+    """Generations without vocabulary hashes (loaded before they existed): one script
+    reads every word and only the missing words' buckets; the MGET fallback (servers
+    without EVAL_RO) reads them all; all three ways give the same vectors."""
     info = load_file(gensim_data("crime-and-punishment.bin"), name="FT", store=store,
                      progress=False)  # fmt: skip
     words = ["the", "raskolnikovish", "of", "日本語"]
+    _, via_hashes, _ = store.read_rows_subwords(info, words)
+    store.client.delete("vecserve:vocabh:FT")  # as a model loaded by an older vecserve
+    store._vocab_hashes.clear()
     flat, bounds = ngram_buckets_flat(words, info.min_n, info.max_n, info.ngram_buckets)
     uniq, inverse = np.unique(flat, return_inverse=True)
     local = np.split(inverse, bounds[1:-1])
@@ -294,7 +368,7 @@ def test_buckets_are_read_only_for_missing_words(store):
     _, all_rows, all_found = store.read_rows(info, words, ngrams=uniq, needs=(inverse, bounds))
     assert all_found[4:].all()
     _, via_mget, _ = store.read_rows_subwords(info, words)
-    assert np.array_equal(via_script, via_mget)
+    assert np.array_equal(via_script, via_mget) and np.array_equal(via_hashes, via_mget)
     assert np.array_equal(all_rows[4:][missing], rows[4:][missing])
 
 

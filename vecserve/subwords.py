@@ -20,10 +20,12 @@ from collections.abc import Sequence
 
 import numpy as np
 
-__all__ = ["compose", "ngram_buckets", "ngram_buckets_flat", "ngrams"]
+__all__ = ["compose", "ngram_buckets", "ngram_buckets_flat", "ngrams", "word_hashes"]
 
 _FNV_OFFSET = np.uint32(2166136261)
 _FNV_PRIME = np.uint32(16777619)
+_FNV64_OFFSET = np.uint64(14695981039346656037)
+_FNV64_PRIME = np.uint64(1099511628211)
 
 
 def ngrams(word: str, min_n: int, max_n: int) -> list[bytes]:
@@ -142,3 +144,26 @@ def compose(base: np.ndarray | None, ids: Sequence[np.ndarray], rows: np.ndarray
     # one float32 division per component, as gensim's ``vector /= k``
     out /= divisor.astype(np.float32)[:, None]
     return out
+
+
+def word_hashes(words: Sequence[bytes]) -> np.ndarray:
+    """The 64-bit FNV-1a hash of each word's bytes (uint64), vectorised over the batch.
+
+    A fastText model keeps the sorted hashes of its vocabulary (a few MB), so a reader
+    knows which words of a batch are missing, and hashes and fetches only their n-grams,
+    before the read. Two different words share a hash with probability ~2**-64 per pair:
+    a word wrongly taken as present is found missing by the read and fetched again.
+
+    >>> word_hashes([b"", b"a"]).tolist()
+    [14695981039346656037, 12638187200555641996]
+    """
+    lens = np.fromiter(map(len, words), dtype=np.int64, count=len(words))
+    h = np.full(len(words), _FNV64_OFFSET, dtype=np.uint64)
+    if not len(words) or not lens.max(initial=0):
+        return h
+    buf = np.frombuffer(b"".join(words), dtype=np.uint8).astype(np.uint64)
+    begins = np.cumsum(lens) - lens
+    for k in range(int(lens.max())):
+        live = np.flatnonzero(lens > k)
+        h[live] = (h[live] ^ buf[begins[live] + k]) * _FNV64_PRIME
+    return h

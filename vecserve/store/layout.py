@@ -80,6 +80,13 @@ def ngrams_key(prefix: str) -> str:
     return f"{NS}:ngrams:{prefix}"
 
 
+def vocab_hashes_key(prefix: str) -> str:
+    """A fastText generation's vocabulary as sorted 64-bit word hashes (little-endian
+    uint64, :func:`vecserve.subwords.word_hashes`): readers learn which words of a batch
+    are missing before they read it."""
+    return f"{NS}:vocabh:{prefix}"
+
+
 def ngram_keys(prefix: str, ids: np.ndarray | Sequence[int], buckets: int = 0) -> list[bytes]:
     """Key names of n-gram bucket rows ``ids`` of the generation with this prefix.
 
@@ -105,7 +112,7 @@ def model_key_patterns(name: str) -> list[str]:
     """
     validate_model_name(name)
     out = [f"{name}:*", f"{name}~*", f"{name}#*"]
-    for key in (vocab_key, vocab_sizes_key, counts_key, ngrams_key):
+    for key in (vocab_key, vocab_sizes_key, counts_key, ngrams_key, vocab_hashes_key):
         out += [key(name), key(f"{name}~*")]
     return [*out, lock_key(name)]
 

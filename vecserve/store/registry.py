@@ -11,7 +11,7 @@ import redis
 from redis.cluster import RedisCluster
 
 from ..errors import GenerationChanged, ModelNotFound, StoreUnavailable, VecserveError
-from ..subwords import compose, ngram_buckets_flat
+from ..subwords import compose, ngram_buckets_flat, word_hashes
 from .layout import (
     DEFAULT_CLUSTER_BUCKETS,
     EVENTS,
@@ -32,6 +32,7 @@ from .layout import (
     translate_errors,
     unpack_vocab,
     vector_keys,
+    vocab_hashes_key,
     vocab_key,
     vocab_sizes_key,
 )
@@ -90,6 +91,7 @@ class Store:
         self.url = redact_url(url or describe_client(client))
         self.is_cluster = isinstance(client, RedisCluster)
         self._entries: dict[str, tuple[bytes, ModelInfo]] = {}  # model_from_entry
+        self._vocab_hashes: dict[str, np.ndarray | None] = {}  # by generation prefix
         # False once the server refused SUBWORD_READ (no EVAL_RO: Redis < 7, or an ACL
         # without it): fastText reads then fetch every word's buckets with MGET
         self.subword_script = not self.is_cluster
@@ -276,32 +278,92 @@ class Store:
 
         An in-vocabulary word's row is its stored vector; any other word's is gensim's
         ``FastTextKeyedVectors`` vector: the float32 mean of its n-grams' bucket rows
-        (zeros when it has none). The words and the buckets of all of them travel in one
-        MGET with the registry entry (`read_rows`): whether a word is in the vocabulary
-        is known only from the reply. A model without n-gram buckets: `read_rows`.
+        (zeros when it has none). One round trip with the registry entry (`read_rows`):
+        the generation's vocabulary hashes (`vocab_hashes`, read once per generation)
+        say which words are missing, so only their n-grams are hashed and fetched, in
+        the MGET of the words. A word taken for present that the reply shows missing (a
+        64-bit hash collision, ~1e-13 a word at 2M words) gets its n-grams in a second
+        round trip. Generations without the hashes (loaded before they existed) read
+        with `SUBWORD_READ`, or the buckets of every word. A model without n-gram
+        buckets: `read_rows`.
         """
         for attempt in range(2):
             if not model.subwords:
                 return self.read_rows(model, tokens)
-            flat, bounds = ngram_buckets_flat(tokens, model.min_n, model.max_n, model.ngram_buckets)
-            uniq, inverse = np.unique(flat, return_inverse=True)
-            needs = (inverse, bounds)
             try:
-                got, rows, found = self.read_rows(model, tokens, ngrams=uniq, needs=needs)
+                known = self.vocab_hashes(model)
+                if known is None:
+                    return self._read_rows_subwords_all(model, tokens)
+                return self._read_rows_subwords_known(model, tokens, known)
             except GenerationChanged:  # a new generation with other n-gram settings
                 if attempt:
                     raise
                 model = self.model_from_entry(model.name, self.registry_entry(model.name))
-                continue
-            n = len(tokens)
-            mat, in_vocab = rows[:n], found[:n]
-            oov = np.flatnonzero(~in_vocab)
-            if len(oov):
-                mat = np.array(mat, copy=True)
-                own = [inverse[bounds[i] : bounds[i + 1]] for i in oov.tolist()]
-                mat[oov] = compose(None, own, rows[n:])
-            return got, mat, in_vocab
         raise AssertionError("unreachable")
+
+    def vocab_hashes(self, model: ModelInfo) -> np.ndarray | None:
+        """The sorted word hashes of a fastText generation (None if it has none), read
+        once per generation and kept (8 bytes a word)."""
+        hit = self._vocab_hashes.get(model.prefix, False)
+        if hit is not False:
+            return hit
+        with self.errors(f"reading the vocabulary hashes of {model.name!r}"):
+            raw = self.client.get(vocab_hashes_key(model.prefix))
+        known = None if raw is None else np.frombuffer(raw, dtype="<u8").astype(np.uint64)
+        if len(self._vocab_hashes) >= 8:  # old generations' sets go
+            self._vocab_hashes.pop(next(iter(self._vocab_hashes)))
+        self._vocab_hashes[model.prefix] = known
+        return known
+
+    def _read_rows_subwords_known(
+        self, model: ModelInfo, tokens: Sequence[str], known: np.ndarray
+    ) -> tuple[ModelInfo, np.ndarray, np.ndarray]:
+        h = word_hashes(encode_tokens(tokens))
+        at = np.minimum(np.searchsorted(known, h), max(len(known) - 1, 0))
+        absent = np.flatnonzero(known[at] != h) if len(known) else np.arange(len(tokens))
+        flat, bounds = ngram_buckets_flat(
+            [tokens[i] for i in absent], model.min_n, model.max_n, model.ngram_buckets
+        )
+        uniq, inverse = np.unique(flat, return_inverse=True)
+        got, rows, found = self.read_rows(model, tokens, ngrams=uniq)
+        n = len(tokens)
+        mat, in_vocab = rows[:n], found[:n]
+        own = {i: inverse[bounds[k] : bounds[k + 1]] for k, i in enumerate(absent.tolist())}
+        oov = np.flatnonzero(~in_vocab)
+        if not len(oov):
+            return got, mat, in_vocab
+        mat = np.array(mat, copy=True)
+        bucket_rows = rows[n:]
+        stray = [i for i in oov.tolist() if i not in own]  # taken for present: collisions
+        if stray:
+            more, more_bounds = ngram_buckets_flat(
+                [tokens[i] for i in stray], got.min_n, got.max_n, got.ngram_buckets
+            )
+            more_uniq, more_inverse = np.unique(more, return_inverse=True)
+            _, more_rows, _ = self.read_rows(got, [], ngrams=more_uniq, follow=False)
+            base = len(bucket_rows)
+            bucket_rows = np.concatenate((bucket_rows, more_rows))
+            for k, i in enumerate(stray):
+                own[i] = more_inverse[more_bounds[k] : more_bounds[k + 1]] + base
+        mat[oov] = compose(None, [own[i] for i in oov.tolist()], bucket_rows)
+        return got, mat, in_vocab
+
+    def _read_rows_subwords_all(
+        self, model: ModelInfo, tokens: Sequence[str]
+    ) -> tuple[ModelInfo, np.ndarray, np.ndarray]:
+        """Every word's n-grams hashed; only the missing words' buckets read
+        (`SUBWORD_READ`) where the server runs it, else all of them."""
+        flat, bounds = ngram_buckets_flat(tokens, model.min_n, model.max_n, model.ngram_buckets)
+        uniq, inverse = np.unique(flat, return_inverse=True)
+        got, rows, found = self.read_rows(model, tokens, ngrams=uniq, needs=(inverse, bounds))
+        n = len(tokens)
+        mat, in_vocab = rows[:n], found[:n]
+        oov = np.flatnonzero(~in_vocab)
+        if len(oov):
+            mat = np.array(mat, copy=True)
+            own = [inverse[bounds[i] : bounds[i + 1]] for i in oov.tolist()]
+            mat[oov] = compose(None, own, rows[n:])
+        return got, mat, in_vocab
 
     def _fetch_with_entry(
         self,
@@ -438,7 +500,8 @@ class Store:
             for lo in range(0, n, 10_000):  # fastText n-gram rows
                 self._unlink(ngram_keys(prefix, np.arange(lo, min(n, lo + 10_000)), buckets))
                 deleted += min(n, lo + 10_000) - lo
-            for key in (vkey, vocab_sizes_key(prefix), counts_key(prefix), nkey):
+            for key in (vkey, vocab_sizes_key(prefix), counts_key(prefix), nkey,
+                        vocab_hashes_key(prefix)):  # fmt: skip
                 self.client.delete(key)  # one by one: they live in different cluster slots
             self.client.srem(TRASH, prefix)
         return deleted

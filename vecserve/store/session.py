@@ -19,6 +19,7 @@ import numpy as np
 
 from ..codec import Codec, get_codec
 from ..errors import LoadInProgress, StoreUnavailable
+from ..subwords import word_hashes
 from .layout import (
     EVENTS,
     GENERATION,
@@ -36,6 +37,7 @@ from .layout import (
     pack_vocab,
     validate_model_name,
     vector_keys,
+    vocab_hashes_key,
     vocab_key,
     vocab_sizes_key,
 )
@@ -303,6 +305,8 @@ class LoadSession:
                     f"{s.written} in {s.chunks}: the server lost writes (restarted without "
                     "persistence?); the load was not committed"
                 )
+            if s.ngram_buckets:  # fastText: which words are in the vocabulary, for readers
+                store.client.set(vocab_hashes_key(s.prefix), self._vocab_hashes(info))
             raw_old = store.client.hget(MODELS, s.name)
             old = ModelInfo.from_json(raw_old) if raw_old is not None else None
             if old is not None:
@@ -320,6 +324,16 @@ class LoadSession:
         if store.after_commit is not None:
             store.after_commit()
         return info
+
+    def _vocab_hashes(self, info: ModelInfo) -> bytes:
+        """The sorted 64-bit hashes of the vocabulary's words (8 bytes a word), read back
+        from the stored vocabulary in chunks (so a resumed load has them all too)."""
+        parts = [
+            word_hashes(encode_tokens(tokens))
+            for tokens in self.store.iter_vocab(info, chunk=200_000)
+        ]
+        hashes = np.unique(np.concatenate(parts)) if parts else np.zeros(0, np.uint64)
+        return hashes.astype("<u8").tobytes()
 
     def abort(self, *, keep: bool = True) -> None:
         """Stop writing; ``keep=True`` leaves the partial load resumable, else drops it."""
