@@ -106,10 +106,24 @@ def evaluate(kv) -> tuple[float, float]:
     return float(analogy), float(wordsim)
 
 
+def overrides(run: str) -> dict:
+    """Settings after a run's name: ``ours-cbow:min_alpha=0.005:seed=2``.
+
+    >>> overrides("ours-cbow:min_alpha=0.005:seed=2:ns_skip=1")
+    {'min_alpha': 0.005, 'seed': 2, 'ns_skip': 1}
+    """
+    out = {}
+    for item in run.split(":")[1:]:
+        key, _, value = item.partition("=")
+        out[key] = float(value) if any(c in value for c in ".e") else int(value)
+    return out
+
+
 def child(spec: dict) -> dict:
     """One run, in this process."""
-    tool, params = RUNS[spec["run"]]
+    tool, params = RUNS[spec["run"].split(":")[0]]
     params = {**COMMON, **params, "epochs": spec["epochs"], "workers": spec["workers"]}
+    params.update(overrides(spec["run"]))
     t0 = time.perf_counter()
     if tool == "gensim":
         from gensim.models import Word2Vec as GensimW2V
@@ -167,7 +181,7 @@ def table(results: list[dict]) -> str:
         "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in results:
-        ref = gensim.get(r["run"].split("-")[1])
+        ref = gensim.get(r["run"].split(":")[0].split("-")[1])
         ratio = f"{r['words_per_s'] / ref['words_per_s']:.2f}x" if ref else "-"
         cpu_ratio = f"{r['words_per_cpu_s'] / ref['words_per_cpu_s']:.2f}x" if ref else "-"
         out.append(
@@ -198,7 +212,7 @@ def main() -> None:
     out_dir = Path(__file__).parent / "out"
     out_dir.mkdir(exist_ok=True)
     for run in args.runs.split(","):
-        if run not in RUNS:
+        if run.split(":")[0] not in RUNS:
             ap.error(f"unknown run {run!r}")
         spec = {"run": run, "text": str(text), "lines": str(lines)}
         spec.update(epochs=args.epochs, workers=args.workers)
