@@ -47,11 +47,17 @@ RUNS = {
     "gensim-cbow": ("gensim", {"sg": 0, "alpha": 0.05}),
     "ours-cbow": ("ours", {"sg": 0, "alpha": 0.05, "batch": False}),
     "ours-cbow-hogbatch": ("ours", {"sg": 0, "alpha": 0.05, "batch": True}),
+    # the learning rate gensim's run actually has at its end (see gensim_min_alpha)
+    "ours-cbow-sched": ("ours", {"sg": 0, "alpha": 0.05, "batch": False, "min_alpha": "gensim"}),
     # hierarchical softmax (Spark MLlib's only mode), no subsampling
     "gensim-sghs": ("gensim", {"sg": 1, "hs": 1, "negative": 0, "sample": 0}),
     "ours-sghs": ("ours", {"sg": 1, "hs": 1, "negative": 0, "sample": 0}),
     "gensim-cbowhs": ("gensim", {"sg": 0, "hs": 1, "negative": 0, "sample": 0, "alpha": 0.05}),
     "ours-cbowhs": ("ours", {"sg": 0, "hs": 1, "negative": 0, "sample": 0, "alpha": 0.05}),
+    "ours-cbowhs-sched": (
+        "ours",
+        {"sg": 0, "hs": 1, "negative": 0, "sample": 0, "alpha": 0.05, "min_alpha": "gensim"},
+    ),
 }
 COMMON = {"vector_size": 100, "window": 5, "negative": 5, "sample": 1e-4, "min_count": 5}
 WORK = Path(os.environ.get("VECSERVE_BENCH_TMP", "/tmp/vecserve-bench-train"))
@@ -106,10 +112,43 @@ def evaluate(kv) -> tuple[float, float]:
     return float(analogy), float(wordsim)
 
 
+def gensim_min_alpha(alpha: float, epochs: int, workers: int) -> float:
+    """The learning rate a gensim 4.4 ``corpus_file`` run ends at (``min_alpha`` 0.0001).
+
+    Each of its W workers measures progress as its own words over the whole epoch's
+    (``word2vec_corpusfile.pyx``, ``get_next_alpha``), so within epoch e alpha falls
+    from its value at progress e/E only to (e + 1/W)/E, then jumps back: the last
+    value is ``alpha * (1 - 1/W) / E`` (W=2, E=5, alpha 0.05: 0.005). A linear fall
+    from ``alpha`` to that value also has gensim's mean over E=5 epochs (0.0275).
+
+    >>> round(gensim_min_alpha(0.05, 5, 2), 6), round(gensim_min_alpha(0.05, 2, 2), 6)
+    (0.005, 0.0125)
+    >>> gensim_min_alpha(0.05, 5, 1)
+    0.0001
+    """
+    return max(alpha * (1.0 - 1.0 / workers) / epochs, 0.0001)
+
+
+def overrides(run: str) -> dict:
+    """Settings after a run's name: ``ours-cbow:min_alpha=0.005:seed=2``.
+
+    >>> overrides("ours-cbow:min_alpha=0.005:seed=2:ns_skip=1")
+    {'min_alpha': 0.005, 'seed': 2, 'ns_skip': 1}
+    """
+    out = {}
+    for item in run.split(":")[1:]:
+        key, _, value = item.partition("=")
+        out[key] = float(value) if any(c in value for c in ".e") else int(value)
+    return out
+
+
 def child(spec: dict) -> dict:
     """One run, in this process."""
-    tool, params = RUNS[spec["run"]]
+    tool, params = RUNS[spec["run"].split(":")[0]]
     params = {**COMMON, **params, "epochs": spec["epochs"], "workers": spec["workers"]}
+    params.update(overrides(spec["run"]))
+    if params.get("min_alpha") == "gensim":
+        params["min_alpha"] = gensim_min_alpha(params["alpha"], params["epochs"], params["workers"])
     t0 = time.perf_counter()
     if tool == "gensim":
         from gensim.models import Word2Vec as GensimW2V
@@ -167,7 +206,7 @@ def table(results: list[dict]) -> str:
         "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in results:
-        ref = gensim.get(r["run"].split("-")[1])
+        ref = gensim.get(r["run"].split(":")[0].split("-")[1])
         ratio = f"{r['words_per_s'] / ref['words_per_s']:.2f}x" if ref else "-"
         cpu_ratio = f"{r['words_per_cpu_s'] / ref['words_per_cpu_s']:.2f}x" if ref else "-"
         out.append(
@@ -198,7 +237,7 @@ def main() -> None:
     out_dir = Path(__file__).parent / "out"
     out_dir.mkdir(exist_ok=True)
     for run in args.runs.split(","):
-        if run not in RUNS:
+        if run.split(":")[0] not in RUNS:
             ap.error(f"unknown run {run!r}")
         spec = {"run": run, "text": str(text), "lines": str(lines)}
         spec.update(epochs=args.epochs, workers=args.workers)
