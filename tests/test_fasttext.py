@@ -336,11 +336,46 @@ def test_a_word_wrongly_taken_for_present_is_read_again(store, monkeypatch):
     kv = load_facebook_vectors(path)
     known = store.vocab_hashes(info)
     fake = word_hashes([b"raskolnikovish"])
-    store._vocab_hashes[info.prefix] = np.unique(np.concatenate((known, fake)))
+    store._vocab_hashes[info.prefix, info.generation] = np.unique(np.concatenate((known, fake)))
     calls = _recording(store, monkeypatch)
     words = ["raskolnikovish", "the", "dostoevskyish"]
     _, rows, in_vocab = store.read_rows_subwords(info, words)
-    assert len(calls) == 2 and in_vocab.tolist() == [False, True, False]
+    assert len(calls) == 2 and not any(isinstance(c, tuple) for c in calls)  # two MGETs
+    again = ngram_buckets(["raskolnikovish"], info.min_n, info.max_n, info.ngram_buckets)[0]
+    assert len(_words_sent(calls[1])) == len(np.unique(again))  # only the stray's n-grams
+    assert in_vocab.tolist() == [False, True, False]
+    np.testing.assert_allclose(rows, np.vstack([kv[w] for w in words]), rtol=0, atol=1e-6)
+
+
+def test_vocabulary_hashes_follow_a_reused_prefix(store, monkeypatch):
+    """A reader keeps each generation's hashes, not each key prefix's: the third load of
+    a name takes the first one's prefix back, with another vocabulary, and a reader that
+    served the first reads the third's hashes (one MGET, only the missing words' n-grams,
+    no second round trip for words the first vocabulary had)."""
+    first = load_file(gensim_data("crime-and-punishment.bin"), name="FT", store=store,
+                      progress=False)  # fmt: skip
+    rkv = RedisKeyedVectors("FT", store=store)
+    rkv[["the", "raskolnikovish"]]
+    path = gensim_data("lee_fasttext_new.bin")
+    load_file(path, name="FT", store=store, progress=False)
+    third = load_file(path, name="FT", store=store, progress=False)
+    assert third.prefix == first.prefix and third.generation != first.generation
+    kv = load_facebook_vectors(path)
+    old = set(load_facebook_vectors(gensim_data("crime-and-punishment.bin")).index_to_key)
+    gone = next(w for w in sorted(old) if w not in kv.key_to_index)
+    new = next(w for w in kv.index_to_key if w not in old)
+    words = [gone, new, "raskolnikovish"]
+    calls = _recording(store, monkeypatch)
+    _, rows, in_vocab = store.read_rows_subwords(third, words)
+    assert [c for c in calls if isinstance(c, tuple)] == [
+        ("GET", f"vecserve:vocabh:{third.prefix}")
+    ]
+    pipes = [c for c in calls if not isinstance(c, tuple)]
+    assert len(pipes) == 1
+    oov = [gone, "raskolnikovish"]
+    need = np.unique(np.concatenate(ngram_buckets(oov, third.min_n, third.max_n, kv.bucket)))
+    assert len(_words_sent(pipes[0])) == len(words) + len(need)
+    assert in_vocab.tolist() == [False, True, False]
     np.testing.assert_allclose(rows, np.vstack([kv[w] for w in words]), rtol=0, atol=1e-6)
 
 
@@ -460,15 +495,23 @@ def test_interrupted_load_resumes(store, monkeypatch, phase):
     assert store.client.keys("*FT*") == []
 
 
-def test_cluster_load_and_oov(cluster_store):
+def test_cluster_load_and_oov(cluster_store, monkeypatch):
+    """On a cluster too the vocabulary hashes (one key, read once) keep a batch to its
+    words and the missing words' n-grams: one pipeline of MGETs, one per hash tag."""
     path = gensim_data("toy-model.bin")
     kv = load_facebook_vectors(path)
     info = load_file(path, name="FTC", store=cluster_store, progress=False)
     assert info.buckets and info.ngram_buckets == kv.bucket
+    assert cluster_store.vocab_hashes(info) is not None
     rkv = RedisKeyedVectors("FTC", store=cluster_store)
     words = [*kv.index_to_key, "raskolnikovish", "日本語"]
     want = np.vstack([kv[w] for w in words])
+    calls = _recording(cluster_store, monkeypatch)
     np.testing.assert_allclose(rkv[words], want, rtol=0, atol=1e-6)
+    need = np.unique(np.concatenate(ngram_buckets(words[-2:], info.min_n, info.max_n, kv.bucket)))
+    mgets = [c for p in calls if not isinstance(p, tuple) for c in p.sent if c[0] == "MGET"]
+    assert sum(len(c) - 1 for c in mgets) == len(words) + len(need)
+    monkeypatch.undo()
     assert np.array_equal(rkv[kv.index_to_key], kv.vectors)
     cluster_store.delete_model("FTC")
 

@@ -91,7 +91,8 @@ class Store:
         self.url = redact_url(url or describe_client(client))
         self.is_cluster = isinstance(client, RedisCluster)
         self._entries: dict[str, tuple[bytes, ModelInfo]] = {}  # model_from_entry
-        self._vocab_hashes: dict[str, np.ndarray | None] = {}  # by generation prefix
+        # vocab_hashes, by (prefix, generation): a later generation may reuse a prefix
+        self._vocab_hashes: dict[tuple[str, int], np.ndarray | None] = {}
         # False once the server refused SUBWORD_READ (no EVAL_RO: Redis < 7, or an ACL
         # without it): fastText reads then fetch every word's buckets with MGET
         self.subword_script = not self.is_cluster
@@ -304,7 +305,8 @@ class Store:
     def vocab_hashes(self, model: ModelInfo) -> np.ndarray | None:
         """The sorted word hashes of a fastText generation (None if it has none), read
         once per generation and kept (8 bytes a word)."""
-        hit = self._vocab_hashes.get(model.prefix, False)
+        gen = (model.prefix, model.generation)
+        hit = self._vocab_hashes.get(gen, False)
         if hit is not False:
             return hit
         with self.errors(f"reading the vocabulary hashes of {model.name!r}"):
@@ -312,7 +314,7 @@ class Store:
         known = None if raw is None else np.frombuffer(raw, dtype="<u8").astype(np.uint64)
         if len(self._vocab_hashes) >= 8:  # old generations' sets go
             self._vocab_hashes.pop(next(iter(self._vocab_hashes)))
-        self._vocab_hashes[model.prefix] = known
+        self._vocab_hashes[gen] = known
         return known
 
     def _read_rows_subwords_known(
