@@ -379,6 +379,41 @@ def test_vocabulary_hashes_follow_a_reused_prefix(store, monkeypatch):
     np.testing.assert_allclose(rows, np.vstack([kv[w] for w in words]), rtol=0, atol=1e-6)
 
 
+def test_least_privilege_roles_write_and_read_the_hashes(tmp_path):
+    """A loader limited to its model writes the vocabulary hashes with each generation (a
+    reload's ``FT~N`` prefix too; the old generation's go with it), and an API user
+    limited to that model reads them: gensim's vectors with read rights only."""
+    import redis
+
+    from vecserve.acl import setuser_line
+    from vecserve.embedded import ValkeyProcess, free_port
+
+    port = free_port()
+    with ValkeyProcess(tmp_path, port=port):
+        admin = redis.Redis(port=port)
+        for line in (
+            setuser_line("loader", user="l", password="lpw", model="FT"),
+            setuser_line("api", user="a", password="apw", model="FT"),
+        ):
+            admin.execute_command(*line.split())
+        path = gensim_data("crime-and-punishment.bin")
+        loader = f"redis://l:lpw@127.0.0.1:{port}/0"
+        load_file(path, name="FT", redis_url=loader, progress=False)
+        info = load_file(path, name="FT", redis_url=loader, progress=False)
+        assert info.prefix != "FT" and admin.exists(f"vecserve:vocabh:{info.prefix}")
+        assert not admin.exists("vecserve:vocabh:FT")
+        kv = load_facebook_vectors(path)
+        rkv = RedisKeyedVectors("FT", redis_url=f"redis://a:apw@127.0.0.1:{port}/0")
+        try:
+            words = ["the", "raskolnikovish", "日本語"]
+            want = np.vstack([kv[w] for w in words])
+            np.testing.assert_allclose(rkv[words], want, rtol=0, atol=1e-6)
+            assert rkv._get_store().vocab_hashes(rkv.info) is not None
+        finally:
+            rkv.close()
+            admin.close()
+
+
 def test_buckets_are_read_only_for_missing_words(store):
     """Generations without vocabulary hashes (loaded before they existed): one script
     reads every word and only the missing words' buckets; the MGET fallback (servers

@@ -311,7 +311,8 @@ class Store:
             return hit
         with self.errors(f"reading the vocabulary hashes of {model.name!r}"):
             raw = self.client.get(vocab_hashes_key(model.prefix))
-        known = None if raw is None else np.frombuffer(raw, dtype="<u8").astype(np.uint64)
+        # a view of the reply where uint64 is little-endian: 8 bytes a word, no copy
+        known = None if raw is None else np.frombuffer(raw, "<u8").astype(np.uint64, copy=False)
         if len(self._vocab_hashes) >= 8:  # old generations' sets go
             self._vocab_hashes.pop(next(iter(self._vocab_hashes)))
         self._vocab_hashes[gen] = known
