@@ -379,6 +379,18 @@ def test_vocabulary_hashes_follow_a_reused_prefix(store, monkeypatch):
     np.testing.assert_allclose(rows, np.vstack([kv[w] for w in words]), rtol=0, atol=1e-6)
 
 
+def test_a_reader_keeps_the_hashes_of_eight_generations_at_most(store):
+    """8 bytes a word per generation kept: a reader that saw many generations (of many
+    models, or reloads) keeps the latest eight."""
+    import dataclasses
+
+    info = load_file(gensim_data("toy-model.bin"), name="FT", store=store, progress=False)
+    for g in range(12):
+        store.vocab_hashes(dataclasses.replace(info, generation=info.generation + g))
+    assert sorted(g for _, g in store._vocab_hashes) == [info.generation + g for g in range(4, 12)]
+    assert store.vocab_hashes(info) is not None  # read again: it had gone
+
+
 def test_least_privilege_roles_write_and_read_the_hashes(tmp_path):
     """A loader limited to its model writes the vocabulary hashes with each generation (a
     reload's ``FT~N`` prefix too; the old generation's go with it), and an API user

@@ -313,8 +313,8 @@ class Store:
             raw = self.client.get(vocab_hashes_key(model.prefix))
         # a view of the reply where uint64 is little-endian: 8 bytes a word, no copy
         known = None if raw is None else np.frombuffer(raw, "<u8").astype(np.uint64, copy=False)
-        if len(self._vocab_hashes) >= 8:  # old generations' sets go
-            self._vocab_hashes.pop(next(iter(self._vocab_hashes)))
+        if len(self._vocab_hashes) >= 8:  # old generations' sets go (threads may race)
+            self._vocab_hashes.pop(next(iter(self._vocab_hashes), None), None)
         self._vocab_hashes[gen] = known
         return known
 
