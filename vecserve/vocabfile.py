@@ -35,6 +35,7 @@ import mmap
 import operator
 import os
 import struct
+import sys
 import tempfile
 import zlib
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -171,6 +172,13 @@ class SharedVocab(Sequence):
         self._offsets = np.frombuffer(buf, dtype="<i8", count=n + 1, offset=start)
         self._table = np.frombuffer(buf, dtype=table_dtype, count=slots, offset=t_start)
         self._data = d_start
+        # Python-level indexing of a memoryview is ~3x faster than a NumPy scalar's
+        if sys.byteorder == "little":
+            view = memoryview(buf)
+            self._off = view[start : start + 8 * (n + 1)].cast("q")
+            self._slot = view[t_start : t_start + self._table.nbytes].cast(table_dtype.char)
+        else:
+            self._off, self._slot = self._offsets, self._table
         self._count = n
         self._shift = 32 - _bits(slots)
         self._mask = slots - 1
@@ -214,8 +222,8 @@ class SharedVocab(Sequence):
         return self._count
 
     def word_bytes(self, row: int) -> bytes:
-        a, b = self._offsets[row : row + 2].tolist()
-        return self._buf[self._data + a : self._data + b]
+        off, data = self._off, self._data
+        return self._buf[data + off[row] : data + off[row + 1]]
 
     def __getitem__(self, row):
         if isinstance(row, slice):
@@ -249,14 +257,15 @@ class SharedVocab(Sequence):
             return default
         key = _utf8(word)
         slot = ((zlib.crc32(key) * _FIB) & _MASK32) >> self._shift
-        table, buf, data, mask = self._table, self._buf, self._data, self._mask
+        table, off, buf, data, mask = self._slot, self._off, self._buf, self._data, self._mask
+        size = len(key)
         while True:
-            row = int(table[slot])
+            row = table[slot]
             if row < 0:
                 return default
-            a, b = self._offsets[row : row + 2].tolist()
-            if b - a == len(key) and buf[data + a : data + b] == key:
-                return row
+            a = off[row]
+            if off[row + 1] - a == size and buf[data + a : data + a + size] == key:
+                return int(row)
             slot = (slot + 1) & mask
 
     def __contains__(self, word) -> bool:
