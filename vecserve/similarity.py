@@ -327,7 +327,7 @@ class SimilarityIndex:
                 return cls.open(final, name=info.name, generation=info.generation)
             except ValueError as exc:
                 log.warning("%s; rebuilding it", exc)
-                if _damaged_file(exc) == VOCAB_FILE:
+                if f"{VOCAB_FILE}: damaged" in str(exc):
                     _rewrite_vocab(store, info, final, chunk)
                 else:
                     shutil.rmtree(final, ignore_errors=True)
@@ -602,11 +602,6 @@ def _open_vocab(path: Path) -> SharedVocab:
         return SharedVocab.open(idx)
     except OSError as exc:
         raise ValueError(f"{idx}: damaged vocabulary file ({exc.strerror})") from None
-
-
-def _damaged_file(exc: ValueError) -> str:
-    """The file name a damage ``ValueError`` of :meth:`SimilarityIndex.open` starts with."""
-    return Path(str(exc).split(":", 1)[0]).name
 
 
 def _rewrite_vocab(store: Store, info: ModelInfo, final: Path, chunk: int) -> None:
