@@ -195,8 +195,8 @@ CHILD = textwrap.dedent(
         name = None
         for line in f:
             head = line.split()
-            if "-" in head[0] and len(head) >= 6:
-                name = head[-1]
+            if "-" in head[0] and not head[0].endswith(":"):  # a mapping's first line
+                name = head[5] if len(head) >= 6 else None
             elif name and name.endswith("vocab.idx") and head[0] in ("Rss:", "Private_Dirty:"):
                 mapped[head[0]] = mapped.get(head[0], 0) + int(head[1])
     print(json.dumps({"lookups": lookups, "answer": answer, "mapped": mapped}))
