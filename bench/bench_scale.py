@@ -309,10 +309,11 @@ def in_process(table: Table, snapshot: Path, queries: list[str], facts: dict) ->
     t = time.perf_counter()
     kv = KeyedVectors(sim.dim)
     kv.index_to_key = list(sim.index_to_key)
-    kv.key_to_index = dict(sim.key_to_index)
+    kv.key_to_index = {w: i for i, w in enumerate(kv.index_to_key)}
     kv.vectors = np.array(sim.vectors)  # in RAM, as gensim holds a loaded model
     kv.most_similar(queries[0])  # fills gensim's norms once
     ready = time.perf_counter() - t
+    lookups = vocab_lookups(sim, kv, queries)
     del sim
     theirs = []
     for w in queries:
@@ -331,6 +332,40 @@ def in_process(table: Table, snapshot: Path, queries: list[str], facts: dict) ->
     table.add("vecserve over HTTP (from above), p50", h50,
               f"p99 {h99:.1f} ms; {h50 / g50:.2f}x gensim's time", "ms")  # fmt: skip
     table.add("same top-10 words as the HTTP answers", f"{same}/{2 * len(queries)}")
+    table.section("vocabulary lookups: the snapshot's shared vocab.idx vs a dict/list in RAM")
+    for label, (shared, private) in lookups.items():
+        note = f"dict/list in RAM {private * 1e3:.3f} ms; {shared / private:.1f}x"
+        table.add(f"{label}, shared vocab.idx (median)", shared * 1e3, note, "ms")
+
+
+def vocab_lookups(sim, kv, queries: list[str], repeat: int = 21) -> dict:
+    """Median seconds of word -> row (a batch of 1000 words) and row -> word (the top-10
+    answer rows of each query), through the snapshot's vocabulary and through gensim's
+    ``key_to_index`` dict / ``index_to_key`` list; the answers are checked to be equal."""
+    rng = np.random.default_rng(5)
+    batch = [kv.index_to_key[i] for i in rng.choice(len(kv.index_to_key), 1000)]
+    answers = [[kv.key_to_index[w] for w, _ in kv.most_similar(q, topn=10)] for q in queries]
+
+    def median(fn) -> tuple[float, list]:
+        times = []
+        for _ in range(repeat):
+            t = time.perf_counter()
+            got = fn()
+            times.append(time.perf_counter() - t)
+        return float(np.median(times)), got
+
+    out = {}
+    for label, ours, theirs in [
+        ("word -> row, 1000 words", lambda: [sim.key_to_index.get(w) for w in batch],
+         lambda: [kv.key_to_index.get(w) for w in batch]),
+        (f"row -> word, top-10 rows of {len(answers)} answers",
+         lambda: [[sim.index_to_key[r] for r in a] for a in answers],
+         lambda: [[kv.index_to_key[r] for r in a] for a in answers]),
+    ]:  # fmt: skip
+        (shared, got), (private, want) = median(ours), median(theirs)
+        assert got == want, label
+        out[label] = (shared, private)
+    return out
 
 
 def worker_memory(table: Table, env: dict, cache: Path, queries: list[str], ann: bool) -> None:

@@ -41,10 +41,20 @@ positions in the vocabulary.
 
 On-disk cache: ``$VECSERVE_CACHE_DIR`` or ``<platform user cache dir>/vecserve``, one
 directory per generation named ``<model>.g<generation>.<sha/created tag>`` holding
-``vectors.npy``, ``norms.npy`` and ``vocab.json``. It is built in a temporary directory
+``vectors.npy``, ``norms.npy`` and ``vocab.idx``. It is built in a temporary directory
 and renamed into place (atomic), so concurrent builders are safe and a restart reuses
 it; a new generation has a new name, so it is rebuilt; older generations' directories
 of the same model are removed once a newer one is in place.
+
+Memory shared by processes: vectors, norms and the vocabulary are all memory-mapped, so
+every API worker serving the same generation shares their pages. The vocabulary
+(``vocab.idx``, :mod:`vecserve.vocabfile`) holds the words' UTF-8 bytes, their offsets
+and an open-addressing hash table of rows: ``index_to_key`` and ``key_to_index`` are
+read-only views over it (a :class:`~vecserve.vocabfile.SharedVocab` and its mapping), not
+a per-process ``list`` and ``dict``. A snapshot of the older format (``vocab.json``) is
+upgraded in place on first open (``vocab.idx`` written from it, the JSON removed); a
+damaged ``vocab.idx`` is refused in one logged line and rewritten from Redis; a damaged
+vectors or norms file has the whole snapshot rebuilt.
 
 HTTP contract (``POST {similarity_url}/most_similar``), used by
 :class:`vecserve.keyedvectors.RedisKeyedVectors` when a similarity URL is configured.
@@ -82,6 +92,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import shutil
 import tempfile
@@ -95,6 +106,8 @@ import numpy as np
 from . import config
 from .errors import StoreUnavailable
 from .store import ModelInfo, Store
+from .vocabfile import SharedVocab
+from .vocabfile import write as write_vocab
 
 __all__ = [
     "IndexManager",
@@ -112,6 +125,10 @@ _EXTENDED_KEY_TYPES = (str, int, np.integer, np.ndarray)
 BUILD_CHUNK = 20_000
 # Bound on the scores matrix of one most_similar_batch multiply.
 BATCH_SCORE_BYTES = 256 << 20
+VOCAB_FILE = "vocab.idx"
+OLD_VOCAB_FILE = "vocab.json"
+
+log = logging.getLogger(__name__)
 
 
 def default_cache_dir() -> Path:
@@ -223,8 +240,8 @@ class SimilarityIndex:
 
     Parameters
     ----------
-    index_to_key : list of str
-        Tokens in model order.
+    index_to_key : list of str or SharedVocab
+        Tokens in model order (a list is turned into an in-memory :class:`SharedVocab`).
     vectors : numpy.ndarray
         ``(count, dim)`` float32 (usually a read-only memory map).
     norms : numpy.ndarray, optional
@@ -243,7 +260,7 @@ class SimilarityIndex:
 
     def __init__(
         self,
-        index_to_key: list[str],
+        index_to_key: Sequence[str],
         vectors: np.ndarray,
         norms: np.ndarray | None = None,
         *,
@@ -251,8 +268,10 @@ class SimilarityIndex:
         generation: int = 0,
         path: Path | None = None,
     ):
+        if not isinstance(index_to_key, SharedVocab):
+            index_to_key = SharedVocab.from_words(index_to_key)
         self.index_to_key = index_to_key
-        self.key_to_index = {k: i for i, k in enumerate(index_to_key)}
+        self.key_to_index = index_to_key.key_to_index
         self.vectors = vectors
         self.norms = row_norms(vectors) if norms is None else norms
         self.name = name
@@ -303,6 +322,15 @@ class SimilarityIndex:
         """
         root = Path(cache_dir) if cache_dir is not None else default_cache_dir()
         final = root / _dir_name(info)
+        if (final / "vectors.npy").exists():
+            try:
+                return cls.open(final, name=info.name, generation=info.generation)
+            except ValueError as exc:
+                log.warning("%s; rebuilding it", exc)
+                if f"{VOCAB_FILE}: damaged" in str(exc):
+                    _rewrite_vocab(store, info, final, chunk)
+                else:
+                    shutil.rmtree(final, ignore_errors=True)
         if not (final / "vectors.npy").exists():
             root.mkdir(parents=True, exist_ok=True)
             tmp = Path(tempfile.mkdtemp(prefix=f".{info.name}.building.", dir=root))
@@ -321,12 +349,25 @@ class SimilarityIndex:
 
     @classmethod
     def open(cls, path: str | os.PathLike, *, name: str = "", generation: int = 0):
-        """Memory-map a snapshot directory written by :meth:`build`."""
+        """Memory-map a snapshot directory written by :meth:`build`.
+
+        An older snapshot (``vocab.json``) is upgraded in place. Raises ``ValueError``
+        (one line: which file, what is wrong) if a file is damaged.
+        """
         path = Path(path)
-        vectors = np.load(path / "vectors.npy", mmap_mode="r").view(np.ndarray)
-        norms = np.load(path / "norms.npy")
-        with open(path / "vocab.json", encoding="utf-8", errors="surrogateescape") as f:
-            vocab = json.load(f)
+        arrays = []
+        for name_ in ("vectors.npy", "norms.npy"):
+            try:
+                arrays.append(np.load(path / name_, mmap_mode="r").view(np.ndarray))
+            except (ValueError, EOFError) as exc:
+                raise ValueError(f"{path / name_}: damaged snapshot file ({exc})") from None
+        vectors, norms = arrays
+        vocab = _open_vocab(path)
+        if not (vectors.ndim == 2 and norms.shape == (len(vectors),) == (len(vocab),)):
+            raise ValueError(
+                f"{path / VOCAB_FILE}: damaged vocabulary file ({len(vocab)} words for "
+                f"{vectors.shape} vectors and {norms.shape} norms)"
+            )
         return cls(vocab, vectors, norms, name=name, generation=generation, path=path)
 
     # -- lookups --------------------------------------------------------------------------
@@ -505,7 +546,7 @@ class SimilarityIndex:
 
         n = len(self.index_to_key) if limit is None else min(limit, len(self.index_to_key))
         kv = KeyedVectors(self.dim, count=0, dtype=REAL)
-        kv.index_to_key = self.index_to_key[:n]
+        kv.index_to_key = self.index_to_key[:n]  # a list (the slice decodes the words)
         kv.key_to_index = {k: i for i, k in enumerate(kv.index_to_key)}
         kv.vectors = self.vectors[:n]
         kv.norms = self.norms[:n]
@@ -538,6 +579,42 @@ def _remove_older(root: Path, info: ModelInfo) -> None:
             shutil.rmtree(p, ignore_errors=True)
 
 
+def _open_vocab(path: Path) -> SharedVocab:
+    """Map ``path/vocab.idx``, writing it first from an older snapshot's ``vocab.json``."""
+    idx = path / VOCAB_FILE
+    if not idx.exists():
+        old = path / OLD_VOCAB_FILE
+        try:
+            with open(old, encoding="utf-8", errors="surrogateescape") as f:
+                words = json.load(f)
+        except FileNotFoundError:
+            if not idx.exists():  # not upgraded meanwhile by another process
+                raise ValueError(f"{idx}: damaged snapshot (no vocabulary file)") from None
+        except ValueError as exc:
+            raise ValueError(f"{idx}: damaged vocabulary file ({old.name}: {exc})") from None
+        else:
+            if not isinstance(words, list) or not all(isinstance(w, str) for w in words):
+                raise ValueError(f"{idx}: damaged vocabulary file ({old.name} is no word list)")
+            write_vocab(idx, words)
+            log.info("snapshot %s: vocabulary upgraded to %s", path.name, VOCAB_FILE)
+            old.unlink(missing_ok=True)
+    try:
+        return SharedVocab.open(idx)
+    except OSError as exc:
+        raise ValueError(f"{idx}: damaged vocabulary file ({exc.strerror})") from None
+
+
+def _rewrite_vocab(store: Store, info: ModelInfo, final: Path, chunk: int) -> None:
+    """Write ``final/vocab.idx`` again from the generation's vocabulary in Redis."""
+    words = [w for tokens in store.iter_vocab(info, chunk=chunk) for w in tokens]
+    if len(words) != info.count:
+        raise StoreUnavailable(
+            f"vocabulary of {info.name!r} has {len(words)} tokens, the registry says "
+            f"{info.count}: the generation changed while it was being read"
+        )
+    write_vocab(final / VOCAB_FILE, words)
+
+
 def _write_snapshot(store: Store, info: ModelInfo, out: Path, chunk: int) -> None:
     vectors = np.lib.format.open_memmap(
         out / "vectors.npy", mode="w+", dtype=REAL, shape=(info.count, info.dim)
@@ -564,8 +641,7 @@ def _write_snapshot(store: Store, info: ModelInfo, out: Path, chunk: int) -> Non
     vectors.flush()
     del vectors
     np.save(out / "norms.npy", norms)
-    with open(out / "vocab.json", "w", encoding="utf-8", errors="surrogateescape") as f:
-        json.dump(vocab, f, ensure_ascii=False)
+    write_vocab(out / VOCAB_FILE, vocab)
 
 
 class IndexManager:
