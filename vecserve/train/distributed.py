@@ -27,7 +27,7 @@ the gain is at least ``sum_r |d_r|^2 / |sum_r d_r|^2``, one over the number of r
 whose changes agree: N equal changes count once, N orthogonal ones all count. The
 plain sum (cap N) diverges or collapses at 4 ranks; the capped gain moves a row all
 ranks changed by ``min(N, cap) / N`` of their summed changes, which the learning rate
-partly makes up for: it starts at ``alpha`` x ``sqrt(N / min(N, cap))``
+partly makes up for: it starts at ``alpha`` x ``(N / min(N, cap)) ** 0.8`` by default
 (:attr:`Word2Vec.start_alpha <vecserve.train.Word2Vec.start_alpha>`). The schemes
 measured, and why the defaults are int16 payloads, 50,000 words between syncs, the
 doubling schedule, cap 2 with coherence and that learning rate: BENCHMARKS.md.
@@ -394,6 +394,8 @@ class Synchronizer:
         self.scale = 256.0 if self.dtype == np.float16 else 1.0
         self.extra = 2 if self.coherent else 1  # columns after the change
         self.quantized = self.dtype == np.int16
+        # float32 and int16 payloads are summed as float32 rows: the one-pass C loops
+        self.fused = self.scale == 1
         self.mats = [_Matrix(w, w.copy(), tail) for w, tail in matrices if w is not None]
         self.syncs = 0
         # two sets of payload buffers, reused turn about (a payload's exchange may still
@@ -425,12 +427,11 @@ class Synchronizer:
         self._turn ^= 1
         dtype = np.float32 if self.quantized else self.dtype
         buf = _reuse(arena, "buf", (total, d + self.extra), dtype)
-        fused = buf.dtype == np.float32 and self.scale == 1  # float32 and int16 payloads
         peak = _reuse(arena, "peak", (total if self.quantized else 0,), np.float32)
         deltas, at = [], 0
         for i, (m, sl) in enumerate(zip(self.mats, slices, strict=True)):
             part = buf[at : at + sl.stop - sl.start]
-            if fused:  # one pass: change, touch flag, squared norm, largest change
+            if self.fused:  # one pass: change, touch flag, squared norm, largest change
                 delta = _reuse(arena, f"delta{i}", (len(part), d), np.float32)
                 top = peak[at : at + len(part)] if self.quantized else peak
                 _sync.snapshot_rows(m.weights[sl], m.base[sl], delta, part, self.coherent, top)
@@ -485,7 +486,7 @@ class Synchronizer:
             n = len(delta)
             part = payload.buf[at : at + n]
             at += n
-            if part.dtype == np.float32 and self.scale == 1:  # one pass a row
+            if self.fused:  # one pass a row
                 ok = _sync.apply_rows(part, delta, m.base[sl], m.weights[sl], self.cap,
                                       self.coherent, exact)  # fmt: skip
             else:

@@ -82,8 +82,8 @@ class Word2Vec:
     ``sync_schedule`` picks which rows each sync carries (``"doubling"``: by frequency
     rank; ``"rates"``: by expected updates); ``sync_warmup`` syncs the first epoch's
     first share 4x as often; ``sync_scale_alpha`` (a power; 0: off) starts the
-    learning rate at :attr:`start_alpha`; ``overlap`` runs each sync's exchange while the next words
-    train.
+    learning rate at :attr:`start_alpha`; ``overlap`` runs each sync's exchange while
+    the next words train.
     ``checkpoint_dir`` saves the model after every epoch; ``resume`` continues from the
     checkpoint there.
 
@@ -428,15 +428,12 @@ class Word2Vec:
         g = self.group
         cores = usable_cores()
         if g.size > 1 and self.workers > cores and g.rank == 0:
-            msg = (
+            self._say(
                 f"warning: each rank runs {self.workers} training threads but may use "
                 f"{cores} core(s): mpiexec binds ranks to cores; give it --bind-to none, "
-                f"or --map-by slot:PE={self.workers}"
+                f"or --map-by slot:PE={self.workers}",
+                level=logging.WARNING,
             )
-            if self.progress:
-                print(msg, file=sys.stderr, flush=True)
-            else:
-                log.warning(msg)
         plan = self._plan()
         groups = plan[0]
         epoch_words = int(plan[2].sum())
@@ -704,8 +701,8 @@ class Word2Vec:
             parts.append("hogbatch")
         return "-".join(parts)
 
-    def _say(self, msg: str) -> None:
-        log.info(msg)
+    def _say(self, msg: str, level: int = logging.INFO) -> None:
+        log.log(level, msg)
         if self.progress:
             print(msg, file=sys.stderr, flush=True)
 
