@@ -457,8 +457,9 @@ SCHEME_SCRIPT = textwrap.dedent(
     from vecserve.train.distributed import Group
     g = Group.from_environment()
     opts = json.loads(sys.argv[2])
+    opts = {"workers": 1, **opts}
     m = Word2Vec(sys.argv[1], vector_size=16, window=3, min_count=1, sample=0, epochs=3,
-                 workers=1, seed=7, sync_words=2000, comm=g, **opts)
+                 seed=7, sync_words=2000, comm=g, **opts)
     if g.rank == 0:
         m.save_word2vec_format(sys.argv[3], binary=True)
         json.dump(dict(m.train_stats, start_alpha=m.start_alpha), open(sys.argv[3] + ".json", "w"))
@@ -473,8 +474,9 @@ SCHEME_SCRIPT = textwrap.dedent(
         {},
         {"sync_dtype": "float32", "sync_schedule": "doubling", "sync_scale_alpha": 0},
         {"sync_budget": 1.8, "sync_warmup": 0.5},
+        {"workers": 2},
     ],
-    ids=["default", "float32-doubling", "small-budget-warmup"],
+    ids=["default", "float32-doubling", "small-budget-warmup", "two-threads-a-rank"],
 )
 def test_sync_schemes_learn_within_their_byte_budget(tmp_path, ranks, opts):
     """Every scheme learns the topics, and each rank sends at most ``sync_budget``
