@@ -166,7 +166,7 @@ def test_the_service_answers_with_an_ivf_index_for_large_models(
             assert time.monotonic() < deadline, ann
             time.sleep(0.05)
         assert ann["library"].startswith("vecserve IVF") and ann["params"]["kind"] == "ivf"
-        assert ann["recall_at_10"] >= 0.9 and ann["index_bytes"] > N * DIM * 4
+        assert ann["recall_at_10"] >= 0.9 and N * DIM * 2 < ann["index_bytes"] < N * DIM * 4  # f16
         q = {"positive": ["w3"], "topn": 5, "approx": True}
         r = client.post("/most_similar", json=q).json()
         assert r["approximate"] is True

@@ -17,9 +17,10 @@ DOC = (ROOT / "ARCHITECTURE.md").read_text()
 
 
 def _modules() -> dict[str, Path]:
-    """``{"store.registry": path, ...}`` for every module of the package (not __init__)."""
+    """``{"store.registry": path, ...}`` for every module of the package (not __init__),
+    Cython ones (``.pyx``) included."""
     out = {}
-    for path in PACKAGE.rglob("*.py"):
+    for path in [*PACKAGE.rglob("*.py"), *PACKAGE.rglob("*.pyx")]:
         rel = path.relative_to(PACKAGE).with_suffix("")
         parts = rel.parts[:-1] if rel.name == "__init__" else rel.parts
         out[".".join(parts)] = path
@@ -50,7 +51,10 @@ def _component(module: str) -> str:
 
 
 def _imports(module: str, path: Path) -> set[str]:
-    """Every vecserve module ``module`` imports (lazy imports inside functions included)."""
+    """Every vecserve module ``module`` imports (lazy imports inside functions included).
+    Cython modules import no vecserve module (not checked: ``ast`` cannot read them)."""
+    if path.suffix == ".pyx":
+        return set()
     package = module.split(".")[:-1] if path.name != "__init__.py" else module.split(".")
     found = set()
     for node in ast.walk(ast.parse(path.read_text())):

@@ -103,7 +103,8 @@ class AnnParams:
 
     HNSW (usearch names): ``connectivity``, ``expansion_add``, ``expansion_search``,
     ``dtype`` (f16 halves the graph's vector copy). IVF: ``nlist`` lists (0: one per
-    ~512 rows, at most 4096), ``nprobe`` lists scanned a query. Both: ``oversample`` x
+    ~512 rows, at most 4096), ``nprobe`` lists scanned a query, ``dtype`` the stored
+    rows' type (``f16``: half the bytes scanned; or ``f32``). Both: ``oversample`` x
     (topn + excluded) candidates re-scored exactly; ``recall_queries`` measured at build.
 
     >>> AnnParams().resolved(3_000_000).filename, AnnParams().resolved(5_000).filename
@@ -132,8 +133,9 @@ class AnnParams:
 
     @property
     def tag(self) -> str:
-        if self.kind == "ivf":
-            return f"ivf-nlist{self.nlist}" if self.nlist else "ivf"
+        if self.kind == "ivf":  # f16 rows, the default, are named as the f32 ones were
+            rows = "" if self.dtype == "f16" else f"-{self.dtype}"
+            return (f"ivf-nlist{self.nlist}" if self.nlist else "ivf") + rows
         return f"usearch-{self.dtype}-M{self.connectivity}-ef{self.expansion_add}"
 
     @property
@@ -309,8 +311,11 @@ class AnnIndex:
         found = self._candidates(np.asarray(means, dtype=np.float32), min(k, sim.count))
         for j, i in enumerate(todo):
             cand = found[j]
-            if excludes[j]:
-                cand = cand[~np.isin(cand, excludes[j])]
+            if excludes[j]:  # a few rows: plain comparisons beat np.isin's set-up
+                keep = np.ones(len(cand), dtype=bool)
+                for row in excludes[j]:
+                    keep &= cand != row
+                cand = cand[keep]
             mean = means[j]
             scores = np.dot(sim.vectors[cand], mean) / sim.norms[cand]
             order = np.argsort(-scores, kind="stable")[: queries[i][2]]
@@ -365,7 +370,7 @@ def _build_ivf(sim, p: AnnParams, path, threads: int, progress) -> IvfIndex:
     nlist = p.nlist or default_nlist(sim.count)
     try:
         IvfIndex.build_arrays(sim.vectors, target, nlist=nlist, norms=sim.norms, threads=threads,
-                              chunk=BUILD_CHUNK, progress=progress)  # fmt: skip
+                              chunk=BUILD_CHUNK, dtype=p.dtype, progress=progress)  # fmt: skip
         return IvfIndex.open(target)
     finally:
         if tmpdir is not None:  # the mapping outlives the file's name

@@ -1,0 +1,89 @@
+"""The IVF scan's C loops (vecserve/_ivfscan.pyx) against NumPy: the k best rows of the
+spans, best first, for float16 and float32 rows, on the CPU's SIMD path and on the
+portable one, every float16 value converted exactly, bad arguments refused."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from vecserve._ivfscan import top_rows
+
+from vecserve import _ivfscan
+
+
+@pytest.fixture(params=["simd", "portable"])
+def path(request):
+    if request.param == "simd" and not _ivfscan.SIMD:
+        pytest.skip("this CPU has no AVX2/FMA: only the portable loops run here")
+    _ivfscan._portable(request.param == "portable")
+    yield request.param
+    _ivfscan._portable(False)
+
+
+def _reference(rows, lo, hi, q, k):
+    where = np.concatenate([np.arange(a, b) for a, b in zip(lo, hi, strict=True)])
+    scores = rows[where].astype(np.float64) @ q.astype(np.float64)
+    order = np.argsort(-scores, kind="stable")[:k]
+    return where[order], scores[order]
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32])
+@pytest.mark.parametrize("dim", [1, 7, 8, 15, 16, 17, 300])
+def test_the_k_best_rows_of_the_spans_best_first(path, dtype, dim):
+    rng = np.random.default_rng(dim)
+    rows = rng.standard_normal((900, dim)).astype(dtype)
+    q = rng.standard_normal(dim).astype(np.float32)
+    lo, hi = np.array([0, 100, 100, 640]), np.array([50, 400, 100, 900])  # one span empty
+    for k in (1, 10, 25, 10_000):
+        pos, scores = top_rows(rows, lo, hi, q, k)
+        want_pos, want_scores = _reference(rows, lo, hi, q, k)
+        assert len(pos) == min(k, 50 + 300 + 260) and scores.dtype == np.float32
+        np.testing.assert_allclose(scores, want_scores, rtol=1e-5, atol=1e-5)
+        assert np.all(np.diff(scores) <= 0)
+        # the same rows, except where float32 sums of nearly tied scores trade places
+        close = np.isclose(scores, want_scores[-1], rtol=1e-5, atol=1e-5)
+        assert set(pos[~close]) == set(want_pos[~close])
+
+
+def test_every_float16_value_is_converted_exactly(path):
+    values = np.arange(65536, dtype=np.uint16).view(np.float16)
+    for dim in (1, 8, 16):  # the scalar tail, one and two SIMD blocks
+        rows = np.zeros((65536, dim), dtype=np.float16)
+        rows[:, 0] = values
+        q = np.zeros(dim, dtype=np.float32)
+        q[0] = 1.0
+        pos, scores = top_rows(rows, np.array([0]), np.array([65536]), q, 65536)
+        finite = np.isfinite(values)
+        assert len(pos) == finite.sum()  # NaN and infinities never rank
+        np.testing.assert_array_equal(scores, values[pos].astype(np.float32))
+        assert np.all(np.diff(scores) <= 0)
+
+
+def test_ties_keep_the_earlier_row(path):
+    rows = np.ones((10, 4), dtype=np.float16)
+    pos, _ = top_rows(rows, np.array([6, 0]), np.array([10, 3]), np.ones(4, np.float32), 5)
+    assert pos.tolist() == [0, 1, 2, 6, 7]
+
+
+def test_nothing_to_scan_gives_nothing():
+    rows = np.ones((3, 4), dtype=np.float32)
+    q = np.ones(4, np.float32)
+    for lo, hi, k in [([], [], 5), ([1], [1], 5), ([0], [3], 0)]:
+        pos, scores = top_rows(rows, np.array(lo, np.int64), np.array(hi, np.int64), q, k)
+        assert len(pos) == len(scores) == 0
+
+
+@pytest.mark.parametrize(
+    "rows, lo, hi, q, message",
+    [
+        (np.ones((3, 4), np.float64), [0], [3], np.ones(4, np.float32), "float16 or float32"),
+        (np.ones((3, 4), np.float32)[:, ::2], [0], [3], np.ones(2, np.float32), "contiguous"),
+        (np.ones((3, 4), np.float32), [0], [3], np.ones(5, np.float32), "against a query of 5"),
+        (np.ones((3, 4), np.float32), [2], [4], np.ones(4, np.float32), "outside the 3 rows"),
+        (np.ones((3, 4), np.float32), [2], [1], np.ones(4, np.float32), "outside the 3 rows"),
+        (np.ones((3, 4), np.float32), [0, 1], [3], np.ones(4, np.float32), "same number"),
+    ],
+)
+def test_bad_arguments_are_refused_in_one_line(rows, lo, hi, q, message):
+    with pytest.raises(ValueError, match=message):
+        top_rows(rows, np.array(lo, np.int64), np.array(hi, np.int64), q, 2)
