@@ -46,6 +46,8 @@ import numpy as np
 from fastapi import FastAPI, Path, Query, Request
 from fastapi.responses import PlainTextResponse, Response
 from fastapi.routing import APIRoute
+from pydantic import ValidationError
+from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import Headers, QueryParams
 from starlette.routing import BaseRoute, Match
 
@@ -98,7 +100,7 @@ from .service.schemas import (
 from .service.settings import Settings
 from .similarity import SimilarityIndex
 
-__all__ = ["JSON", "NPY", "OCTET", "VectorsFastRoute", "create_app"]
+__all__ = ["JSON", "NPY", "OCTET", "MostSimilarFastRoute", "VectorsFastRoute", "create_app"]
 
 log = logging.getLogger(__name__)
 
@@ -228,8 +230,25 @@ def _ann_for(ctx: AppContext, index: SimilarityIndex, q: MostSimilarQuery):
     return None
 
 
-def _most_similar(ctx: AppContext, name: str, q: MostSimilarQuery) -> dict:
+def _ready_approx(ctx: AppContext, info, q: MostSimilarQuery) -> bool:
+    """Whether ``q`` is answered by the ready ANN index of generation ``info``, already
+    open here: a scan of ~1 ms, no snapshot to map or build."""
+    if ctx.ann is None or not q.approx or not q.topn or q.restrict_vocab or q.cosmul:
+        return False
+    index = ctx.loaded_index(info)
+    return index is not None and ctx.ann.ready(index)
+
+
+def _approx_at_once(ctx: AppContext, name: str, q: MostSimilarQuery) -> tuple:
+    """``(info, answer)``: the answer if a ready ANN index gives it at once (on the event
+    loop), else None; ``info``, the registry entry read, either way."""
     info = ctx.model(name)
+    return info, _most_similar(ctx, name, q, info) if _ready_approx(ctx, info, q) else None
+
+
+def _most_similar(ctx: AppContext, name: str, q: MostSimilarQuery, info=None) -> dict:
+    """One most_similar answer (of ``info``, the model's registry entry, if read)."""
+    info = info if info is not None else ctx.model(name)
     index = ctx.index(info)
     query = _query(ctx, index, name, q)
     built = query.pop("subwords")
@@ -440,18 +459,12 @@ def _add_vector_routes(app: FastAPI) -> None:
     app.router.routes.insert(0, VectorsFastRoute(route))
 
 
-class VectorsFastRoute(BaseRoute):
-    """``GET /vectors`` without FastAPI's parameter and dependency solving: its hot path.
-
-    FastAPI spends ~0.15 ms per request resolving this route's four dependencies and
-    parameters (measured in process), more than the Redis MGET of a few words. This route
-    sits first in the router and answers a plain, valid query by calling exactly what the
-    FastAPI handler calls. Everything else goes to the FastAPI route (``fallback``), which
-    stays registered for OpenAPI and the docs: a missing or invalid parameter, dependency
-    overrides, no lifespan state -- so those answers (422 bodies included) are the
-    framework's own. Errors raised here propagate to the app's exception handlers as a
-    route's do, and ``scope["route"]`` is the FastAPI route, so metrics are identical.
-    """
+class _FastRoute(BaseRoute):
+    """A GET route ahead of the FastAPI one (``fallback``) for the same path: it answers
+    the common, valid queries itself and hands everything else to ``fallback``, which
+    stays registered for OpenAPI and the docs. ``scope["route"]`` is the FastAPI route,
+    so metrics are identical; errors raised propagate to the app's exception handlers
+    as a route's do."""
 
     def __init__(self, fallback: APIRoute):
         self.fallback = fallback
@@ -469,19 +482,39 @@ class VectorsFastRoute(BaseRoute):
             return Match.FULL, {"endpoint": route.endpoint, "path_params": {}, "route": route}
         return Match.NONE, {}
 
+    def _context(self, scope) -> AppContext | None:
+        """The lifespan's context, or None where the FastAPI route must answer (no
+        lifespan state, or dependency overrides in force)."""
+        overrides = self.fallback.dependency_overrides_provider
+        if getattr(overrides, "dependency_overrides", None):
+            return None
+        return scope.get("state", {}).get("ctx")
+
+
+class VectorsFastRoute(_FastRoute):
+    """``GET /vectors`` without FastAPI's parameter and dependency solving: its hot path.
+
+    FastAPI spends ~0.15 ms per request resolving this route's four dependencies and
+    parameters (measured in process), more than the Redis MGET of a few words. This route
+    sits first in the router and answers a plain, valid query by calling exactly what the
+    FastAPI handler calls. Everything else goes to the FastAPI route (``fallback``), which
+    stays registered for OpenAPI and the docs: a missing or invalid parameter, dependency
+    overrides, no lifespan state -- so those answers (422 bodies included) are the
+    framework's own. Errors raised here propagate to the app's exception handlers as a
+    route's do, and ``scope["route"]`` is the FastAPI route, so metrics are identical.
+    """
+
     async def handle(self, scope, receive, send) -> None:
         params = QueryParams(scope["query_string"])
         words = params.getlist("words")
         missing = params.get("missing", "omit")
         fmt = params.get("format")
-        ctx = scope.get("state", {}).get("ctx")
-        overrides = self.fallback.dependency_overrides_provider
+        ctx = self._context(scope)
         if (
             ctx is None
             or not words
             or missing not in _POLICIES
             or (fmt is not None and fmt not in _FORMAT_NAMES)
-            or getattr(overrides, "dependency_overrides", None)
         ):
             await self.fallback.handle(scope, receive, send)
             return
@@ -489,6 +522,59 @@ class VectorsFastRoute(BaseRoute):
         media = negotiate(Headers(scope=scope).get("accept"), fmt)
         response = await ctx.run(_vectors, ctx, name, _split(words), missing, media)
         await response(scope, receive, send)
+
+
+class MostSimilarFastRoute(_FastRoute):
+    """``GET /most_similar?approx=true``: approximate queries answered on the event loop.
+
+    A ready ANN index answers in ~1 ms (its scan runs without the GIL); through FastAPI
+    the same answer took ~0.4 ms more (parameter and dependency solving, and the hop to
+    a pool thread and back: measured over HTTP, BENCHMARKS.md). This route parses a plain
+    approximate query (``positive``, ``negative``, ``topn``, ``approx``, ``model``; each
+    scalar at most once) into the same :class:`MostSimilarQuery` and, when the model's
+    index and its ANN index are open and ready, answers inline; otherwise (an exact
+    answer meanwhile, a new generation to map, Redis away) in the thread pool, as the
+    FastAPI handler would. Anything else (exact queries, ``restrict_vocab``, ``cosmul``,
+    a value that does not parse) goes to the FastAPI route, whose answers, 422 bodies
+    included, stay the framework's own.
+    """
+
+    _KEYS = frozenset({"positive", "negative", "topn", "approx", "model"})
+
+    @classmethod
+    def _query(cls, params: QueryParams) -> MostSimilarQuery | None:
+        keys = list(params.keys())
+        if not set(keys) <= cls._KEYS:
+            return None
+        if any(keys.count(k) > 1 for k in ("topn", "approx", "model")):
+            return None
+        if params.get("approx", "").lower() not in ("true", "1"):
+            return None
+        topn = params.get("topn", "10")
+        if not (topn.isascii() and topn.isdigit()):
+            return None
+        try:
+            return MostSimilarQuery(
+                positive=_split(params.getlist("positive")),
+                negative=_split(params.getlist("negative")),
+                topn=int(topn),
+                approx=True,
+            )
+        except ValidationError:  # the FastAPI route words the 422
+            return None
+
+    async def handle(self, scope, receive, send) -> None:
+        params = QueryParams(scope["query_string"])
+        ctx = self._context(scope)
+        q = self._query(params) if ctx is not None else None
+        if q is None:
+            await self.fallback.handle(scope, receive, send)
+            return
+        name = resolve_model_name(params.get("model"), ctx.settings)
+        info, out = await ctx.run(_approx_at_once, ctx, name, q)
+        if out is None:
+            out = await run_in_threadpool(_most_similar, ctx, name, q, info)
+        await json_response(out)(scope, receive, send)
 
 
 _POLICIES = frozenset(get_args(MissingPolicy))
@@ -551,6 +637,9 @@ def _add_similarity_routes(app: FastAPI) -> None:
             approx=approx,
         )
         return json_response(_most_similar(ctx, name, q))
+
+    route = next(r for r in app.router.routes if getattr(r, "endpoint", None) is most_similar_get)
+    app.router.routes.insert(0, MostSimilarFastRoute(route))
 
     @app.post("/most_similar", response_model=MostSimilarResponse, responses=responses)
     def most_similar_post(ctx: ContextDep, body: MostSimilarRequest, model: ModelQuery = None):
