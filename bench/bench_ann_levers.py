@@ -17,11 +17,13 @@ Families (``--configs``, comma-separated; search settings from ``--ef-search`` /
 - ``hnsw:DTYPE:M:EF_ADD``: usearch HNSW over the rows, ``oversample x 11`` candidates.
 - ``pca:DIMS:DTYPE:M:EF_ADD``: usearch HNSW over a PCA projection to DIMS, then
   ``--pca-oversample x 11`` candidates re-ranked exactly.
-- ``ann:KIND``: vecserve's ``AnnIndex`` end to end (``auto``, ``ivf`` or ``hnsw`` with
-  default parameters; build s then includes the norms and the recall measured at build,
-  and the queries run ``AnnIndex.most_similar``, its exact re-rank included).
-- ``ivf:NLIST``: vecserve's own IVF (``vecserve.ann``): spherical k-means on a sample,
-  lists stored contiguously, float32 BLAS scan of the ``nprobe`` nearest lists.
+- ``ann:KIND[:DTYPE]``: vecserve's ``AnnIndex`` end to end (``auto``, ``ivf`` or
+  ``hnsw`` with default parameters, DTYPE its ``dtype``; build s then includes the norms
+  and the recall measured at build, and the queries run ``AnnIndex.most_similar``, its
+  exact re-rank included).
+- ``ivf:NLIST[:DTYPE]``: vecserve's own IVF (``vecserve.ivf``): spherical k-means on a
+  sample, lists stored contiguously (DTYPE ``f16``, the default, or ``f32``), one C pass
+  over the ``nprobe`` nearest lists.
 - ``faiss-flat:NLIST`` / ``faiss-sq8:NLIST`` / ``faiss-pq:NLIST:M``: faiss-cpu
   IndexIVFFlat / IndexIVFScalarQuantizer (8 bit) / IndexIVFPQ (M bytes a vector), inner
   product, written and read back memory-mapped (``IO_FLAG_MMAP``). These need
@@ -179,12 +181,13 @@ def run_hnsw(args, x, dtype, m, ef_add, dims=None):
         yield build, f"ef {ef}", size, timed(x, args.qi, args.truth, propose)
 
 
-def run_ivf(args, x, nlist):
+def run_ivf(args, x, nlist, dtype="f16"):
     from vecserve.ivf import IvfIndex
 
     with tempfile.TemporaryDirectory(dir=args.cache) as tmp:
         t = time.perf_counter()
-        IvfIndex.build_arrays(x, Path(tmp) / "i.ivf", nlist=nlist, threads=args.threads)
+        IvfIndex.build_arrays(x, Path(tmp) / "i.ivf", nlist=nlist, threads=args.threads,
+                              dtype=dtype)  # fmt: skip
         build = time.perf_counter() - t
         index = IvfIndex.open(Path(tmp) / "i.ivf")
         size = index.nbytes
@@ -198,7 +201,7 @@ def run_ivf(args, x, nlist):
         del index
 
 
-def run_ann(args, x, kind):
+def run_ann(args, x, kind, dtype=None):
     """vecserve's own path end to end: ``AnnIndex.build`` over a snapshot of the rows (norms,
     build, write, recall measured over 200 words) and ``AnnIndex.most_similar`` queries."""
     from vecserve.ann import AnnIndex, AnnParams
@@ -206,7 +209,7 @@ def run_ann(args, x, kind):
 
     t = time.perf_counter()
     sim = SimilarityIndex([str(i) for i in range(len(x))], np.asarray(x))
-    params = AnnParams(kind=kind)
+    params = AnnParams(kind=kind, **({"dtype": dtype} if dtype else {}))
     with tempfile.TemporaryDirectory(dir=args.cache) as tmp:
         path = Path(tmp) / params.resolved(sim.count).filename
         ann = AnnIndex.build(sim, path=path, params=params, threads=args.threads)
@@ -305,9 +308,9 @@ def main() -> None:
             runs = run_hnsw(args, x, p[1], int(p[2]), int(p[3]), dims=int(p[0]))
             family, label = "pca+hnsw", f"{p[0]}d {p[1]} M{p[2]} ef_add {p[3]}"
         elif family == "ann":
-            runs, label = run_ann(args, x, p[0]), f"vecserve AnnIndex kind={p[0]}"
+            runs, label = run_ann(args, x, *p), f"vecserve AnnIndex kind={':'.join(p)}"
         elif family == "ivf":
-            runs, label = run_ivf(args, x, int(p[0])), f"nlist {p[0]} f32"
+            runs, label = run_ivf(args, x, int(p[0]), *p[1:]), f"nlist {':'.join(p)}"
         elif family.startswith("faiss-"):
             kind = family.removeprefix("faiss-")
             runs = run_faiss(args, x, kind, int(p[0]), int(p[1]) if len(p) > 1 else None)
