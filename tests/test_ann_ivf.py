@@ -173,6 +173,14 @@ def test_the_service_answers_with_an_ivf_index_for_large_models(
         exact = dict(sim.most_similar("w3", topn=50))
         for w, s in r["results"]:
             assert s == pytest.approx(exact[w], abs=1e-6)
+        # exact queries go through the index's float16 rows once it is ready
+        taken, real = [], AnnIndex.exact_most_similar
+        monkeypatch.setattr(AnnIndex, "exact_most_similar",
+                            lambda *a: taken.append(real(*a)) or taken[-1])  # fmt: skip
+        r = client.get("/most_similar?positive=w3,w4&negative=w5&topn=7").json()
+        assert r["approximate"] is False and taken and taken[0] is not None
+        want = sim.most_similar(["w3", "w4"], ["w5"], topn=7)
+        assert [w for w, _ in r["results"]] == [w for w, _ in want]
 
 
 def test_a_damaged_hnsw_file_is_refused_and_rebuilt_too(sim, monkeypatch):
@@ -188,3 +196,76 @@ def test_a_damaged_hnsw_file_is_refused_and_rebuilt_too(sim, monkeypatch):
     builds = _builds(monkeypatch)
     ann = AnnManager(enabled=True, params=hnsw).get(sim, wait=True)
     assert builds == [1] and ann is not None and len(ann.index) == N
+
+
+def _queries():
+    rng = np.random.default_rng(4)
+    for i in rng.choice(N, 25, replace=False):
+        yield [f"w{i}"], [], 10
+    yield ["w1", "w2"], ["w3"], 5
+    yield ["w7"], [], 200
+
+
+def test_exact_answers_through_the_float16_rows_are_the_snapshots(sim):
+    """Every row scanned in float16, candidates re-scored: the full scan's words in its
+    order, scores within float rounding; the shortcut proves its answer every time here."""
+    ann = AnnIndex.build(sim, params=IVF)
+    for pos, neg, topn in _queries():
+        got = ann.exact_most_similar(sim, pos, neg, topn)
+        want = sim.most_similar(pos, neg, topn=topn)
+        assert got is not None
+        assert [w for w, _ in got] == [w for w, _ in want]
+        np.testing.assert_allclose([s for _, s in got], [s for _, s in want], atol=1e-6)
+
+
+def _unit_rows_at(cosines: np.ndarray, rng) -> np.ndarray:
+    """Unit rows with the given cosines to the first axis."""
+    other = rng.standard_normal((len(cosines), DIM))
+    other[:, 0] = 0
+    other /= np.linalg.norm(other, axis=1, keepdims=True)
+    rows = np.sqrt(1 - cosines**2)[:, None] * other
+    rows[:, 0] = cosines
+    return rows
+
+
+@pytest.mark.parametrize("case", ["dense", "ties"])
+def test_the_exact_shortcut_declines_what_it_cannot_prove(store, tmp_path, case):
+    """Neighbours packed closer than float16 can tell apart (200 rows 5e-6 apart in
+    cosine: no ties, but the 75th candidate is within the bound of the 11th), or tied
+    exact scores (ten identical rows): None, and the caller scans the snapshot. So do
+    HNSW indexes and topn 0."""
+    rng = np.random.default_rng(8)
+    cos = rng.uniform(-0.5, 0.5, N)
+    if case == "dense":
+        cos[:200] = 0.9999 - 5e-6 * np.arange(200)
+    else:
+        cos[:50] = 0.99 - 1e-3 * np.arange(50)
+    rows = _unit_rows_at(cos, rng)
+    rows[0] = 0
+    rows[0, 0] = 1.0  # the query word
+    if case == "ties":
+        rows[5:15] = rows[5]
+    load_arrays([f"d{i}" for i in range(N)], rows.astype(np.float32), name="D", store=store)
+    sim = SimilarityIndex.build(store, store.get_model("D"), cache_dir=tmp_path)
+    ann = AnnIndex.build(sim, params=IVF)
+    assert ann.exact_most_similar(sim, ["d0"], [], 10) is None
+    assert sim.most_similar("d0", topn=10)[0][0] == "d1"
+    if case == "ties":  # away from the tie, the same data proves its answers
+        got = ann.exact_most_similar(sim, ["d20"], [], 3)
+        want = sim.most_similar("d20", topn=3)
+        assert got is not None and [w for w, _ in got] == [w for w, _ in want]
+    assert ann.exact_most_similar(sim, ["d0"], [], 0) is None
+    hnsw = AnnIndex.build(sim, params=AnnParams(kind="hnsw", expansion_add=32))
+    assert hnsw.exact_most_similar(sim, ["d20"], [], 3) is None
+
+
+def test_scan_all_reads_every_row_in_parts(sim, tmp_path):
+    IvfIndex.build_arrays(sim.vectors, tmp_path / "a.ivf", nlist=8, norms=sim.norms)
+    index = IvfIndex.open(tmp_path / "a.ivf")
+    q = np.asarray(sim.vectors[5] / sim.norms[5], dtype=np.float32)
+    one = index.scan_all(q, 50, threads=1)
+    for threads in (2, 3):
+        rows, scores = index.scan_all(q, 50, threads=threads)
+        np.testing.assert_array_equal(rows, one[0])
+        np.testing.assert_array_equal(scores, one[1])
+    assert one[0][0] == 5 and np.all(np.diff(one[1]) <= 0)

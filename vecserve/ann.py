@@ -92,6 +92,11 @@ BUILD_CHUNK = 50_000
 WAIT_POLL = 1.0
 
 
+#: How far a float16 row's score may be from its cosine (unit rows, unit query): the
+#: rounding of each coordinate (2**-11 relative, Cauchy-Schwarz: 4.9e-4 in all) and the
+#: float32 sums, with a margin of 2.
+F16_SCORE_BOUND = 1e-3
+
 #: Rows from which ``kind="auto"`` picks IVF over HNSW (see the module docstring).
 IVF_FROM_ROWS = 100_000
 
@@ -322,6 +327,40 @@ class AnnIndex:
             out[i] = [(sim.index_to_key[int(cand[o])], float(scores[o])) for o in order]
         return out
 
+    def exact_most_similar(self, sim: SimilarityIndex, positive, negative, topn: int):
+        """``sim.most_similar(positive, negative, topn)`` (exact) through an IVF index's
+        float16 rows, or None where this cannot prove its answer (then ask ``sim``).
+
+        Every stored row is scanned (two threads, half the bytes of the snapshot) for
+        ``k = max(2 w, w + 64)`` candidates, ``w = topn + len(excluded)``; they are
+        re-scored exactly from the snapshot. A float16 score of a unit row is within
+        :data:`F16_SCORE_BOUND` of its cosine, so a row outside the candidates scores at
+        most the ``k``-th float16 score + the bound: when that is below the ``w``-th
+        exact score, the exact top ``w`` are all candidates and the answer is the
+        snapshot's (its words and order; a score may differ from the full scan's in the
+        last bit, as BLAS sums rows in blocks). Returns None when it is not below, or when
+        two of the first ``w + 1`` exact scores are within float rounding of each other
+        (the full scan breaks such ties as gensim does), and for HNSW indexes.
+        """
+        if self.params.kind != "ivf" or topn < 1:
+            return None
+        mean, exclude = sim.query_vector(positive, negative)
+        want = topn + len(exclude)
+        k = min(sim.count, max(2 * want, want + 64))
+        rows, f16 = self.index.scan_all(mean, k)
+        if len(rows) < k:  # rows without a finite score: let the full scan decide
+            return None
+        rows = np.sort(rows)
+        exact = np.dot(sim.vectors[rows], mean) / sim.norms[rows]
+        order = np.argsort(-exact, kind="stable")[: want + 1]
+        top = exact[order]
+        if k < sim.count and not f16[-1] + F16_SCORE_BOUND < top[min(want, len(top)) - 1]:
+            return None
+        if np.any(-np.diff(top) <= 4e-7 * np.abs(top[:-1]) + 1e-9):
+            return None
+        return [(sim.index_to_key[int(rows[o])], float(exact[o]))
+                for o in order[:want] if int(rows[o]) not in exclude][:topn]  # fmt: skip
+
     def measure_recall(self, sim: SimilarityIndex, *, queries: int = 200, seed: int = 0) -> dict:
         """recall@10 of :meth:`most_similar` against exact, over sampled vocabulary words."""
         n = min(queries, sim.count)
@@ -538,6 +577,10 @@ class AnnManager:
 
     def ready(self, sim: SimilarityIndex) -> bool:
         return (sim.name, sim.generation) in self._ready
+
+    def ready_index(self, sim: SimilarityIndex) -> AnnIndex | None:
+        """The index of ``sim`` if it is open and ready; never starts a build."""
+        return self._ready.get((sim.name, sim.generation))
 
     def get(self, sim: SimilarityIndex, *, wait: bool = False) -> AnnIndex | None:
         """The ANN index of ``sim``: open from disk, or (if enabled) start building it.

@@ -297,6 +297,40 @@ class IvfIndex:
             out.append(np.asarray(self.ids[pos], dtype=np.int64))
         return out
 
+    def scan_all(self, query: np.ndarray, k: int, threads: int = 2) -> tuple:
+        """The ``k`` best rows of the whole file for one unit ``query`` (by inner product
+        with the stored rows): ``(row numbers, scores)``, best first, ties to the earlier
+        stored row. Every row is read, in ``threads`` contiguous parts at once (the C
+        pass releases the GIL)."""
+        query = np.ascontiguousarray(query, dtype=np.float32)
+        parts = max(1, min(threads, self.count // 65536))
+        edges = np.linspace(0, self.count, parts + 1).astype(np.int64)
+        if parts == 1:
+            pos, scores = top_rows(self.rows, edges[:1], edges[1:], query, k)
+        else:
+            got = list(_pool().map(
+                lambda i: top_rows(self.rows, edges[i : i + 1], edges[i + 1 : i + 2], query, k),
+                range(parts),
+            ))  # fmt: skip
+            pos = np.concatenate([g[0] for g in got])
+            scores = np.concatenate([g[1] for g in got])
+            best = np.lexsort((pos, -scores))[:k]  # score, then stored position
+            pos, scores = pos[best], scores[best]
+        return np.asarray(self.ids[pos], dtype=np.int64), scores
+
+
+_POOL = None
+
+
+def _pool():
+    """The threads that scan parts of a file at once (made on first use)."""
+    global _POOL
+    if _POOL is None:
+        from concurrent.futures import ThreadPoolExecutor
+
+        _POOL = ThreadPoolExecutor(max(2, min(8, os.cpu_count() or 2)), "vecserve-ivf-scan")
+    return _POOL
+
 
 def _views(buf: np.memmap, header: dict, start: int) -> dict[str, np.ndarray]:
     out = {}
