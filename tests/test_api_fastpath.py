@@ -8,7 +8,7 @@ import re
 import numpy as np
 import pytest
 
-from vecserve.api import VectorsFastRoute, create_app
+from vecserve.api import MostSimilarFastRoute, VectorsFastRoute, create_app
 from vecserve.loader import load_arrays
 from vecserve.service.settings import Settings
 
@@ -119,9 +119,12 @@ def test_dependency_overrides_still_apply(apps):
 
 
 def test_openapi_is_unchanged(redis_url):
+    """The fast routes (GET /vectors, GET /most_similar) add nothing to the schema."""
     settings = Settings(redis_url=redis_url, default_model="M")
     fast, plain = create_app(settings), create_app(settings)
-    plain.router.routes = [r for r in plain.router.routes if not isinstance(r, VectorsFastRoute)]
+    fast_kinds = (VectorsFastRoute, MostSimilarFastRoute)
+    plain.router.routes = [r for r in plain.router.routes if not isinstance(r, fast_kinds)]
+    assert len(plain.router.routes) == len(fast.router.routes) - 2
     assert fast.openapi() == plain.openapi()
     params = {p["name"] for p in fast.openapi()["paths"]["/vectors"]["get"]["parameters"]}
     assert params == {"model", "words", "missing", "format"}

@@ -179,11 +179,3 @@ def test_dependency_overrides_still_apply(apps):
     fast.app.dependency_overrides[get_settings] = lambda: Settings(default_model="OTHER")
     body = fast.get("/most_similar?positive=w1&approx=true").json()
     assert body["error"] == "ModelNotFound" and "OTHER" in body["detail"]
-
-
-def test_openapi_is_unchanged(redis_url):
-    settings = Settings(redis_url=redis_url, default_model="M")
-    fast, plain = create_app(settings), create_app(settings)
-    plain.router.routes = [r for r in plain.router.routes
-                           if not isinstance(r, MostSimilarFastRoute)]  # fmt: skip
-    assert fast.openapi() == plain.openapi()
