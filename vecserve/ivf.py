@@ -41,6 +41,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import threading
 from collections.abc import Callable
 from pathlib import Path
 
@@ -320,16 +321,18 @@ class IvfIndex:
 
 
 _POOL = None
+_POOL_LOCK = threading.Lock()
 
 
 def _pool():
     """The threads that scan parts of a file at once (made on first use)."""
     global _POOL
-    if _POOL is None:
-        from concurrent.futures import ThreadPoolExecutor
+    with _POOL_LOCK:
+        if _POOL is None:
+            from concurrent.futures import ThreadPoolExecutor
 
-        _POOL = ThreadPoolExecutor(max(2, min(8, os.cpu_count() or 2)), "vecserve-ivf-scan")
-    return _POOL
+            _POOL = ThreadPoolExecutor(max(2, min(8, os.cpu_count() or 2)), "vecserve-ivf-scan")
+        return _POOL
 
 
 def _views(buf: np.memmap, header: dict, start: int) -> dict[str, np.ndarray]:
