@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import struct
+import time
 from pathlib import Path
 
 import numpy as np
@@ -735,3 +737,69 @@ def test_client_cache_keeps_in_and_has_index_for_apart(store):
             assert "raskolnikovish" in rkv
         with pytest.raises(KeyError):
             rkv.get_index("raskolnikovish")
+
+
+def _service(redis_url, tmp_path, **kw):
+    from vecserve.api import create_app
+    from vecserve.service.settings import Settings
+
+    from .api_support import AppClient
+
+    settings = Settings(redis_url=redis_url, default_model="FT", cache_dir=tmp_path / "c", **kw)
+    return AppClient(create_app(settings))
+
+
+def test_service_vectors_of_oov_words_in_one_round_trip(redis_url, store, tmp_path, monkeypatch):
+    """GET /vectors with missing words costs what a batch of known words costs: one
+    round trip (the n-grams travel in the words' MGET)."""
+    import redis
+
+    load_file(gensim_data("crime-and-punishment.bin"), name="FT", store=store, progress=False)
+    kv = load_facebook_vectors(gensim_data("crime-and-punishment.bin"))
+    trips = []
+    real_execute, real_get = redis.client.Pipeline.execute, redis.Redis.get
+
+    def counted(real, what):
+        def call(self, *a, **k):
+            trips.append(what)
+            return real(self, *a, **k)
+
+        return call
+
+    monkeypatch.setattr(redis.client.Pipeline, "execute", counted(real_execute, "pipe"))
+    monkeypatch.setattr(redis.Redis, "get", counted(real_get, "get"))
+    with _service(redis_url, tmp_path, vector_cache=0) as client:
+        client.get("/vectors", params={"words": "the"})  # the registry, the hashes: once
+        for words in (["of", "and"], ["of", "raskolnikovish", "日本語"]):
+            trips.clear()
+            body = client.get("/vectors", params={"words": ",".join(words)}).json()
+            assert trips == ["pipe"], words
+            assert body["subwords"] == [w for w in words if w not in kv.key_to_index]
+            np.testing.assert_allclose(body["vectors"], [kv[w] for w in words], atol=1e-6)
+
+
+def test_service_caches_built_vectors_and_still_names_them(redis_url, store, tmp_path):
+    """Built vectors are cached like stored ones (a generation never changes); a cached
+    word is still named in ``subwords`` when its vector was built."""
+    load_file(gensim_data("crime-and-punishment.bin"), name="FT", store=store, progress=False)
+    kv = load_facebook_vectors(gensim_data("crime-and-punishment.bin"))
+    with _service(redis_url, tmp_path, vector_cache=1000) as client:
+        first = client.get("/vectors", params={"words": "of,raskolnikovish"}).json()
+        deadline = time.monotonic() + 5  # the cache's tracking connection is up
+        while not (client.get("/models/FT").json()["vector_cache"] or {}).get("ready"):
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        for _ in range(2):  # a word is admitted on its second miss
+            client.get("/vectors", params={"words": "of,raskolnikovish"})
+        before = client.get("/metrics").text
+        again = client.get("/vectors", params={"words": "raskolnikovish,of,sonyaish"}).json()
+        after = client.get("/metrics").text
+    assert first["subwords"] == ["raskolnikovish"]
+    assert again["subwords"] == ["raskolnikovish", "sonyaish"]
+    want = [kv[w] for w in ["raskolnikovish", "of", "sonyaish"]]
+    np.testing.assert_allclose(again["vectors"], want, atol=1e-6)
+
+    def hits(text):
+        return float(re.search(r'vecserve_cache_hits_total\{cache="vectors"\} (\S+)', text)[1])
+
+    assert hits(after) - hits(before) == 2  # "of" and the built "raskolnikovish"

@@ -62,8 +62,7 @@ from .service.deps import (
     ModelName,
     SettingsDep,
     StoreHandle,
-    fetch_rows,
-    fill_subwords,
+    fetch_vectors,
     resolve_model_name,
 )
 from .service.explorer import add_explorer_routes
@@ -130,7 +129,7 @@ def _split(values: list[str] | None) -> list[str]:
 
 def _vectors(ctx: AppContext, name: str, words: list[str], policy: str, media: str) -> Response:
     words = _check_words(words, ctx.settings)
-    info, rows, found, built = fill_subwords(ctx, words, fetch_rows(ctx, name, words))
+    info, rows, found, built = fetch_vectors(ctx, name, words)
     n_found = int(found.sum())
     missing_idx = [] if n_found == len(words) else np.flatnonzero(~found).tolist()
     missing = [words[i] for i in missing_idx]
@@ -331,7 +330,7 @@ def _small_kv(ctx: AppContext, name: str, words: list[str]):
     from gensim.models import KeyedVectors
 
     unique = list(dict.fromkeys(_check_words(words, ctx.settings)))
-    info, matrix, found, built = fill_subwords(ctx, unique, fetch_rows(ctx, name, unique))
+    info, matrix, found, built = fetch_vectors(ctx, name, unique)
     kv = KeyedVectors(info.dim, count=0)
     present = [w for w, ok in zip(unique, found, strict=True) if ok]
     if present:

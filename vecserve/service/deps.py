@@ -31,6 +31,8 @@ from ..cache import Rows, VectorCache, cached_lookup, topology, tracking_nodes
 from ..errors import StoreUnavailable
 from ..similarity import IndexManager, SimilarityIndex
 from ..store import ModelInfo, Store, validate_model_name
+from ..store.layout import encode_tokens
+from ..subwords import word_hashes
 from .metrics import Metrics
 from .settings import Settings
 
@@ -42,6 +44,7 @@ __all__ = [
     "SettingsDep",
     "StoreHandle",
     "fetch_rows",
+    "fetch_vectors",
 ]
 
 log = logging.getLogger(__name__)
@@ -256,7 +259,7 @@ class AppContext:
         self.stores.close()
 
 
-def fetch_rows(ctx: AppContext, name: str, words: list[str]) -> Rows:
+def fetch_rows(ctx: AppContext, name: str, words: list[str], in_vocab: dict | None = None) -> Rows:
     """``(info, rows, found)`` of ``words``: float32 rows of ONE generation of ``name``.
 
     Rows of missing words are zeros (``found`` False). With the vector cache on, hot words
@@ -264,13 +267,23 @@ def fetch_rows(ctx: AppContext, name: str, words: list[str]) -> Rows:
     :meth:`Store.read_rows <vecserve.store.Store.read_rows>`, which reads the registry
     entry with the rows, so a generation flip is noticed on every read, not after
     ``model_ttl``.
+
+    With ``in_vocab`` (a dict), a fastText generation with vocabulary hashes is read with
+    :meth:`Store.read_rows_subwords <vecserve.store.Store.read_rows_subwords>`: the missing
+    words' vectors are built from their n-grams in the same round trip, so every word is
+    found, and ``in_vocab`` records which fetched words the vocabulary has.
     """
     store = ctx.stores.get()
     first, _ = ctx.models.get(store, name)  # 404 before any cache is made for the name
 
     def fetch(tokens: list[str]) -> Rows:
         info, _ = ctx.models.get(store, name)
-        read = store.read_rows(info, tokens)
+        if in_vocab is not None and info.subwords and store.vocab_hashes(info) is not None:
+            got, rows, known = store.read_rows_subwords(info, tokens)
+            in_vocab.update(zip(tokens, known.tolist(), strict=True))
+            read = got, rows, np.ones(len(tokens), dtype=bool)
+        else:
+            read = store.read_rows(info, tokens)
         if read[0] is not info:  # a re-load committed: remember the new generation
             ctx.models.remember(read[0])
         return read
@@ -286,6 +299,32 @@ def fetch_rows(ctx: AppContext, name: str, words: list[str]) -> Rows:
         ctx.metrics.inc("vecserve_cache_hits_total", hits, cache="vectors")
         ctx.metrics.inc("vecserve_cache_misses_total", len(words) - hits, cache="vectors")
     return info, rows, found
+
+
+def fetch_vectors(
+    ctx: AppContext, name: str, words: list[str]
+) -> tuple[ModelInfo, np.ndarray, np.ndarray, list[str]]:
+    """``(info, rows, found, built)``: :func:`fetch_rows`, and for fastText models every
+    missing word's vector built from its n-grams (``built``: those words, in order).
+
+    A generation with vocabulary hashes takes one round trip for words and n-grams alike,
+    and built vectors are cached like stored ones (a generation never changes); which
+    cached words were built, the hashes say. Older generations: :func:`fill_subwords`.
+    """
+    in_vocab: dict[str, bool] = {}
+    info, rows, found = fetch_rows(ctx, name, words, in_vocab)
+    if not info.subwords:
+        return info, rows, found, []
+    known = ctx.stores.get().vocab_hashes(info) if found.all() else None
+    if known is None:
+        return fill_subwords(ctx, words, (info, rows, found))
+    hits = [w for w in words if w not in in_vocab]  # from the vector cache
+    if hits:
+        h = word_hashes(encode_tokens(hits))
+        at = np.minimum(np.searchsorted(known, h), max(len(known) - 1, 0))
+        in_vocab.update(zip(hits, (known[at] == h).tolist() if len(known) else [False] * len(h),
+                            strict=True))  # fmt: skip
+    return info, rows, found, [w for w in words if not in_vocab[w]]
 
 
 def fill_subwords(
