@@ -221,14 +221,14 @@ def _half_sum():
 # ---------------------------------------------------------------- the sync schedule
 
 
-def sync_rows(k: int, *, head: int, n_rows: int) -> int:
+def sync_rows(k: int, *, head: int, n_rows: int, levels: int = 64) -> int:
     """Rows synchronised at sync *k* (1, 2, ...): ``head`` x the largest power of two
     dividing *k*, at most all of them (pWord2Vec's doubling schedule).
 
     >>> sync_rows(12, head=64, n_rows=10**6), sync_rows(1 << 20, head=64, n_rows=1000)
     (256, 1000)
     """
-    return min(n_rows, head * (k & -k))
+    return min(n_rows, head * min(k & -k, 1 << levels))
 
 
 def _head_syncs(syncs_per_epoch: int | list[int]) -> tuple[np.ndarray, int]:
@@ -239,7 +239,8 @@ def _head_syncs(syncs_per_epoch: int | list[int]) -> tuple[np.ndarray, int]:
     return np.concatenate(ks) if ks else np.zeros(0, int), len(per_epoch)
 
 
-def head_for_budget(n_rows: int, syncs_per_epoch: int | list[int], budget: float = 1.0) -> int:
+def head_for_budget(n_rows: int, syncs_per_epoch: int | list[int], budget: float = 1.0,
+                    levels: int = 64) -> int:  # fmt: skip
     """The largest head whose head syncs move at most *budget* models per epoch.
 
     The epoch's last sync is always the whole model and is not counted here. With a list
@@ -256,7 +257,7 @@ def head_for_budget(n_rows: int, syncs_per_epoch: int | list[int], budget: float
     ks, epochs = _head_syncs(syncs_per_epoch)
     if len(ks) == 0:
         return n_rows
-    mult = ks & -ks
+    mult = np.minimum(ks & -ks, 1 << min(levels, 62))
 
     def cost(h):
         return int(np.minimum(h * mult, n_rows).sum())
@@ -329,6 +330,7 @@ class _Matrix:
     weights: np.ndarray  # trained in place by the kernels
     base: np.ndarray  # every rank's agreed value of each row at its last sync
     tail: bool  # the frequent rows are at the end (syn1: the Huffman tree's top nodes)
+    cap: float  # the gain's cap for this matrix's rows
 
     def rows(self, n: int) -> slice:
         total = len(self.weights)
@@ -375,7 +377,7 @@ class Synchronizer:
     def __init__(
         self,
         group: Group,
-        matrices: list[tuple[np.ndarray, bool]],
+        matrices: list[tuple],
         *,
         cap: float = 2.0,
         coherent: bool = True,
@@ -396,7 +398,12 @@ class Synchronizer:
         self.quantized = self.dtype == np.int16
         # float32 and int16 payloads are summed as float32 rows: the one-pass C loops
         self.fused = self.scale == 1
-        self.mats = [_Matrix(w, w.copy(), tail) for w, tail in matrices if w is not None]
+        # a matrix may bring its own cap: (weights, tail, cap)
+        self.mats = [
+            _Matrix(m[0], m[0].copy(), m[1], float(m[2]) if len(m) > 2 else self.cap)
+            for m in matrices
+            if m[0] is not None
+        ]
         self.syncs = 0
         # two sets of payload buffers, reused turn about (a payload's exchange may still
         # run while the next one is taken): fresh pages each sync cost more than the
@@ -487,7 +494,7 @@ class Synchronizer:
             part = payload.buf[at : at + n]
             at += n
             if self.fused:  # one pass a row
-                ok = _sync.apply_rows(part, delta, m.base[sl], m.weights[sl], self.cap,
+                ok = _sync.apply_rows(part, delta, m.base[sl], m.weights[sl], m.cap,
                                       self.coherent, exact)  # fmt: skip
             else:
                 ok = self._apply_numpy(m, sl, delta, part, exact)
@@ -504,7 +511,7 @@ class Synchronizer:
         d = part.shape[1] - self.extra
         touches = part[:, d : d + 1].astype(np.float32)
         total = np.multiply(part[:, :d], np.float32(1.0 / self.scale), dtype=np.float32)
-        gain = np.minimum(touches, self.cap) / np.maximum(touches, 1.0)
+        gain = np.minimum(touches, m.cap) / np.maximum(touches, 1.0)
         if self.coherent:  # 1 / (how many ranks' changes agree): |sum|^2 / sum |d_r|^2
             sq = part[:, d + 1 : d + 2].astype(np.float32)
             norm = np.einsum("ij,ij->i", total, total)[:, None]

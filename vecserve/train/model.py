@@ -129,6 +129,10 @@ class Word2Vec:
         sync_schedule: str = "doubling",
         sync_warmup: float = 0.25,
         sync_scale_alpha: float = 0.8,
+        sync_cap_hs: float | None = None,
+        sync_head_hs: float = 1.0,
+        sync_min_syncs: int = 0,
+        sync_levels: int = 64,
         overlap: bool = True,
         checkpoint_dir: str | os.PathLike | None = None,
         resume: bool = False,
@@ -162,6 +166,10 @@ class Word2Vec:
         self.sync_schedule = sync_schedule
         self.sync_warmup = sync_warmup
         self.sync_scale_alpha = sync_scale_alpha
+        self.sync_cap_hs = sync_cap_hs
+        self.sync_head_hs = sync_head_hs
+        self.sync_min_syncs = sync_min_syncs
+        self.sync_levels = sync_levels
         self.overlap = overlap
         self.checkpoint_dir = checkpoint_dir
         self.resume = resume
@@ -385,6 +393,8 @@ class Word2Vec:
         *split* groups cut again into ``WARMUP_PARTS`` (a warm-up: more frequent syncs)."""
         n_words = self.corpus.n_words
         n_groups = -(-n_words // self.sync_words) if self.group.size > 1 else 1
+        if self.group.size > 1:
+            n_groups = max(n_groups, self.sync_min_syncs)
         n_groups = max(1, int(self.group.max(n_groups)))
         split = min(split, n_groups)
         parts = WARMUP_PARTS
@@ -448,7 +458,8 @@ class Word2Vec:
         sync = None
         head = len(self.vocab)
         if g.size > 1:
-            mats = [(self.syn0, False), (self.syn1neg, False), (self.syn1, True)]
+            cap_hs = self.sync_cap if self.sync_cap_hs is None else self.sync_cap_hs
+            mats = [(self.syn0, False), (self.syn1neg, False), (self.syn1, True, cap_hs)]
             sync = Synchronizer(
                 g, mats, cap=self.sync_cap, coherent=self.sync_coherent, dtype=self.sync_dtype
             )
@@ -456,7 +467,10 @@ class Word2Vec:
             syncs = [len(groups)] * self.epochs  # per epoch, a warm-up's first epoch more
             if warm is not None:
                 syncs[0] = len(warm[0])
-            head = head_for_budget(len(self.vocab), syncs, rows_budget)
+            f = self.sync_head_hs if self.syn1 is not None else 1.0
+            n_mats = len(sync.mats)
+            share = n_mats / (n_mats - 1 + f) if f != 1 else 1.0
+            head = head_for_budget(len(self.vocab), syncs, rows_budget * share, self.sync_levels)
             if self.sync_schedule == "rates":
                 tables = tier_tables(self._update_rates(), syncs, rows_budget)
                 head = int(tables[0][0])
@@ -467,7 +481,11 @@ class Word2Vec:
             else:
 
                 def rows_at(k):
-                    return sync_rows(k, head=head, n_rows=sync.n_rows)
+                    if f == 1:
+                        return sync_rows(k, head=head, n_rows=sync.n_rows, levels=self.sync_levels)
+                    r = sync_rows(k, head=head, n_rows=sync.n_rows, levels=self.sync_levels)
+                    r1 = sync_rows(k, head=max(1, int(head * f)), n_rows=sync.n_rows, levels=self.sync_levels)
+                    return [r] * (n_mats - 1) + [r1]
 
         first_epoch = self._load_checkpoint(sync) if self.resume else 0
 
