@@ -9,7 +9,8 @@ things, all collective and synchronous:
 - **the vocabulary**: every rank counts its share; rank 0 merges the counts in rank
   order (so ties sort as one reader of the whole corpus sorts them), applies
   ``min_count`` / ``max_final_vocab`` and sends every rank the same vocabulary;
-- **the model**: after every ``sync_words`` words a rank has trained, the ranks combine
+- **the model**: after every ``sync_words`` words a rank has trained (more often on short
+  epochs: at least ``sync_min_per_epoch`` syncs an epoch), the ranks combine
   the changes since the last sync of the frequency-sorted head of both matrices
   (pWord2Vec's doubling schedule, :func:`sync_rows`, or per-row periods by update
   rate, :func:`tier_tables`), and of the whole model at each epoch's end; the head's
@@ -221,14 +222,14 @@ def _half_sum():
 # ---------------------------------------------------------------- the sync schedule
 
 
-def sync_rows(k: int, *, head: int, n_rows: int, levels: int = 64) -> int:
+def sync_rows(k: int, *, head: int, n_rows: int) -> int:
     """Rows synchronised at sync *k* (1, 2, ...): ``head`` x the largest power of two
     dividing *k*, at most all of them (pWord2Vec's doubling schedule).
 
     >>> sync_rows(12, head=64, n_rows=10**6), sync_rows(1 << 20, head=64, n_rows=1000)
     (256, 1000)
     """
-    return min(n_rows, head * min(k & -k, 1 << levels))
+    return min(n_rows, head * (k & -k))
 
 
 def _head_syncs(syncs_per_epoch: int | list[int]) -> tuple[np.ndarray, int]:
@@ -239,8 +240,7 @@ def _head_syncs(syncs_per_epoch: int | list[int]) -> tuple[np.ndarray, int]:
     return np.concatenate(ks) if ks else np.zeros(0, int), len(per_epoch)
 
 
-def head_for_budget(n_rows: int, syncs_per_epoch: int | list[int], budget: float = 1.0,
-                    levels: int = 64) -> int:  # fmt: skip
+def head_for_budget(n_rows: int, syncs_per_epoch: int | list[int], budget: float = 1.0) -> int:
     """The largest head whose head syncs move at most *budget* models per epoch.
 
     The epoch's last sync is always the whole model and is not counted here. With a list
@@ -257,7 +257,7 @@ def head_for_budget(n_rows: int, syncs_per_epoch: int | list[int], budget: float
     ks, epochs = _head_syncs(syncs_per_epoch)
     if len(ks) == 0:
         return n_rows
-    mult = np.minimum(ks & -ks, 1 << min(levels, 62))
+    mult = ks & -ks
 
     def cost(h):
         return int(np.minimum(h * mult, n_rows).sum())
@@ -330,7 +330,6 @@ class _Matrix:
     weights: np.ndarray  # trained in place by the kernels
     base: np.ndarray  # every rank's agreed value of each row at its last sync
     tail: bool  # the frequent rows are at the end (syn1: the Huffman tree's top nodes)
-    cap: float  # the gain's cap for this matrix's rows
 
     def rows(self, n: int) -> slice:
         total = len(self.weights)
@@ -377,7 +376,7 @@ class Synchronizer:
     def __init__(
         self,
         group: Group,
-        matrices: list[tuple],
+        matrices: list[tuple[np.ndarray, bool]],
         *,
         cap: float = 2.0,
         coherent: bool = True,
@@ -398,12 +397,7 @@ class Synchronizer:
         self.quantized = self.dtype == np.int16
         # float32 and int16 payloads are summed as float32 rows: the one-pass C loops
         self.fused = self.scale == 1
-        # a matrix may bring its own cap: (weights, tail, cap)
-        self.mats = [
-            _Matrix(m[0], m[0].copy(), m[1], float(m[2]) if len(m) > 2 else self.cap)
-            for m in matrices
-            if m[0] is not None
-        ]
+        self.mats = [_Matrix(w, w.copy(), tail) for w, tail in matrices if w is not None]
         self.syncs = 0
         # two sets of payload buffers, reused turn about (a payload's exchange may still
         # run while the next one is taken): fresh pages each sync cost more than the
@@ -494,7 +488,7 @@ class Synchronizer:
             part = payload.buf[at : at + n]
             at += n
             if self.fused:  # one pass a row
-                ok = _sync.apply_rows(part, delta, m.base[sl], m.weights[sl], m.cap,
+                ok = _sync.apply_rows(part, delta, m.base[sl], m.weights[sl], self.cap,
                                       self.coherent, exact)  # fmt: skip
             else:
                 ok = self._apply_numpy(m, sl, delta, part, exact)
@@ -511,7 +505,7 @@ class Synchronizer:
         d = part.shape[1] - self.extra
         touches = part[:, d : d + 1].astype(np.float32)
         total = np.multiply(part[:, :d], np.float32(1.0 / self.scale), dtype=np.float32)
-        gain = np.minimum(touches, m.cap) / np.maximum(touches, 1.0)
+        gain = np.minimum(touches, self.cap) / np.maximum(touches, 1.0)
         if self.coherent:  # 1 / (how many ranks' changes agree): |sum|^2 / sum |d_r|^2
             sq = part[:, d + 1 : d + 2].astype(np.float32)
             norm = np.einsum("ij,ij->i", total, total)[:, None]

@@ -58,6 +58,9 @@ __all__ = ["Word2Vec"]
 #: A warm-up's groups are cut into this many: syncs that often in the first epoch's start.
 WARMUP_PARTS = 4
 
+#: ``sync_min_per_epoch`` never cuts a rank's epoch into groups smaller than this.
+MIN_SYNC_WORDS = 1000
+
 log = logging.getLogger("vecserve.train")
 
 
@@ -74,7 +77,9 @@ class Word2Vec:
     ``comm`` (an ``mpi4py`` communicator, e.g. ``MPI.COMM_WORLD``, or a
     :class:`~vecserve.train.distributed.Group`) trains data-parallel across its ranks:
     each reads its share of the corpus and they combine their changes every
-    ``sync_words`` words a rank trains (see :mod:`vecserve.train.distributed`;
+    ``sync_words`` words a rank trains, and at least ``sync_min_per_epoch`` times an
+    epoch (short epochs sync more often; groups of at least 1,000 words; see
+    :mod:`vecserve.train.distributed`;
     ``sync_cap`` and ``sync_coherent`` say how). ``sync_budget`` bounds the bytes each
     rank sends per epoch, in float32 models (each epoch's last sync, the whole model,
     included); ``sync_dtype`` is the changes' precision on the wire (``"int16"``: half
@@ -129,10 +134,7 @@ class Word2Vec:
         sync_schedule: str = "doubling",
         sync_warmup: float = 0.25,
         sync_scale_alpha: float = 0.8,
-        sync_cap_hs: float | None = None,
-        sync_head_hs: float = 1.0,
-        sync_min_syncs: int = 0,
-        sync_levels: int = 64,
+        sync_min_per_epoch: int = 128,
         overlap: bool = True,
         checkpoint_dir: str | os.PathLike | None = None,
         resume: bool = False,
@@ -166,10 +168,7 @@ class Word2Vec:
         self.sync_schedule = sync_schedule
         self.sync_warmup = sync_warmup
         self.sync_scale_alpha = sync_scale_alpha
-        self.sync_cap_hs = sync_cap_hs
-        self.sync_head_hs = sync_head_hs
-        self.sync_min_syncs = sync_min_syncs
-        self.sync_levels = sync_levels
+        self.sync_min_per_epoch = sync_min_per_epoch
         self.overlap = overlap
         self.checkpoint_dir = checkpoint_dir
         self.resume = resume
@@ -243,6 +242,9 @@ class Word2Vec:
             bad("sync_cap", "must be >= 1 (1: average the ranks' changes)")
         if not 0 <= self.sync_scale_alpha <= 2:
             bad("sync_scale_alpha", "must be a power between 0 (off) and 2")
+        v = self.sync_min_per_epoch
+        if not isinstance(v, (int, np.integer)) or isinstance(v, bool) or v < 0:
+            bad("sync_min_per_epoch", "must be an integer >= 0 (0: sync_words alone)")
         if not 0 <= self.sync_warmup <= 1:
             bad("sync_warmup", "must be a fraction of the first epoch, between 0 and 1")
         if self.sync_dtype not in ("float32", "float16", "int16"):
@@ -393,8 +395,8 @@ class Word2Vec:
         *split* groups cut again into ``WARMUP_PARTS`` (a warm-up: more frequent syncs)."""
         n_words = self.corpus.n_words
         n_groups = -(-n_words // self.sync_words) if self.group.size > 1 else 1
-        if self.group.size > 1:
-            n_groups = max(n_groups, self.sync_min_syncs)
+        if self.group.size > 1:  # short epochs: at least sync_min_per_epoch syncs
+            n_groups = max(n_groups, min(self.sync_min_per_epoch, n_words // MIN_SYNC_WORDS))
         n_groups = max(1, int(self.group.max(n_groups)))
         split = min(split, n_groups)
         parts = WARMUP_PARTS
@@ -458,8 +460,7 @@ class Word2Vec:
         sync = None
         head = len(self.vocab)
         if g.size > 1:
-            cap_hs = self.sync_cap if self.sync_cap_hs is None else self.sync_cap_hs
-            mats = [(self.syn0, False), (self.syn1neg, False), (self.syn1, True, cap_hs)]
+            mats = [(self.syn0, False), (self.syn1neg, False), (self.syn1, True)]
             sync = Synchronizer(
                 g, mats, cap=self.sync_cap, coherent=self.sync_coherent, dtype=self.sync_dtype
             )
@@ -467,10 +468,7 @@ class Word2Vec:
             syncs = [len(groups)] * self.epochs  # per epoch, a warm-up's first epoch more
             if warm is not None:
                 syncs[0] = len(warm[0])
-            f = self.sync_head_hs if self.syn1 is not None else 1.0
-            n_mats = len(sync.mats)
-            share = n_mats / (n_mats - 1 + f) if f != 1 else 1.0
-            head = head_for_budget(len(self.vocab), syncs, rows_budget * share, self.sync_levels)
+            head = head_for_budget(len(self.vocab), syncs, rows_budget)
             if self.sync_schedule == "rates":
                 tables = tier_tables(self._update_rates(), syncs, rows_budget)
                 head = int(tables[0][0])
@@ -481,11 +479,7 @@ class Word2Vec:
             else:
 
                 def rows_at(k):
-                    if f == 1:
-                        return sync_rows(k, head=head, n_rows=sync.n_rows, levels=self.sync_levels)
-                    r = sync_rows(k, head=head, n_rows=sync.n_rows, levels=self.sync_levels)
-                    r1 = sync_rows(k, head=max(1, int(head * f)), n_rows=sync.n_rows, levels=self.sync_levels)
-                    return [r] * (n_mats - 1) + [r1]
+                    return sync_rows(k, head=head, n_rows=sync.n_rows)
 
         first_epoch = self._load_checkpoint(sync) if self.resume else 0
 
