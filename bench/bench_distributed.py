@@ -259,10 +259,36 @@ def spark_table(results: list[dict]) -> str:
         wps = r["corpus_words"] * r["epochs"] / r["wall_s"]
         ref_wps = ref["corpus_words"] * ref["epochs"] / ref["wall_s"]
         name = "Spark MLlib local[2]" if r["config"] == "spark" else f"vecserve {r['config']}"
+        if r["config"] != "spark" and r["params"]:
+            name += f" {r['params']}"
         out.append(
             f"| {name} | {r['wall_s']:.1f} | {wps:,.0f} | {wps / ref_wps:.2f}x "
             f"| {r['train_s']:.1f} | {100 * r['analogy']:.2f} | {r['wordsim']:.3f} |"
         )
+    return "\n".join(out)
+
+
+def seeds_table(results: list[dict]) -> str:
+    """Each configuration and scheme over its seeds (runs that differ only in ``seed``):
+    the analogy of every seed, the means, and the words/s against the first run's."""
+    ref = results[0]
+    groups: dict[str, list[dict]] = {}
+    for r in results:
+        if "failed" in r:
+            continue
+        params = {k: v for k, v in r["params"].items() if k not in ("seed", "tool")}
+        groups.setdefault(f"{r['config']} {params}" if params else r["config"], []).append(r)
+    out = [
+        "| run | seeds | analogy % per seed | mean analogy % | mean WS-353 | words/s vs first |",
+        "|---|---|---|---|---|---|",
+    ]
+    for name, rs in groups.items():
+        per = ", ".join(f"{100 * r['analogy']:.2f}" for r in rs)
+        seeds = ", ".join(str(r["params"].get("seed", "-")) for r in rs)
+        mean_a = 100 * sum(r["analogy"] for r in rs) / len(rs)
+        mean_w = sum(r["wordsim"] for r in rs) / len(rs)
+        speed = sum(r["words_per_s"] for r in rs) / len(rs) / ref["words_per_s"]
+        out.append(f"| {name} | {seeds} | {per} | {mean_a:.2f} | {mean_w:.3f} | {speed:.2f}x |")
     return "\n".join(out)
 
 
@@ -327,6 +353,9 @@ def main() -> None:
             f.write(json.dumps(res) + "\n")
     if all(r.get("analogy", 0) is not None for r in results):
         print(table(results))
+        if len(runs) > len(configs):  # schemes or seeds: their means
+            print()
+            print(seeds_table(results))
         if any(r["config"] == "spark" for r in results):
             print()
             print(spark_table(results))

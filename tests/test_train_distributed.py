@@ -239,7 +239,7 @@ def test_every_thread_of_a_rank_gets_jobs_in_each_sync_group(tmp_path, workers):
     from vecserve.train import Word2Vec
 
     corpus = write_topic_corpus(tmp_path / "topics.txt", 3000)  # 30,000 words, 10 a line
-    m = Word2Vec(min_count=1, workers=workers, sync_words=5000, comm=None)
+    m = Word2Vec(min_count=1, workers=workers, sync_words=5000, sync_min_per_epoch=0, comm=None)
     m.build_vocab(str(corpus))
     m.group = SimpleNamespace(size=2, rank=0, max=lambda x: x)
     groups = m._groups()
@@ -249,6 +249,34 @@ def test_every_thread_of_a_rank_gets_jobs_in_each_sync_group(tmp_path, workers):
     words = [j[3] for g in groups for j in g]
     assert sum(words) == m.corpus.n_words  # every word once, in order
     assert [j[2] for g in groups for j in g] == list(np.cumsum([0, *words[:-1]]))
+
+
+def test_short_epochs_sync_at_least_sync_min_per_epoch(tmp_path):
+    """A rank's epoch is cut into at least ``sync_min_per_epoch`` sync groups (a short
+    run syncs more often than every ``sync_words``: 2 ranks with hierarchical softmax on
+    20 MB lost 2.6 analogy points at 34 syncs an epoch, 1.3 at 128), never into groups
+    under ``MIN_SYNC_WORDS``; a long epoch keeps ``sync_words``; one process, one group."""
+    from types import SimpleNamespace
+
+    from vecserve.train import Word2Vec
+    from vecserve.train.model import MIN_SYNC_WORDS
+
+    corpus = write_topic_corpus(tmp_path / "topics.txt", 3000)  # 30,000 words
+
+    def groups(size=2, **opts):
+        m = Word2Vec(min_count=1, workers=1, comm=None, **opts)
+        m.build_vocab(str(corpus))
+        m.group = SimpleNamespace(size=size, rank=0, max=lambda x: x)
+        got = m._groups()
+        assert sum(j[3] for g in got for j in g) == m.corpus.n_words
+        return len(got)
+
+    assert Word2Vec(comm=None).sync_min_per_epoch == 128
+    assert groups(sync_words=5000, sync_min_per_epoch=0) == 6  # 30,000 / 5,000
+    assert groups(sync_words=5000, sync_min_per_epoch=4) == 6  # long enough already
+    assert groups(sync_words=5000, sync_min_per_epoch=20) == 20
+    assert groups(sync_words=5000) == 30_000 // MIN_SYNC_WORDS  # 128 asked, 30 allowed
+    assert groups(size=1) == 1
 
 
 def test_one_process_group_syncs_nothing():
@@ -475,8 +503,15 @@ SCHEME_SCRIPT = textwrap.dedent(
         {"sync_dtype": "float32", "sync_schedule": "doubling", "sync_scale_alpha": 0},
         {"sync_budget": 1.8, "sync_warmup": 0.5},
         {"workers": 2},
+        {"hs": 1, "negative": 0},
     ],
-    ids=["default", "float32-doubling", "small-budget-warmup", "two-threads-a-rank"],
+    ids=[
+        "default",
+        "float32-doubling",
+        "small-budget-warmup",
+        "two-threads-a-rank",
+        "hierarchical-softmax",
+    ],
 )
 def test_sync_schemes_learn_within_their_byte_budget(tmp_path, ranks, opts):
     """Every scheme learns the topics, and each rank sends at most ``sync_budget``
@@ -500,7 +535,8 @@ def test_sync_schemes_learn_within_their_byte_budget(tmp_path, ranks, opts):
     # (+ the bookkeeping: each group's word count, 8 bytes, summed once per plan)
     assert 0 < stats["bytes_sent"] / 3 <= opts["sync_budget"] * stats["model_bytes"] + 64
     words = 1500 * 10 // ranks  # a rank's share: 1500 sentences of 10 words
-    groups = -(-words // 2000)
+    # sync_words 2000, or more often: sync_min_per_epoch, in groups of >= 1,000 words
+    groups = max(-(-words // 2000), min(opts["sync_min_per_epoch"], words // 1000))
     warm = round(opts["sync_warmup"] * groups)  # cut in 4: 3 more syncs each
     assert stats["syncs"] == 3 * groups + 3 * warm
     # the learning rate starts at alpha x (N / min(N, cap)) ** power: 1 at 2 ranks, cap 2

@@ -59,6 +59,8 @@ __all__ = ["train"]
 @click.option("--resume", is_flag=True, help="Continue from --checkpoint-dir's checkpoint.")
 @click.option("--sync-words", default=50_000, show_default=True, type=int,
               help="Under mpiexec: words a rank trains between two model syncs.")  # fmt: skip
+@click.option("--sync-min-per-epoch", default=128, show_default=True, type=int,
+              help="Under mpiexec: at least this many syncs an epoch (short runs).")  # fmt: skip
 @click.option("--sync-budget", default=2.0, show_default=True, type=float,
               help="Under mpiexec: bytes a rank sends per epoch, in float32 models.")  # fmt: skip
 @click.option("--sync-cap", default=2.0, show_default=True, type=float,

@@ -9,7 +9,8 @@ things, all collective and synchronous:
 - **the vocabulary**: every rank counts its share; rank 0 merges the counts in rank
   order (so ties sort as one reader of the whole corpus sorts them), applies
   ``min_count`` / ``max_final_vocab`` and sends every rank the same vocabulary;
-- **the model**: after every ``sync_words`` words a rank has trained, the ranks combine
+- **the model**: after every ``sync_words`` words a rank has trained (more often on short
+  epochs: at least ``sync_min_per_epoch`` syncs an epoch), the ranks combine
   the changes since the last sync of the frequency-sorted head of both matrices
   (pWord2Vec's doubling schedule, :func:`sync_rows`, or per-row periods by update
   rate, :func:`tier_tables`), and of the whole model at each epoch's end; the head's

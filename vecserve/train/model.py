@@ -58,6 +58,9 @@ __all__ = ["Word2Vec"]
 #: A warm-up's groups are cut into this many: syncs that often in the first epoch's start.
 WARMUP_PARTS = 4
 
+#: ``sync_min_per_epoch`` never cuts a rank's epoch into groups smaller than this.
+MIN_SYNC_WORDS = 1000
+
 log = logging.getLogger("vecserve.train")
 
 
@@ -74,7 +77,9 @@ class Word2Vec:
     ``comm`` (an ``mpi4py`` communicator, e.g. ``MPI.COMM_WORLD``, or a
     :class:`~vecserve.train.distributed.Group`) trains data-parallel across its ranks:
     each reads its share of the corpus and they combine their changes every
-    ``sync_words`` words a rank trains (see :mod:`vecserve.train.distributed`;
+    ``sync_words`` words a rank trains, and at least ``sync_min_per_epoch`` times an
+    epoch (short epochs sync more often; groups of at least 1,000 words; see
+    :mod:`vecserve.train.distributed`;
     ``sync_cap`` and ``sync_coherent`` say how). ``sync_budget`` bounds the bytes each
     rank sends per epoch, in float32 models (each epoch's last sync, the whole model,
     included); ``sync_dtype`` is the changes' precision on the wire (``"int16"``: half
@@ -129,6 +134,7 @@ class Word2Vec:
         sync_schedule: str = "doubling",
         sync_warmup: float = 0.25,
         sync_scale_alpha: float = 0.8,
+        sync_min_per_epoch: int = 128,
         overlap: bool = True,
         checkpoint_dir: str | os.PathLike | None = None,
         resume: bool = False,
@@ -162,6 +168,7 @@ class Word2Vec:
         self.sync_schedule = sync_schedule
         self.sync_warmup = sync_warmup
         self.sync_scale_alpha = sync_scale_alpha
+        self.sync_min_per_epoch = sync_min_per_epoch
         self.overlap = overlap
         self.checkpoint_dir = checkpoint_dir
         self.resume = resume
@@ -235,6 +242,9 @@ class Word2Vec:
             bad("sync_cap", "must be >= 1 (1: average the ranks' changes)")
         if not 0 <= self.sync_scale_alpha <= 2:
             bad("sync_scale_alpha", "must be a power between 0 (off) and 2")
+        v = self.sync_min_per_epoch
+        if not isinstance(v, (int, np.integer)) or isinstance(v, bool) or v < 0:
+            bad("sync_min_per_epoch", "must be an integer >= 0 (0: sync_words alone)")
         if not 0 <= self.sync_warmup <= 1:
             bad("sync_warmup", "must be a fraction of the first epoch, between 0 and 1")
         if self.sync_dtype not in ("float32", "float16", "int16"):
@@ -385,6 +395,8 @@ class Word2Vec:
         *split* groups cut again into ``WARMUP_PARTS`` (a warm-up: more frequent syncs)."""
         n_words = self.corpus.n_words
         n_groups = -(-n_words // self.sync_words) if self.group.size > 1 else 1
+        if self.group.size > 1:  # short epochs: at least sync_min_per_epoch syncs
+            n_groups = max(n_groups, min(self.sync_min_per_epoch, n_words // MIN_SYNC_WORDS))
         n_groups = max(1, int(self.group.max(n_groups)))
         split = min(split, n_groups)
         parts = WARMUP_PARTS
