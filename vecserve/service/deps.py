@@ -32,7 +32,7 @@ from ..errors import StoreUnavailable
 from ..similarity import IndexManager, SimilarityIndex
 from ..store import ModelInfo, Store, validate_model_name
 from ..store.layout import encode_tokens
-from ..subwords import word_hashes
+from ..subwords import in_vocabulary
 from .metrics import Metrics
 from .settings import Settings
 
@@ -320,10 +320,7 @@ def fetch_vectors(
         return fill_subwords(ctx, words, (info, rows, found))
     hits = [w for w in words if w not in in_vocab]  # from the vector cache
     if hits:
-        h = word_hashes(encode_tokens(hits))
-        at = np.minimum(np.searchsorted(known, h), max(len(known) - 1, 0))
-        in_vocab.update(zip(hits, (known[at] == h).tolist() if len(known) else [False] * len(h),
-                            strict=True))  # fmt: skip
+        in_vocab.update(zip(hits, in_vocabulary(known, encode_tokens(hits)).tolist(), strict=True))
     return info, rows, found, [w for w in words if not in_vocab[w]]
 
 

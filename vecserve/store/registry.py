@@ -11,7 +11,7 @@ import redis
 from redis.cluster import RedisCluster
 
 from ..errors import GenerationChanged, ModelNotFound, StoreUnavailable, VecserveError
-from ..subwords import compose, ngram_buckets_flat, word_hashes
+from ..subwords import compose, in_vocabulary, ngram_buckets_flat
 from .layout import (
     DEFAULT_CLUSTER_BUCKETS,
     EVENTS,
@@ -321,9 +321,7 @@ class Store:
     def _read_rows_subwords_known(
         self, model: ModelInfo, tokens: Sequence[str], known: np.ndarray
     ) -> tuple[ModelInfo, np.ndarray, np.ndarray]:
-        h = word_hashes(encode_tokens(tokens))
-        at = np.minimum(np.searchsorted(known, h), max(len(known) - 1, 0))
-        absent = np.flatnonzero(known[at] != h) if len(known) else np.arange(len(tokens))
+        absent = np.flatnonzero(~in_vocabulary(known, encode_tokens(tokens)))
         flat, bounds = ngram_buckets_flat(
             [tokens[i] for i in absent], model.min_n, model.max_n, model.ngram_buckets
         )
