@@ -165,6 +165,7 @@ class Serve:
         self.proc = subprocess.Popen(argv, env=env, start_new_session=True,
                                      stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)  # fmt: skip
         self.http = httpx.Client(base_url=self.base, timeout=120)
+        self._raw: http.client.HTTPConnection | None = None  # made by raw_get
         self.workers = workers
 
     def wait_ready(self, timeout: float = 1800) -> float:
@@ -191,7 +192,7 @@ class Serve:
     def raw_get(self, path: str) -> float:
         """Seconds of one GET through a plain ``http.client`` keep-alive connection (the
         least a Python client can add), the body read; raises on a status other than 200."""
-        if getattr(self, "_raw", None) is None:
+        if self._raw is None:
             self._raw = http.client.HTTPConnection("127.0.0.1", self.port, timeout=120)
         t = time.perf_counter()
         self._raw.request("GET", path)
@@ -215,7 +216,7 @@ class Serve:
 
     def stop(self) -> None:
         self.http.close()
-        if getattr(self, "_raw", None) is not None:
+        if self._raw is not None:
             self._raw.close()
         if self.proc.poll() is None:
             os.killpg(self.proc.pid, signal.SIGTERM)

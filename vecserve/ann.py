@@ -575,12 +575,12 @@ class AnnManager:
             return None
         return Path(sim.path) / self.params.resolved(sim.count).filename
 
-    def ready(self, sim: SimilarityIndex) -> bool:
-        return (sim.name, sim.generation) in self._ready
-
     def ready_index(self, sim: SimilarityIndex) -> AnnIndex | None:
         """The index of ``sim`` if it is open and ready; never starts a build."""
         return self._ready.get((sim.name, sim.generation))
+
+    def ready(self, sim: SimilarityIndex) -> bool:
+        return self.ready_index(sim) is not None
 
     def get(self, sim: SimilarityIndex, *, wait: bool = False) -> AnnIndex | None:
         """The ANN index of ``sim``: open from disk, or (if enabled) start building it.

@@ -224,7 +224,7 @@ def _subword_items(ctx: AppContext, index: SimilarityIndex, info, oov: list[str]
 def _exact_shortcut(ctx: AppContext, index: SimilarityIndex, query: dict, q: MostSimilarQuery):
     """An exact top-n answer through a ready IVF index's float16 rows (half the bytes of
     a full scan; see :meth:`AnnIndex.exact_most_similar`), or None: ask the snapshot."""
-    if ctx.ann is None or not q.topn or q.restrict_vocab:
+    if ctx.ann is None or not _plain(q):
         return None
     ann = ctx.ann.ready_index(index)
     if ann is None:
@@ -232,10 +232,16 @@ def _exact_shortcut(ctx: AppContext, index: SimilarityIndex, query: dict, q: Mos
     return ann.exact_most_similar(index, query["positive"], query["negative"], q.topn)
 
 
+def _plain(q: MostSimilarQuery) -> bool:
+    """Whether ``q`` is a plain top-n query, one an index can answer (no
+    ``restrict_vocab``, no cosmul)."""
+    return bool(q.topn) and not q.restrict_vocab and not q.cosmul
+
+
 def _ann_for(ctx: AppContext, index: SimilarityIndex, q: MostSimilarQuery):
-    """The ANN index that may answer ``q`` (approx asked, ready, and the query is a plain
-    top-n without ``restrict_vocab`` or cosmul), else None: answered exactly."""
-    if q.approx and q.topn and not q.restrict_vocab and not q.cosmul and ctx.ann is not None:
+    """The ANN index that may answer ``q`` (approx asked, ready, and the query
+    :func:`_plain`), else None: answered exactly."""
+    if q.approx and _plain(q) and ctx.ann is not None:
         return ctx.ann.get(index)
     return None
 
@@ -243,7 +249,7 @@ def _ann_for(ctx: AppContext, index: SimilarityIndex, q: MostSimilarQuery):
 def _ready_approx(ctx: AppContext, info, q: MostSimilarQuery) -> bool:
     """Whether ``q`` is answered by the ready ANN index of generation ``info``, already
     open here: a scan of ~1 ms, no snapshot to map or build."""
-    if ctx.ann is None or not q.approx or not q.topn or q.restrict_vocab or q.cosmul:
+    if ctx.ann is None or not q.approx or not _plain(q):
         return False
     index = ctx.loaded_index(info)
     return index is not None and ctx.ann.ready(index)
@@ -279,9 +285,8 @@ def _most_similar(ctx: AppContext, name: str, q: MostSimilarQuery, info=None) ->
     if built is not None:
         out["subwords"] = built
     if q.approx and ann is None:  # answered exactly: say why
-        plain = q.topn and not q.restrict_vocab and not q.cosmul
         out["approximate_status"] = (
-            ctx.ann.pending(index) if plain and ctx.ann is not None else "not applicable"
+            ctx.ann.pending(index) if _plain(q) and ctx.ann is not None else "not applicable"
         )
     if isinstance(result, np.ndarray):
         out["similarities"] = _scores(result)

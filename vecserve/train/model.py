@@ -213,10 +213,13 @@ class Word2Vec:
         def bad(name, why):
             raise _collective(TrainingError(f"{name}={getattr(self, name)!r}: {why}"))
 
+        def whole(v) -> bool:
+            return isinstance(v, (int, np.integer)) and not isinstance(v, bool)
+
         for name in ("vector_size", "window", "epochs", "workers", "job_words", "cbow_batch",
                      "sync_words"):  # fmt: skip
             v = getattr(self, name)
-            if not isinstance(v, (int, np.integer)) or isinstance(v, bool) or v <= 0:
+            if not whole(v) or v <= 0:
                 bad(name, "must be a positive integer")
         if not isinstance(self.min_count, (int, np.integer)) or self.min_count < 0:
             bad("min_count", "must be an integer >= 0")
@@ -242,8 +245,7 @@ class Word2Vec:
             bad("sync_cap", "must be >= 1 (1: average the ranks' changes)")
         if not 0 <= self.sync_scale_alpha <= 2:
             bad("sync_scale_alpha", "must be a power between 0 (off) and 2")
-        v = self.sync_min_per_epoch
-        if not isinstance(v, (int, np.integer)) or isinstance(v, bool) or v < 0:
+        if not whole(self.sync_min_per_epoch) or self.sync_min_per_epoch < 0:
             bad("sync_min_per_epoch", "must be an integer >= 0 (0: sync_words alone)")
         if not 0 <= self.sync_warmup <= 1:
             bad("sync_warmup", "must be a fraction of the first epoch, between 0 and 1")
@@ -394,9 +396,10 @@ class Word2Vec:
         rank: the most any rank needs at ``sync_words`` words a group); the first
         *split* groups cut again into ``WARMUP_PARTS`` (a warm-up: more frequent syncs)."""
         n_words = self.corpus.n_words
-        n_groups = -(-n_words // self.sync_words) if self.group.size > 1 else 1
-        if self.group.size > 1:  # short epochs: at least sync_min_per_epoch syncs
-            n_groups = max(n_groups, min(self.sync_min_per_epoch, n_words // MIN_SYNC_WORDS))
+        n_groups = 1
+        if self.group.size > 1:  # every sync_words, and short epochs sync_min_per_epoch times
+            n_groups = max(-(-n_words // self.sync_words),
+                           min(self.sync_min_per_epoch, n_words // MIN_SYNC_WORDS))  # fmt: skip
         n_groups = max(1, int(self.group.max(n_groups)))
         split = min(split, n_groups)
         parts = WARMUP_PARTS
