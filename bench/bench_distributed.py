@@ -24,13 +24,18 @@ Peer: the configuration ``spark`` trains Spark MLlib's Word2Vec (``pyspark``, in
 benchmark's environment only, never a dependency of vecserve; it needs a JVM) with its
 own settings: skip-gram + hierarchical softmax, no subsampling, ``local[2]``,
 numPartitions 2, vectorSize 100, windowSize 5, minCount 5, maxIter = ``--epochs``, on
-the corpus cut into 1,000-word rows (its maxSentenceLength). Its time is ``fit()``,
-which counts the vocabulary too, so a second table compares it with vecserve's
-vocabulary + training time (``wall s``). Its vectors are ordered by corpus frequency and
+the corpus cut into 1,000-word rows (its maxSentenceLength). Under ``local[2]`` both
+partitions train one shared model in one JVM (the broadcast value, which every task of
+an executor shares); ``spark-cluster`` runs ``local-cluster[2,1,3072]``, two executor
+JVMs of one core each, so each partition trains its own copy and the copies are averaged
+once an iteration, as on two machines: the data-parallel peer of ``2x1``. Spark's time
+is ``fit()``, which counts the vocabulary too, so a second table compares it with
+vecserve's vocabulary + training time (``wall s``). Its vectors are ordered by corpus frequency and
 scored like ours. Compare it with vecserve on the same settings::
 
     flock /tmp/vecserve-bench.lock python bench/bench_distributed.py \
-        ../shared/data/wiki100m.zip --head-mb 20 --epochs 2 --configs spark,2x1,1x2 \
+        ../shared/data/wiki100m.zip --head-mb 20 --epochs 2 \
+        --configs spark-cluster,2x1,1x2,spark \
         --params '{"hs": 1, "negative": 0, "sample": 0}'
 
 Results: a Markdown table on stdout, JSON lines in ``bench/out/distributed.jsonl``.
@@ -124,8 +129,16 @@ def child(spec: dict) -> dict | None:
     }
 
 
+#: Spark's masters: ``local[2]`` runs both partitions' tasks in the driver's JVM, where
+#: they train one shared copy of the model (the broadcast value, mutated in place:
+#: Hogwild on two threads); ``local-cluster[2,1,MB]`` starts two executor JVMs of one
+#: core, each training its own copy, averaged once per iteration: Spark's distributed
+#: algorithm, as on a cluster of two machines.
+SPARK_MASTERS = {"spark": "local[2]", "spark-cluster": "local-cluster[2,1,3072]"}
+
+
 def spark_child(spec: dict) -> dict:
-    """Spark MLlib's Word2Vec, ``local[2]``, on the corpus in 1,000-word rows."""
+    """Spark MLlib's Word2Vec, two partitions, on the corpus in 1,000-word rows."""
     from collections import Counter
 
     from gensim.models import KeyedVectors
@@ -134,7 +147,7 @@ def spark_child(spec: dict) -> dict:
 
     t0 = time.perf_counter()
     spark = (
-        SparkSession.builder.master("local[2]")
+        SparkSession.builder.master(SPARK_MASTERS[spec["config"]])
         .config("spark.driver.memory", "4g")
         .config("spark.ui.enabled", "false")
         .getOrCreate()
@@ -161,10 +174,16 @@ def spark_child(spec: dict) -> dict:
     kv.add_vectors(order, [vectors[w] for w in order])
     analogy, wordsim = evaluate(kv)
     return {
-        "config": "spark",
+        "config": spec["config"],
         "ranks": 1,
         "threads": 2,
-        "params": {"tool": f"Spark MLlib {version}", "sg": 1, "hs": 1, "sample": 0},
+        "params": {
+            "tool": f"Spark MLlib {version}",
+            "master": SPARK_MASTERS[spec["config"]],
+            "sg": 1,
+            "hs": 1,
+            "sample": 0,
+        },
         "epochs": spec["epochs"],
         "corpus_words": len(words),
         "vocab": len(kv),
@@ -197,8 +216,8 @@ def evaluate_saved(path: Path) -> tuple[float, float]:
 
 def run(config: str, text: Path, epochs: int, params: dict, extra_mpi: list[str],
         save_dir: str | None = None, saved: str = "") -> dict:  # fmt: skip
-    if config == "spark":
-        spec = {"text": str(text), "epochs": epochs}
+    if config in SPARK_MASTERS:
+        spec = {"config": config, "text": str(text), "epochs": epochs}
         cmd = [sys.executable, __file__, "--spark-child", json.dumps(spec)]
         proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
         if proc.returncode:
@@ -250,7 +269,7 @@ def table(results: list[dict]) -> str:
 
 def spark_table(results: list[dict]) -> str:
     """Every run against Spark's, on the time to a model (vocabulary + training)."""
-    ref = next(r for r in results if r["config"] == "spark")
+    ref = next(r for r in results if r["config"] in SPARK_MASTERS)
     out = [
         "| run | wall s (vocab + train) | words/s | vs Spark | train s | analogy % | WS-353 |",
         "|---|---|---|---|---|---|---|",
@@ -258,8 +277,9 @@ def spark_table(results: list[dict]) -> str:
     for r in results:
         wps = r["corpus_words"] * r["epochs"] / r["wall_s"]
         ref_wps = ref["corpus_words"] * ref["epochs"] / ref["wall_s"]
-        name = "Spark MLlib local[2]" if r["config"] == "spark" else f"vecserve {r['config']}"
-        if r["config"] != "spark" and r["params"]:
+        spark = r["config"] in SPARK_MASTERS
+        name = f"Spark MLlib {SPARK_MASTERS[r['config']]}" if spark else f"vecserve {r['config']}"
+        if not spark and r["params"]:
             name += f" {r['params']}"
         out.append(
             f"| {name} | {r['wall_s']:.1f} | {wps:,.0f} | {wps / ref_wps:.2f}x "
@@ -296,7 +316,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("corpus", nargs="?", help="text8-style corpus (.zip or text file)")
     ap.add_argument("--configs", default="1x2,2x1,4x1",
-                    help="NxT,... (first = reference); spark: Spark MLlib's Word2Vec")  # fmt: skip
+                    help="NxT,... (first = reference); spark, spark-cluster: Spark MLlib's "
+                    "Word2Vec in one JVM / two executor JVMs")  # fmt: skip
     ap.add_argument("--epochs", type=int, default=5)
     ap.add_argument("--head-mb", type=float, default=None, help="only the first N MB")
     ap.add_argument("--params", default="{}", help="extra Word2Vec parameters, JSON")
@@ -356,7 +377,7 @@ def main() -> None:
         if len(runs) > len(configs):  # schemes or seeds: their means
             print()
             print(seeds_table(results))
-        if any(r["config"] == "spark" for r in results):
+        if any(r["config"] in SPARK_MASTERS for r in results):
             print()
             print(spark_table(results))
 

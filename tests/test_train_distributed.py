@@ -160,7 +160,7 @@ def test_a_diverged_model_stops_with_an_error_not_a_crash():
         s.sync(3)
 
 
-@pytest.mark.parametrize("dtype", ["float32", "float16", "int16"])
+@pytest.mark.parametrize("dtype", ["float32", "float16", "int16", "int8"])
 def test_a_diverged_change_stops_every_payload_precision(dtype):
     from vecserve.errors import TrainingError
 
@@ -225,6 +225,57 @@ def test_fused_sync_passes_equal_their_numpy_reference(coherent):
     w4, base4 = w.copy(), base.copy()
     assert not _sync.apply_rows(summed, delta, base4, w4, 2.0, coherent, False)
     assert (w4 == w).all() and (base4 == base).all()
+
+
+@pytest.mark.parametrize("dtype", ["int16", "int8"])
+def test_integer_payloads_round_trip_and_keep_their_rounding(dtype):
+    """The quantise / dequantise loops in both integer widths, and error feedback: a
+    rank's rounding stays in its weights and goes out with its next change, so many
+    overlapped syncs of the same change add up to the sum of the changes, to one
+    rounding step (without feedback the same rounding error would add up every sync)."""
+    from vecserve.train import _sync
+
+    units = {"int16": 32767, "int8": 127}[dtype]
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((4, 6)).astype(np.float32)
+    out = np.concatenate([x, np.ones((4, 1), np.float32)], axis=1)  # + the touch flag
+    peak = np.abs(x).max(axis=1)
+    scale = (units / peak).astype(np.float32)
+    q = np.empty(out.shape, dtype)
+    _sync.quantize_rows(out, scale, q, False, 1.0)
+    assert (q[:, :6] == np.rint(x * scale[:, None])).all() and (q[:, 6] == 1).all()
+    assert np.abs(q[:, :6]).max() == units  # each row's largest change: the full range
+    own = np.empty_like(x)
+    _sync.own_rows(q, (1 / scale).astype(np.float32), own)
+    np.testing.assert_allclose(own, x, rtol=0, atol=float(peak.max()) / units)
+
+    w = np.zeros((3, 5), np.float32)
+    s = Synchronizer(Group(), [(w, False)], dtype=dtype, coherent=False)
+    step = np.array([1.0, 0.3, 0.01, -0.77, 0.123], np.float32)
+    for _ in range(50):  # the same change each time: the same rounding each time
+        w[0] += step
+        payload = s.snapshot(3)
+        s.exchange(payload)
+        s.apply(payload)  # overlapped: the weights keep what was not sent
+    agreed = s.mats[0].base[0]
+    one_step = float(np.abs(step).max() * 2) / units  # the largest change: step + residual
+    np.testing.assert_allclose(agreed, 50 * step, rtol=0, atol=one_step)
+    np.testing.assert_allclose(w[0], 50 * step, rtol=1e-5)  # nothing lost on this rank
+    s.sync(3)  # an exact sync carries the last rounding too
+    np.testing.assert_allclose(s.mats[0].base[0], 50 * step, rtol=1e-5)
+
+
+def test_int8_payloads_refuse_too_many_ranks():
+    """127 // N steps a coordinate: at 32 ranks and more int8 is too coarse. (The group
+    is a stand-in with a size: Synchronizer reads only that before a sync.)"""
+    from types import SimpleNamespace
+
+    from vecserve.errors import TrainingError
+
+    w = np.zeros((3, 2), np.float32)
+    Synchronizer(SimpleNamespace(size=31), [(w, False)], dtype="int8")
+    with pytest.raises(TrainingError, match=r"int8.*32 ranks.*use int16"):
+        Synchronizer(SimpleNamespace(size=32), [(w, False)], dtype="int8")
 
 
 @pytest.mark.parametrize("workers", [1, 2, 4])
@@ -321,8 +372,8 @@ SYNC_SCRIPT = textwrap.dedent(
     w[1, g.rank] = 1.0  # each rank: its own axis
     s.sync(2)
     out["coherent"] = w.copy()
-    # 16 bits on the wire: the same sum, to float16's / int16's precision
-    for dtype in ("float16", "int16"):
+    # 16 and 8 bits on the wire: the same sum, to float16's / int16's / int8's precision
+    for dtype in ("float16", "int16", "int8"):
         rng = np.random.default_rng(0)
         base0 = rng.standard_normal((6, 4)).astype(np.float32)
         w0 = base0.copy()
@@ -340,7 +391,8 @@ SYNC_SCRIPT = textwrap.dedent(
     s.sync(2)
     out["coherent_int16"] = w.copy()
     arrays = {"bytes": np.array(g.bytes_sent), "coherent": out["coherent"]}
-    for k in ("float16", "int16", "float16_bytes", "int16_bytes", "coherent_int16"):
+    for k in ("float16", "int16", "int8", "float16_bytes", "int16_bytes", "int8_bytes",
+              "coherent_int16"):
         arrays[k] = out[k]
     for c in ("sum", "mean", "cap2"):
         arrays[c + "0"], arrays[c + "1"] = out[c]
@@ -408,6 +460,7 @@ def test_sync_arithmetic_on_known_deltas(tmp_path):
         assert (z["mean0"][:4] == got[0]["mean0"][:4]).all()
         assert (z["float16"][:4] == got[0]["float16"][:4]).all()
         assert (z["int16"][:4] == got[0]["int16"][:4]).all()
+        assert (z["int8"][:4] == got[0]["int8"][:4]).all()
     # 16 bits: the sum of the changes (/100: float16's range), half the bytes of float32
     # (4 rows x (4 + 2) columns x 2 bytes, a ring's 2 (N-1)/N of it; int16 adds each
     # row's largest change, 4 bytes); int16 to 1/(32767 // N) of a row's largest change
@@ -417,8 +470,12 @@ def test_sync_arithmetic_on_known_deltas(tmp_path):
         want[:4] = base0[:4] + d0[:, :4].sum(axis=0) / 100
         np.testing.assert_allclose(z["float16"], want, rtol=2e-3, atol=1e-3)
         np.testing.assert_allclose(z["int16"], want, rtol=0, atol=4.0 / (32767 // ranks) * 3)
+        # int8: to 1/(127 // N) of a row's largest change (4.0 / 100: row 0's on rank 2)
+        np.testing.assert_allclose(z["int8"][:4], want[:4], rtol=0, atol=4.0 / (127 // ranks) * 3)
+        assert not np.allclose(z["int8"][:4], want[:4], rtol=0, atol=1e-6)  # it is coarse
         assert int(z["float16_bytes"]) == int(ring * 4 * 6 * 2)
         assert int(z["int16_bytes"]) == int(ring * 4 * 4) + int(ring * 4 * 6 * 2)
+        assert int(z["int8_bytes"]) == int(ring * 4 * 4) + int(ring * 4 * 6 * 1)
         np.testing.assert_allclose(z["coherent_int16"], [[1, 2, 3], [1, 1, 1]], atol=1e-3)
 
 

@@ -18,6 +18,11 @@ cimport cython
 from libc.math cimport INFINITY, fabsf, lrintf
 from libc.string cimport memcpy
 
+#: the integer payloads' element types: int16 and int8
+ctypedef fused qint:
+    short
+    signed char
+
 # NaN and infinity are found by their exponent bits (all ones): the extension is built
 # with -ffast-math, under which the compiler may take isfinite() to be always true.
 
@@ -59,7 +64,7 @@ def snapshot_rows(const float[:, ::1] w, const float[:, ::1] base, float[:, ::1]
 
 @cython.boundscheck(False)
 @cython.wraparound(False)
-def quantize_rows(const float[:, ::1] buf, const float[::1] scale, short[:, ::1] q,
+def quantize_rows(const float[:, ::1] buf, const float[::1] scale, qint[:, ::1] q,
                   bint coherent, float norm_unit):
     """``q[:, :d] = rint(buf[:, :d] * scale)``, the touch flag as is, and (``coherent``)
     ``rint(squared norm * scale**2 / norm_unit)``."""
@@ -69,15 +74,15 @@ def quantize_rows(const float[:, ::1] buf, const float[::1] scale, short[:, ::1]
         for i in range(n):
             s = scale[i]
             for j in range(d):
-                q[i, j] = <short>lrintf(buf[i, j] * s)
-            q[i, d] = <short>buf[i, d]
+                q[i, j] = <qint>lrintf(buf[i, j] * s)
+            q[i, d] = <qint>buf[i, d]
             if coherent:
-                q[i, d + 1] = <short>lrintf(buf[i, d + 1] * ((s * s) / norm_unit))
+                q[i, d + 1] = <qint>lrintf(buf[i, d + 1] * ((s * s) / norm_unit))
 
 
 @cython.boundscheck(False)
 @cython.wraparound(False)
-def dequantize_rows(const short[:, ::1] q, const float[::1] inv, float[:, ::1] buf,
+def dequantize_rows(const qint[:, ::1] q, const float[::1] inv, float[:, ::1] buf,
                     bint coherent, float norm_unit):
     """The inverse of :func:`quantize_rows` on the summed integers."""
     cdef Py_ssize_t n = buf.shape[0], d = q.shape[1] - (2 if coherent else 1), i, j
@@ -136,3 +141,17 @@ def apply_rows(const float[:, ::1] part, const float[:, ::1] delta, float[:, ::1
                     base[i, j] = base[i, j] + change
                     weights[i, j] = weights[i, j] + (change - delta[i, j])
     return True
+
+
+@cython.boundscheck(False)
+@cython.wraparound(False)
+def own_rows(const qint[:, ::1] q, const float[::1] inv, float[:, ::1] delta):
+    """``delta = q[:, :d] * inv``: this rank's change as the others will read it (its
+    rounding left out, so that it stays in the rank's weights: error feedback)."""
+    cdef Py_ssize_t n = delta.shape[0], d = delta.shape[1], i, j
+    cdef float s
+    with nogil:
+        for i in range(n):
+            s = inv[i]
+            for j in range(d):
+                delta[i, j] = q[i, j] * s

@@ -68,7 +68,7 @@ __all__ = ["train"]
 @click.option("--sync-coherent/--no-sync-coherent", default=True, show_default=True,
               help="Under mpiexec: add changes the ranks disagree on.")  # fmt: skip
 @click.option("--sync-dtype", default="int16", show_default=True,
-              type=click.Choice(["float32", "float16", "int16"]),
+              type=click.Choice(["float32", "float16", "int16", "int8"]),
               help="Under mpiexec: the changes' precision on the wire.")  # fmt: skip
 @click.option("--sync-schedule", default="doubling", show_default=True,
               type=click.Choice(["doubling", "rates"]),

@@ -15,8 +15,10 @@ things, all collective and synchronous:
   (pWord2Vec's doubling schedule, :func:`sync_rows`, or per-row periods by update
   rate, :func:`tier_tables`), and of the whole model at each epoch's end; the head's
   size is the largest that keeps each rank's bytes per epoch within a budget
-  (:func:`head_for_budget`). The changes travel as float32, float16, or int16 in units
-  of each row's largest change (half the bytes: twice the rows in the same budget);
+  (:func:`head_for_budget`). The changes travel as float32, float16, or integers in
+  units of each row's largest change: int16 (half the bytes: twice the rows in the same
+  budget) or int8 (a quarter); a rank's rounding stays in its weights and goes with its
+  next change (error feedback), so coarse units never drift a row;
 - **a checkpoint's weights**, when a job resumes.
 
 How a row's changes combine (:class:`Synchronizer`): their sum is scaled by a gain
@@ -344,7 +346,7 @@ class _Payload:
         self.slices = slices
         self.deltas = deltas
         self.buf = buf
-        self.peak: np.ndarray | None = None  # int16: each row's largest |change|
+        self.peak: np.ndarray | None = None  # integers: each row's largest |change|
 
 
 def _reuse(arena: dict[str, np.ndarray], key: str, shape: tuple, dtype) -> np.ndarray:
@@ -356,8 +358,10 @@ def _reuse(arena: dict[str, np.ndarray], key: str, shape: tuple, dtype) -> np.nd
     return have[:size].view(dtype).reshape(shape)
 
 
-#: int16 payloads: each rank's value of a coordinate is at most this / N in magnitude
-_Q = 32767
+#: the changes' types on the wire (:class:`Synchronizer`)
+SYNC_DTYPES = ("float32", "float16", "int16", "int8")
+#: integer payloads: each rank's value of a coordinate is at most this / N in magnitude
+_UNITS = {np.dtype(np.int16): 32767, np.dtype(np.int8): 127}
 
 
 class Synchronizer:
@@ -384,8 +388,13 @@ class Synchronizer:
     ):
         if not cap >= 1:
             raise TrainingError(f"sync_cap={cap!r}: must be >= 1")
-        if dtype not in ("float32", "float16", "int16"):
-            raise TrainingError(f"sync_dtype={dtype!r}: must be float32, float16 or int16")
+        if dtype not in SYNC_DTYPES:
+            raise TrainingError(f"sync_dtype={dtype!r}: must be one of {', '.join(SYNC_DTYPES)}")
+        if dtype == "int8" and _UNITS[np.dtype(dtype)] // group.size < 4:
+            raise TrainingError(
+                f"sync_dtype='int8' at {group.size} ranks leaves fewer than 4 steps a "
+                "coordinate (127 // ranks): use int16"
+            )
         self.group = group
         self.cap = float(cap)
         self.coherent = bool(coherent)
@@ -394,8 +403,8 @@ class Synchronizer:
         # steps), up to 255 a coordinate; the squared norms go unscaled (up to 65504)
         self.scale = 256.0 if self.dtype == np.float16 else 1.0
         self.extra = 2 if self.coherent else 1  # columns after the change
-        self.quantized = self.dtype == np.int16
-        # float32 and int16 payloads are summed as float32 rows: the one-pass C loops
+        self.quantized = self.dtype in _UNITS
+        # float32 and integer payloads are summed as float32 rows: the one-pass C loops
         self.fused = self.scale == 1
         self.mats = [_Matrix(w, w.copy(), tail) for w, tail in matrices if w is not None]
         self.syncs = 0
@@ -451,17 +460,20 @@ class Synchronizer:
 
     def exchange(self, payload: _Payload) -> None:
         if self.quantized:
-            self._exchange_int16(payload)
+            self._exchange_quantized(payload)
         else:
             self.group.allreduce(payload.buf)
         self.syncs += 1
 
-    def _exchange_int16(self, payload: _Payload) -> None:
-        """Sum the payload as 16-bit integers: each row's coordinates in units of its
-        largest change on any rank / (32767 // N), so N ranks' sum cannot overflow (a
-        row's precision: 1 / 16383 of its largest change at 2 ranks); the squared norms
-        in units of ``d`` x that change squared / (32767 // N). Native MPI sums; MPI
-        first takes the rows' largest changes (4 bytes a row)."""
+    def _exchange_quantized(self, payload: _Payload) -> None:
+        """Sum the payload as integers (int16 or int8): each row's coordinates in units of
+        its largest change on any rank / (U // N), U = 32767 or 127, so N ranks' sum
+        cannot overflow (a row's precision at 2 ranks: 1 / 16383 of its largest change
+        in int16, 1 / 63 in int8); the squared norms in units of ``d`` x that change
+        squared / (U // N). Native MPI sums; MPI first takes the rows' largest changes
+        (4 bytes a row). Error feedback: the rank's own change becomes what the others
+        read of it, so its rounding stays in its weights and goes with its next change
+        (rounding never drifts a row, however coarse the units)."""
         buf = payload.buf
         d = buf.shape[1] - self.extra
         peak = payload.peak
@@ -469,13 +481,17 @@ class Synchronizer:
         self.group.allreduce_max(peak)
         diverged = np.isinf(peak)
         buf[diverged] = 0.0
-        units = _Q // self.group.size
+        units = _UNITS[self.dtype] // self.group.size
         scale = np.divide(units, peak, out=np.zeros_like(peak), where=peak > 0)
-        q = np.empty(buf.shape, np.int16)
+        inv = np.divide(1.0, scale, out=np.zeros_like(scale), where=scale > 0)
+        q = np.empty(buf.shape, self.dtype)
         norm_unit = float(d * units)  # the squared norms' unit, over scale**2
         _sync.quantize_rows(buf, scale, q, self.coherent, norm_unit)
+        at = 0
+        for delta in payload.deltas:  # before the sum: this rank's own integers
+            _sync.own_rows(q[at : at + len(delta)], inv[at : at + len(delta)], delta)
+            at += len(delta)
         self.group.allreduce(q)
-        inv = np.divide(1.0, scale, out=np.zeros_like(scale), where=scale > 0)
         _sync.dequantize_rows(q, inv, buf, self.coherent, norm_unit)
         buf[diverged] = np.nan
 

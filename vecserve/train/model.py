@@ -32,6 +32,7 @@ from . import _kernels
 from ._blas import single_threaded_blas
 from .corpus import Corpus, check_restartable, shard_corpus
 from .distributed import (
+    SYNC_DTYPES,
     Exchange,
     Group,
     Synchronizer,
@@ -83,7 +84,8 @@ class Word2Vec:
     ``sync_cap`` and ``sync_coherent`` say how). ``sync_budget`` bounds the bytes each
     rank sends per epoch, in float32 models (each epoch's last sync, the whole model,
     included); ``sync_dtype`` is the changes' precision on the wire (``"int16"``: half
-    the bytes of ``"float32"``, so twice the rows within the budget);
+    the bytes of ``"float32"``, so twice the rows within the budget; ``"int8"``: a
+    quarter, for up to 31 ranks);
     ``sync_schedule`` picks which rows each sync carries (``"doubling"``: by frequency
     rank; ``"rates"``: by expected updates); ``sync_warmup`` syncs the first epoch's
     first share 4x as often; ``sync_scale_alpha`` (a power; 0: off) starts the
@@ -249,8 +251,8 @@ class Word2Vec:
             bad("sync_min_per_epoch", "must be an integer >= 0 (0: sync_words alone)")
         if not 0 <= self.sync_warmup <= 1:
             bad("sync_warmup", "must be a fraction of the first epoch, between 0 and 1")
-        if self.sync_dtype not in ("float32", "float16", "int16"):
-            bad("sync_dtype", "must be float32, float16 or int16")
+        if self.sync_dtype not in SYNC_DTYPES:
+            bad("sync_dtype", f"must be one of {', '.join(SYNC_DTYPES)}")
         if self.sync_schedule not in ("doubling", "rates"):
             bad("sync_schedule", "must be 'doubling' or 'rates'")
         if self.resume and not self.checkpoint_dir:
