@@ -5,7 +5,8 @@ negative 5, sample 1e-4, min_count 5) on the same corpus: ``1xT`` is one process
 threads, ``NxT`` with N > 1 is ``mpiexec -n N`` ranks of T threads each (oversubscribed
 when the machine has fewer cores). Rank 0 evaluates analogies (gensim's
 ``questions-words.txt``, ``restrict_vocab=30000``) and WordSim-353, and reports the
-training words/s over all ranks, the share of training time spent waiting on syncs,
+training words/s over all ranks, the share of training time spent waiting on syncs
+(in brackets: the part in each epoch's whole-model sync, with training stopped),
 and the bytes each rank sent per epoch (a ring allreduce's 2(N-1)/N of each buffer)
 against the synchronised model's size (both float32 matrices).
 
@@ -118,6 +119,8 @@ def child(spec: dict) -> dict | None:
         "train_s": st["train_seconds"],
         "words_per_s": st["words_per_second"],
         "sync_share": st.get("sync_share", 0.0),
+        # the part of it in each epoch's whole-model sync (training stopped)
+        "sync_full_share": st.get("sync_full_seconds", 0.0) / max(st["train_seconds"], 1e-9),
         "syncs": st.get("syncs", 0),
         "bytes_per_epoch": st.get("bytes_sent", 0) / epochs,
         "model_bytes": st.get("model_bytes", 0),
@@ -244,7 +247,7 @@ def table(results: list[dict]) -> str:
     ref = results[0]
     ref_threads = ref["ranks"] * ref["threads"]
     out = [
-        "| config | train s | words/s | vs ref | scaling eff. | sync wait | syncs "
+        "| config | train s | words/s | vs ref | scaling eff. | sync wait (whole-model) | syncs "
         "| sent/rank/epoch | / model | analogy % | diff | WS-353 | diff |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
@@ -258,9 +261,11 @@ def table(results: list[dict]) -> str:
         per_model = f"{r['bytes_per_epoch'] / model:.2f}x" if model else "-"
         sent = f"{r['bytes_per_epoch'] / 1e6:.0f} MB" if model else "-"
         name = r["config"] + (f" {r['params']}" if r["params"] else "")
+        full = r.get("sync_full_share", 0.0)
         out.append(
             f"| {name} | {r['train_s']:.1f} | {r['words_per_s']:,.0f} | {ratio:.2f}x "
-            f"| {eff:.2f} | {100 * r['sync_share']:.1f}% | {r['syncs']} | {sent} | {per_model} "
+            f"| {eff:.2f} | {100 * r['sync_share']:.1f}% ({100 * full:.1f}%) "
+            f"| {r['syncs']} | {sent} | {per_model} "
             f"| {100 * r['analogy']:.2f} | {100 * (r['analogy'] - ref['analogy']):+.2f} "
             f"| {r['wordsim']:.3f} | {r['wordsim'] - ref['wordsim']:+.3f} |"
         )

@@ -186,9 +186,17 @@ def test_fused_sync_passes_equal_their_numpy_reference(coherent):
     out = np.zeros((n, d + extra), np.float32)
     delta = np.empty((n, d), np.float32)
     peak = np.empty(n, np.float32)
-    _sync.snapshot_rows(w, base, delta, out, coherent, peak)
+    none = np.zeros((0, d), np.float32)
+    _sync.snapshot_rows(w, base, none, delta, out, coherent, peak)
     want = w - base
     assert (delta == want).all() and (out[:, :d] == want).all()
+    # changes on their way (sync_depth > 1) are left out
+    sent = rng.standard_normal((n, d)).astype(np.float32) * 0.001
+    delta2, out2, peak2 = np.empty_like(delta), np.empty_like(out), np.empty_like(peak)
+    _sync.snapshot_rows(w, base, sent, delta2, out2, coherent, peak2)
+    # to float32 rounding at |base| ~ 3 (-ffast-math may order the two subtractions)
+    np.testing.assert_allclose(delta2, (w - base) - sent, rtol=0, atol=5e-7)
+    assert (out2[:, :d] == delta2).all() and (peak2 == np.abs(delta2).max(axis=1)).all()
     assert (out[:, d] == np.any(want != 0, axis=1)).all()
     assert (peak == np.abs(want).max(axis=1)).all()
     if coherent:
@@ -263,6 +271,38 @@ def test_integer_payloads_round_trip_and_keep_their_rounding(dtype):
     np.testing.assert_allclose(w[0], 50 * step, rtol=1e-5)  # nothing lost on this rank
     s.sync(3)  # an exact sync carries the last rounding too
     np.testing.assert_allclose(s.mats[0].base[0], 50 * step, rtol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "int16"])
+def test_exchanges_under_way_are_not_sent_twice(dtype):
+    """sync_depth 2: a payload is taken while the one before it is still under way, on
+    the same rows; each change goes out once, and after the exchanges are applied in
+    order the agreed rows hold every change (one process: the sum is its own)."""
+    w = np.zeros((4, 3), np.float32)
+    s = Synchronizer(Group(), [(w, False)], dtype=dtype, coherent=False, depth=2)
+    changes = [np.full((4, 3), c, np.float32) for c in (1.0, 0.5, 0.25, 2.0)]
+    w += changes[0]
+    first = s.snapshot(4)
+    s.exchange(first)
+    w += changes[1]
+    second = s.snapshot(4)  # before the first is applied: only the second change
+    np.testing.assert_array_equal(second.deltas[0], changes[1])
+    s.exchange(second)
+    w += changes[2]
+    s.apply(first)
+    third = s.snapshot(4)  # the first applied, the second still under way
+    np.testing.assert_array_equal(third.deltas[0], changes[2])
+    s.exchange(third)
+    w += changes[3]
+    s.apply(second)
+    s.apply(third)
+    total = sum(changes)
+    np.testing.assert_allclose(w, total, rtol=1e-6)  # this rank lost nothing
+    np.testing.assert_allclose(s.mats[0].base, total - changes[3], rtol=1e-6)
+    assert not s.mats[0].sent.any()  # nothing under way
+    s.sync(4)  # the last change goes out once, too
+    np.testing.assert_allclose(s.mats[0].base, total, rtol=1e-6)
+    np.testing.assert_array_equal(w, s.mats[0].base)
 
 
 def test_int8_payloads_refuse_too_many_ranks():
@@ -561,6 +601,7 @@ SCHEME_SCRIPT = textwrap.dedent(
         {"sync_budget": 1.8, "sync_warmup": 0.5},
         {"workers": 2},
         {"hs": 1, "negative": 0},
+        {"sync_dtype": "int8", "sync_depth": 3},
     ],
     ids=[
         "default",
@@ -568,6 +609,7 @@ SCHEME_SCRIPT = textwrap.dedent(
         "small-budget-warmup",
         "two-threads-a-rank",
         "hierarchical-softmax",
+        "int8-three-under-way",
     ],
 )
 def test_sync_schemes_learn_within_their_byte_budget(tmp_path, ranks, opts):

@@ -122,6 +122,9 @@ def test_reads_files(tmp_path):
         ({"sample": -1}, "sample"),
         ({"batch": True, "hs": 1, "negative": 0}, "batch"),
         ({"cbow_batch": 0}, "cbow_batch"),
+        ({"sync_depth": 0}, "sync_depth=0: must be an integer >= 1"),
+        ({"sync_depth": 1.5}, "sync_depth"),
+        ({"sync_dtype": "int4"}, "sync_dtype='int4': must be one of float32, float16, int16, int8"),
     ],
 )
 def test_bad_parameters(params, match):

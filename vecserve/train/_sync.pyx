@@ -29,13 +29,15 @@ ctypedef fused qint:
 
 @cython.boundscheck(False)
 @cython.wraparound(False)
-def snapshot_rows(const float[:, ::1] w, const float[:, ::1] base, float[:, ::1] delta,
-                  float[:, ::1] out, bint coherent, float[::1] peak):
-    """``delta = w - base``; ``out[:, :d] = delta``; the touch flag; the squared norm;
-    ``peak`` (if not empty): each row's largest ``|delta|``, infinite if the row holds a
-    NaN or an infinity."""
+def snapshot_rows(const float[:, ::1] w, const float[:, ::1] base, const float[:, ::1] sent,
+                  float[:, ::1] delta, float[:, ::1] out, bint coherent, float[::1] peak):
+    """``delta = w - base`` (``- sent`` if ``sent`` has rows: changes already on their
+    way); ``out[:, :d] = delta``; the touch flag; the squared norm; ``peak`` (if not
+    empty): each row's largest ``|delta|``, infinite if the row holds a NaN or an
+    infinity."""
     cdef Py_ssize_t n = w.shape[0], d = w.shape[1], i, j
     cdef bint want_peak = peak.shape[0] > 0
+    cdef bint in_flight = sent.shape[0] > 0
     cdef float x, sq, top, a
     cdef int touched, bad
     cdef unsigned int bits
@@ -47,6 +49,8 @@ def snapshot_rows(const float[:, ::1] w, const float[:, ::1] base, float[:, ::1]
             bad = 0
             for j in range(d):
                 x = w[i, j] - base[i, j]
+                if in_flight:  # loop-invariant: the compiler unswitches it
+                    x = x - sent[i, j]
                 delta[i, j] = x
                 out[i, j] = x
                 touched |= x != 0

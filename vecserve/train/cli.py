@@ -79,6 +79,8 @@ __all__ = ["train"]
               help="Under mpiexec: alpha x (ranks / sync cap) ** POWER (0: off).")  # fmt: skip
 @click.option("--overlap/--no-overlap", default=True, show_default=True,
               help="Under mpiexec: exchange a sync's changes while training on.")  # fmt: skip
+@click.option("--sync-depth", default=1, show_default=True, type=click.IntRange(min=1),
+              help="Under mpiexec: syncs under way at once while training on.")  # fmt: skip
 @redis_url_option
 @friendly_errors
 def train(corpus, name, save, binary, codec, redis_url, alpha, sg, **options):

@@ -332,6 +332,7 @@ class _Matrix:
     weights: np.ndarray  # trained in place by the kernels
     base: np.ndarray  # every rank's agreed value of each row at its last sync
     tail: bool  # the frequent rows are at the end (syn1: the Huffman tree's top nodes)
+    sent: np.ndarray  # this rank's changes in exchanges not yet applied (depth > 1)
 
     def rows(self, n: int) -> slice:
         total = len(self.weights)
@@ -347,6 +348,7 @@ class _Payload:
         self.deltas = deltas
         self.buf = buf
         self.peak: np.ndarray | None = None  # integers: each row's largest |change|
+        self.taken: list[np.ndarray] = []  # depth > 1: the changes as taken (added to sent)
 
 
 def _reuse(arena: dict[str, np.ndarray], key: str, shape: tuple, dtype) -> np.ndarray:
@@ -372,7 +374,10 @@ class Synchronizer:
     ``exchange`` sums both over the ranks (one allreduce); ``apply`` adds to each row
     the summed change x ``min(touches, cap) / touches`` (or x the coherence gain where
     that is larger, see the module's docstring), while keeping any change this
-    rank made since the snapshot (exchanges may overlap training). A model that
+    rank made since the snapshot (exchanges may overlap training). With ``depth`` > 1
+    up to that many exchanges may be under way at once (applied in order); this rank's
+    changes in them are left out of the next snapshots until applied, so none goes out
+    twice. A model that
     diverged (NaN or infinite values) stops training with a
     :class:`~vecserve.errors.TrainingError` rather than reaching the kernels.
     """
@@ -385,9 +390,12 @@ class Synchronizer:
         cap: float = 2.0,
         coherent: bool = True,
         dtype: str = "float32",
+        depth: int = 1,
     ):
         if not cap >= 1:
             raise TrainingError(f"sync_cap={cap!r}: must be >= 1")
+        if isinstance(depth, bool) or not isinstance(depth, int) or depth < 1:
+            raise TrainingError(f"sync_depth={depth!r}: must be an integer >= 1")
         if dtype not in SYNC_DTYPES:
             raise TrainingError(f"sync_dtype={dtype!r}: must be one of {', '.join(SYNC_DTYPES)}")
         if dtype == "int8" and _UNITS[np.dtype(dtype)] // group.size < 4:
@@ -406,12 +414,18 @@ class Synchronizer:
         self.quantized = self.dtype in _UNITS
         # float32 and integer payloads are summed as float32 rows: the one-pass C loops
         self.fused = self.scale == 1
-        self.mats = [_Matrix(w, w.copy(), tail) for w, tail in matrices if w is not None]
+        self.depth = depth
+        none = np.zeros((0, 1), np.float32)
+        self.mats = [
+            _Matrix(w, w.copy(), tail, np.zeros_like(w) if depth > 1 else none[:, :0])
+            for w, tail in matrices
+            if w is not None
+        ]
         self.syncs = 0
-        # two sets of payload buffers, reused turn about (a payload's exchange may still
-        # run while the next one is taken): fresh pages each sync cost more than the
-        # snapshot's arithmetic
-        self._arenas: list[dict[str, np.ndarray]] = [{}, {}]
+        # depth + 1 sets of payload buffers, reused in turn (up to depth exchanges may
+        # still run while the next payload is taken): fresh pages each sync cost more
+        # than the snapshot's arithmetic
+        self._arenas: list[dict[str, np.ndarray]] = [{} for _ in range(depth + 1)]
         self._turn = 0
 
     @property
@@ -434,7 +448,7 @@ class Synchronizer:
         d = self.mats[0].weights.shape[1]
         total = sum(sl.stop - sl.start for sl in slices)
         arena = self._arenas[self._turn]
-        self._turn ^= 1
+        self._turn = (self._turn + 1) % len(self._arenas)
         dtype = np.float32 if self.quantized else self.dtype
         buf = _reuse(arena, "buf", (total, d + self.extra), dtype)
         peak = _reuse(arena, "peak", (total if self.quantized else 0,), np.float32)
@@ -444,9 +458,13 @@ class Synchronizer:
             if self.fused:  # one pass: change, touch flag, squared norm, largest change
                 delta = _reuse(arena, f"delta{i}", (len(part), d), np.float32)
                 top = peak[at : at + len(part)] if self.quantized else peak
-                _sync.snapshot_rows(m.weights[sl], m.base[sl], delta, part, self.coherent, top)
+                sent = m.sent[sl] if self.depth > 1 else m.sent
+                _sync.snapshot_rows(m.weights[sl], m.base[sl], sent, delta, part,
+                                    self.coherent, top)  # fmt: skip
             else:
                 delta = m.weights[sl] - m.base[sl]
+                if self.depth > 1:
+                    delta -= m.sent[sl]
                 np.multiply(delta, self.scale, out=part[:, :d], casting="same_kind")
                 part[:, d] = np.any(delta != 0, axis=1)  # touched
                 if self.coherent:
@@ -456,6 +474,12 @@ class Synchronizer:
         payload = _Payload(slices, deltas, buf)
         if self.quantized:
             payload.peak = peak
+        if self.depth > 1:  # on its way: the next snapshots leave it out until applied
+            for i, (m, sl, delta) in enumerate(zip(self.mats, slices, deltas, strict=True)):
+                taken = _reuse(arena, f"taken{i}", delta.shape, np.float32)
+                np.copyto(taken, delta)
+                m.sent[sl] += taken
+                payload.taken.append(taken)
         return payload
 
     def exchange(self, payload: _Payload) -> None:
@@ -496,10 +520,12 @@ class Synchronizer:
         buf[diverged] = np.nan
 
     def apply(self, payload: _Payload, *, exact: bool = False) -> None:
-        """Add the averaged changes; ``exact``: nothing trained since the snapshot, so
-        set each row to the agreed value itself (every rank then holds the same bits)."""
+        """Add the averaged changes; ``exact``: nothing trained since the snapshot and no
+        other exchange under way, so set each row to the agreed value itself (every rank
+        then holds the same bits). Payloads are applied in the order they were taken."""
         at = 0
-        for m, sl, delta in zip(self.mats, payload.slices, payload.deltas, strict=True):
+        for i, (m, sl, delta) in enumerate(zip(self.mats, payload.slices, payload.deltas,
+                                                strict=True)):  # fmt: skip
             n = len(delta)
             part = payload.buf[at : at + n]
             at += n
@@ -513,6 +539,11 @@ class Synchronizer:
                     "training diverged (the model holds NaN or infinite values): "
                     "lower alpha or sync_cap, or sync more often (sync_words)"
                 )
+            if self.depth > 1:  # no longer on its way: in base now
+                if exact:
+                    m.sent[sl] = 0.0
+                else:
+                    m.sent[sl] -= payload.taken[i]
 
     def _apply_numpy(self, m: _Matrix, sl: slice, delta, part, exact: bool) -> bool:
         """:meth:`apply` for float16 payloads (scaled), in NumPy."""
@@ -553,16 +584,25 @@ class Exchange:
 
     The main thread only waits in :meth:`wait`, so a signal (mpiexec's SIGTERM when
     another rank died) reaches its Python handler while the collective is in C.
+    ``after``: an exchange still under way, which this one follows (collectives on one
+    communicator run one at a time, in the same order on every rank).
     """
 
-    def __init__(self, sync: Synchronizer, payload: _Payload):
+    def __init__(self, sync: Synchronizer, payload: _Payload, after: Exchange | None = None):
         self.sync = sync
         self.payload = payload
+        self.after = after
         self.error: BaseException | None = None
         self.thread = threading.Thread(target=self._run, daemon=True)
         self.thread.start()
 
     def _run(self) -> None:
+        if self.after is not None:
+            self.after.thread.join()
+            if self.after.error is not None:  # the communicator is gone: do not start
+                self.error = self.after.error
+                return
+        self.after = None  # (a chain of exchanges is not kept alive)
         try:
             self.sync.exchange(self.payload)
         except BaseException as exc:  # re-raised in the main thread

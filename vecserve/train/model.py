@@ -11,6 +11,7 @@ all epochs; every job draws from its own generator seeded by ``(seed, epoch, job
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import hashlib
 import itertools
@@ -90,7 +91,9 @@ class Word2Vec:
     rank; ``"rates"``: by expected updates); ``sync_warmup`` syncs the first epoch's
     first share 4x as often; ``sync_scale_alpha`` (a power; 0: off) starts the
     learning rate at :attr:`start_alpha`; ``overlap`` runs each sync's exchange while
-    the next words train.
+    the next words train, and ``sync_depth`` exchanges may be under way at once (each
+    is applied ``sync_depth`` groups after it was taken: a rank a little behind the
+    others holds them up less).
     ``checkpoint_dir`` saves the model after every epoch; ``resume`` continues from the
     checkpoint there.
 
@@ -138,6 +141,7 @@ class Word2Vec:
         sync_scale_alpha: float = 0.8,
         sync_min_per_epoch: int = 128,
         overlap: bool = True,
+        sync_depth: int = 1,
         checkpoint_dir: str | os.PathLike | None = None,
         resume: bool = False,
     ):
@@ -172,6 +176,7 @@ class Word2Vec:
         self.sync_scale_alpha = sync_scale_alpha
         self.sync_min_per_epoch = sync_min_per_epoch
         self.overlap = overlap
+        self.sync_depth = sync_depth
         self.checkpoint_dir = checkpoint_dir
         self.resume = resume
         self._check_params()
@@ -249,6 +254,8 @@ class Word2Vec:
             bad("sync_scale_alpha", "must be a power between 0 (off) and 2")
         if not whole(self.sync_min_per_epoch) or self.sync_min_per_epoch < 0:
             bad("sync_min_per_epoch", "must be an integer >= 0 (0: sync_words alone)")
+        if not whole(self.sync_depth) or self.sync_depth < 1:
+            bad("sync_depth", "must be an integer >= 1")
         if not 0 <= self.sync_warmup <= 1:
             bad("sync_warmup", "must be a fraction of the first epoch, between 0 and 1")
         if self.sync_dtype not in SYNC_DTYPES:
@@ -466,9 +473,9 @@ class Word2Vec:
         head = len(self.vocab)
         if g.size > 1:
             mats = [(self.syn0, False), (self.syn1neg, False), (self.syn1, True)]
-            sync = Synchronizer(
-                g, mats, cap=self.sync_cap, coherent=self.sync_coherent, dtype=self.sync_dtype
-            )
+            depth = self.sync_depth if self.overlap else 1
+            sync = Synchronizer(g, mats, cap=self.sync_cap, coherent=self.sync_coherent,
+                                dtype=self.sync_dtype, depth=depth)  # fmt: skip
             rows_budget = self._head_budget(sync)
             syncs = [len(groups)] * self.epochs  # per epoch, a warm-up's first epoch more
             if warm is not None:
@@ -501,7 +508,7 @@ class Word2Vec:
 
         stats = _Progress(self, total, first_epoch * epoch_words)
         pool = _Pool([self._kernel_worker() for _ in range(self.workers)], self.corpus)
-        pending = None
+        pending: collections.deque[Exchange] = collections.deque()  # oldest first
         t0 = time.perf_counter()
         with single_threaded_blas(), pool:
             for epoch in range(first_epoch, self.epochs):
@@ -519,19 +526,22 @@ class Word2Vec:
                     stats.global_done = epoch * epoch_words + int(starts[grp_i + 1])
                     if sync is None:
                         continue
-                    if pending is not None:  # the previous exchange, overlapped
-                        stats.stall += pending.wait()
-                        sync.apply(pending.payload)
-                        pending = None
-                    if grp_i == len(groups) - 1:  # the epoch ends: the whole model
+                    last = grp_i == len(groups) - 1
+                    while pending and (last or len(pending) >= sync.depth):
+                        done = pending.popleft()  # the oldest exchange, overlapped
+                        stats.stall += done.wait()
+                        sync.apply(done.payload)
+                    if last:  # the epoch ends: the whole model
                         t_s = time.perf_counter()
                         sync.sync(sync.n_rows)
                         stats.stall += time.perf_counter() - t_s
+                        stats.stall_full += time.perf_counter() - t_s
                     else:
                         n_sync += 1
                         payload = sync.snapshot(rows_at(n_sync))
                         if self.overlap:
-                            pending = Exchange(sync, payload)
+                            after = pending[-1] if pending else None  # one at a time
+                            pending.append(Exchange(sync, payload, after))
                         else:
                             t_s = time.perf_counter()
                             sync.exchange(payload)
@@ -561,6 +571,7 @@ class Word2Vec:
                 syncs=sync.syncs,
                 sync_head=head,
                 sync_stall_seconds=stats.stall,
+                sync_full_seconds=stats.stall_full,
                 sync_share=stats.stall / elapsed if elapsed > 0 else 0.0,
                 bytes_sent=g.bytes_sent,
                 model_bytes=sync.model_bytes,
@@ -873,6 +884,7 @@ class _Progress:
         self.done0 = self.global_done = done
         self.effective = 0
         self.stall = 0.0
+        self.stall_full = 0.0  # the part in each epoch's whole-model sync
         self.t0 = self.last = time.perf_counter()
 
     def add(self, n: int, effective: int) -> None:
