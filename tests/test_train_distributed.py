@@ -253,8 +253,8 @@ def test_integer_payloads_round_trip_and_keep_their_rounding(dtype):
     _sync.quantize_rows(out, scale, q, False, 1.0)
     assert (q[:, :6] == np.rint(x * scale[:, None])).all() and (q[:, 6] == 1).all()
     assert np.abs(q[:, :6]).max() == units  # each row's largest change: the full range
-    own = np.empty_like(x)
-    _sync.own_rows(q, (1 / scale).astype(np.float32), own)
+    own = np.empty_like(x)  # d columns: the coordinates alone
+    _sync.dequantize_rows(q, (1 / scale).astype(np.float32), own, False, 1.0)
     np.testing.assert_allclose(own, x, rtol=0, atol=float(peak.max()) / units)
 
     w = np.zeros((3, 5), np.float32)

@@ -88,14 +88,18 @@ def quantize_rows(const float[:, ::1] buf, const float[::1] scale, qint[:, ::1] 
 @cython.wraparound(False)
 def dequantize_rows(const qint[:, ::1] q, const float[::1] inv, float[:, ::1] buf,
                     bint coherent, float norm_unit):
-    """The inverse of :func:`quantize_rows` on the summed integers."""
+    """The inverse of :func:`quantize_rows` on the summed integers; into ``buf`` of
+    ``d`` columns, the coordinates alone (a rank's own change as the others read it)."""
     cdef Py_ssize_t n = buf.shape[0], d = q.shape[1] - (2 if coherent else 1), i, j
+    cdef bint extras = buf.shape[1] > d
     cdef float s
     with nogil:
         for i in range(n):
             s = inv[i]
             for j in range(d):
                 buf[i, j] = q[i, j] * s
+            if not extras:
+                continue
             buf[i, d] = q[i, d]
             if coherent:
                 buf[i, d + 1] = q[i, d + 1] * ((s * s) * norm_unit)
@@ -145,17 +149,3 @@ def apply_rows(const float[:, ::1] part, const float[:, ::1] delta, float[:, ::1
                     base[i, j] = base[i, j] + change
                     weights[i, j] = weights[i, j] + (change - delta[i, j])
     return True
-
-
-@cython.boundscheck(False)
-@cython.wraparound(False)
-def own_rows(const qint[:, ::1] q, const float[::1] inv, float[:, ::1] delta):
-    """``delta = q[:, :d] * inv``: this rank's change as the others will read it (its
-    rounding left out, so that it stays in the rank's weights: error feedback)."""
-    cdef Py_ssize_t n = delta.shape[0], d = delta.shape[1], i, j
-    cdef float s
-    with nogil:
-        for i in range(n):
-            s = inv[i]
-            for j in range(d):
-                delta[i, j] = q[i, j] * s

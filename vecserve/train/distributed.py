@@ -513,7 +513,8 @@ class Synchronizer:
         _sync.quantize_rows(buf, scale, q, self.coherent, norm_unit)
         at = 0
         for delta in payload.deltas:  # before the sum: this rank's own integers
-            _sync.own_rows(q[at : at + len(delta)], inv[at : at + len(delta)], delta)
+            rows = slice(at, at + len(delta))
+            _sync.dequantize_rows(q[rows], inv[rows], delta, self.coherent, norm_unit)
             at += len(delta)
         self.group.allreduce(q)
         _sync.dequantize_rows(q, inv, buf, self.coherent, norm_unit)
