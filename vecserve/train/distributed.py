@@ -415,9 +415,9 @@ class Synchronizer:
         # float32 and integer payloads are summed as float32 rows: the one-pass C loops
         self.fused = self.scale == 1
         self.depth = depth
-        none = np.zeros((0, 1), np.float32)
+        none = np.zeros((0, 0), np.float32)  # depth 1: nothing is under way at a snapshot
         self.mats = [
-            _Matrix(w, w.copy(), tail, np.zeros_like(w) if depth > 1 else none[:, :0])
+            _Matrix(w, w.copy(), tail, np.zeros_like(w) if depth > 1 else none)
             for w, tail in matrices
             if w is not None
         ]
@@ -578,6 +578,7 @@ class Synchronizer:
         """Take the current weights as agreed (after a checkpoint was loaded into them)."""
         for m in self.mats:
             np.copyto(m.base, m.weights)
+            m.sent.fill(0.0)
 
 
 class Exchange:
