@@ -534,8 +534,9 @@ class Word2Vec:
                     if last:  # the epoch ends: the whole model
                         t_s = time.perf_counter()
                         sync.sync(sync.n_rows)
-                        stats.stall += time.perf_counter() - t_s
-                        stats.stall_full += time.perf_counter() - t_s
+                        waited = time.perf_counter() - t_s
+                        stats.stall += waited
+                        stats.stall_full += waited
                     else:
                         n_sync += 1
                         payload = sync.snapshot(rows_at(n_sync))
