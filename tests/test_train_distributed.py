@@ -638,6 +638,8 @@ def test_sync_schemes_learn_within_their_byte_budget(tmp_path, ranks, opts):
     groups = max(-(-words // 2000), min(opts["sync_min_per_epoch"], words // 1000))
     warm = round(opts["sync_warmup"] * groups)  # cut in 4: 3 more syncs each
     assert stats["syncs"] == 3 * groups + 3 * warm
+    # the wait in the epochs' whole-model syncs is a part of the whole wait
+    assert 0 < stats["sync_full_seconds"] <= stats["sync_stall_seconds"] < stats["train_seconds"]
     # the learning rate starts at alpha x (N / min(N, cap)) ** power: 1 at 2 ranks, cap 2
     scale = (ranks / min(ranks, opts["sync_cap"])) ** opts["sync_scale_alpha"]
     assert stats["start_alpha"] == pytest.approx(opts["alpha"] * scale)
