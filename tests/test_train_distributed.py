@@ -665,7 +665,7 @@ def test_two_ranks_learn_and_land_in_redis_equal_to_save(tmp_path, redis_url):
     assert proc.returncode == 0, proc.stderr
     assert "DIST_W2V: 32 vectors x 16 committed (trained on 2 ranks)" in proc.stdout
     assert proc.stdout.count("committed") == 1  # rank 0 alone speaks
-    assert "2 ranks x 1 threads" in proc.stderr and "waiting on" in proc.stderr
+    assert "2 ranks x 1 thread," in proc.stderr and "waiting on" in proc.stderr
     saved = KeyedVectors.load_word2vec_format(str(save), binary=True)
     assert purity(saved) >= 0.9
     with RedisKeyedVectors("DIST_W2V", redis_url=redis_url) as kv:

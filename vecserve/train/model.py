@@ -578,10 +578,10 @@ class Word2Vec:
                 model_bytes=sync.model_bytes,
             )
         self._wv = None
-        where = f"{self.workers} threads"
+        where = f"{self.workers} thread{'s' if self.workers != 1 else ''}"
         if g.size > 1:
             where = (
-                f"{g.size} ranks x {self.workers} threads, {100 * stats.stall / elapsed:.0f}% "
+                f"{g.size} ranks x {where}, {100 * stats.stall / elapsed:.0f}% "
                 f"waiting on {sync.syncs} syncs, {_size(g.bytes_sent)} sent by this rank"
             )
         self._say(
