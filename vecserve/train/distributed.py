@@ -458,7 +458,7 @@ class Synchronizer:
             if self.fused:  # one pass: change, touch flag, squared norm, largest change
                 delta = _reuse(arena, f"delta{i}", (len(part), d), np.float32)
                 top = peak[at : at + len(part)] if self.quantized else peak
-                sent = m.sent[sl] if self.depth > 1 else m.sent
+                sent = m.sent[sl]  # depth 1: no rows, nothing under way
                 _sync.snapshot_rows(m.weights[sl], m.base[sl], sent, delta, part,
                                     self.coherent, top)  # fmt: skip
             else:
