@@ -17,23 +17,13 @@ import time
 import click
 import numpy as np
 
+from .clioptions import redis_url_option
 from .errors import StoreUnavailable, VecserveError
 
 log = logging.getLogger("vecserve")
 
 FORMATS = ["auto", "w2v-bin", "w2v-text", "glove", "fasttext", "fasttext-bin", "gensim"]
 CODECS = ["f32", "f16", "i8"]
-
-
-def redis_url_option(f):
-    return click.option(
-        "--redis-url",
-        envvar="VECSERVE_REDIS_URL",
-        default=None,
-        metavar="URL",
-        help="Redis/Valkey URL (redis://, rediss://, unix://); a cluster node URL works too. "
-        "Default: $VECSERVE_REDIS_URL, else vecserve's embedded server.",
-    )(f)
 
 
 def friendly_errors(f):
@@ -407,7 +397,6 @@ def server():
 def _data_dir_option(f):
     return click.option(
         "--data-dir",
-        envvar="VECSERVE_DATA_DIR",
         default=None,
         type=click.Path(file_okay=False),
         help="Its data dir. Default: $VECSERVE_DATA_DIR, else the user data dir.",
