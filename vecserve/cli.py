@@ -18,7 +18,7 @@ import click
 import numpy as np
 
 from .clioptions import redis_url_option
-from .errors import StoreUnavailable, VecserveError
+from .errors import LoadInterrupted, StoreUnavailable, VecserveError
 
 log = logging.getLogger("vecserve")
 
@@ -179,7 +179,7 @@ def load(file, name, fmt, codec, limit, unicode_errors, encoding, resume, restar
             if attempt == retries:
                 raise
             wait = 2 ** (attempt + 1)
-            why = str(exc).split(". Load of")[0]
+            why = exc.reason if isinstance(exc, LoadInterrupted) else str(exc)
             click.echo(
                 f"vecserve: {why}; resuming in {wait}s (retry {attempt + 1} of {retries})",
                 err=True,

@@ -36,7 +36,7 @@ import numpy as np
 
 from .codec import get_codec
 from .connect import open_store
-from .errors import StoreUnavailable, VecserveError, VectorFileError
+from .errors import LoadInterrupted, StoreUnavailable, VecserveError, VectorFileError
 from .store import LoadSession, ModelInfo, Store, begin_load, validate_model_name
 
 __all__ = ["load_arrays", "load_file"]
@@ -270,10 +270,8 @@ def load_file(
         raise
     except StoreUnavailable as exc:
         _abort(session, keep=True)
-        raise StoreUnavailable(
-            f"{exc}. Load of {name!r} from {path} stopped after {session.written:,} vectors; "
-            f"nothing is visible. Continue with `vecserve load {path} --key {name} --resume` "
-            f"or drop it with `vecserve models cleanup`."
+        raise LoadInterrupted(
+            str(exc), model=name, path=str(path), written=session.written
         ) from exc
     except BaseException:
         _abort(session, keep=True)
