@@ -10,7 +10,7 @@ best ``k`` are kept in a heap as the rows stream by: no score array, no sort of 
 whole scan. Scores of float16 rows are those of the rounded rows (a relative error
 of ~1e-3 on a coordinate): the caller re-scores its candidates exactly.
 
-This module knows nothing of files or models; :class:`vecserve.ivf.IvfIndex` calls it.
+This module knows nothing of files or models; :class:`vecserve.search.ivf.IvfIndex` calls it.
 """
 
 cimport cython
