@@ -207,9 +207,9 @@ def load(file, name, fmt, codec, limit, unicode_errors, encoding, resume, restar
 
 def _build_ann(info, redis_url) -> None:
     """Snapshot the committed generation and build its approximate index, as the service would."""
-    from .ann import AnnManager
     from .connect import open_store
-    from .similarity import IndexManager
+    from .search.ann import AnnManager
+    from .search.snapshot import IndexManager
 
     start = time.perf_counter()
     with open_store(redis_url) as store:
@@ -305,8 +305,8 @@ def _ann_on_disk(info) -> dict:
     """The approximate index of this generation in the local cache dir, as the service
     sees it: ready (recall), building (share, vectors/s, ETA) or absent."""
     try:
-        from .ann import disk_status
-        from .similarity import snapshot_dir
+        from .search.ann import disk_status
+        from .search.snapshot import snapshot_dir
     except ImportError:  # the api extra is not installed
         return {"state": "absent"}
     return disk_status(snapshot_dir(info))
