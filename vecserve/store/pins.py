@@ -342,6 +342,9 @@ def collect(
         retired, stored = _read_history(store, name)
         keep = stored if keep is None else keep
         if not retired:
+            if not keep:  # nothing to remember: no key left behind
+                with store.errors(f"collecting {name!r}"):
+                    store.client.delete(history_key(name))
             return []
         with store.errors(f"reading model {name!r}"):
             raw = store.client.hget(MODELS, name)
@@ -363,6 +366,9 @@ def collect(
             store.delete_generation(info.prefix, info.buckets)
             log.info("deleted generation %d of %s (no pin holds it)", gen, name)
             gone.append(info)
+        if not keep and len(gone) == len(retired):
+            with store.errors(f"collecting {name!r}"):
+                store.client.delete(history_key(name))
         return gone
     finally:
         if own is not None:
