@@ -18,7 +18,13 @@ import redis
 
 from tests.api_support import run_vecserve
 from vecserve.acl import setuser_line
-from vecserve.errors import LoadInProgress, ModelNotFound, PermissionDenied, VecserveError
+from vecserve.errors import (
+    LoadInProgress,
+    ModelNotFound,
+    PermissionDenied,
+    PinLost,
+    VecserveError,
+)
 from vecserve.store import Store, begin_load
 from vecserve.store.layout import history_key, pins_key
 from vecserve.store.pins import Pin, collect, history, live_pins, rollback
@@ -70,6 +76,10 @@ def test_a_pinned_generation_survives_two_reloads_then_goes_with_its_pin(store):
     # a new load never reuses the prefix of a generation that still has keys
     assert len({first.prefix, third.prefix}) == 2
     assert pin.renew() and not pin.lost
+    time.sleep(0.01)
+    pin.valid_until = 0  # as if the renewals had stalled: confirm asks the server
+    pin.confirm()
+    assert pin.holds()
     pin.release()
     assert collect(store, "M") == [first]
     assert gens(store, "M") == {3: "live"}
@@ -83,7 +93,11 @@ def test_an_expired_pin_is_never_renewed_and_frees_its_generation(store):
     pin = Pin.take(store, "M", lease=0.2)
     load(store, "M", vecs(2))
     assert gens(store, "M") == {2: "live", 1: "pinned"}
+    assert pin.holds()
     time.sleep(0.35)
+    assert not pin.holds()
+    with pytest.raises(PinLost, match=r"generation 1 of 'M' expired \(not renewed within 0.2s\)"):
+        pin.confirm()  # after a read: the pin may have gone under it
     assert not pin.renew() and pin.lost
     assert not store.client.exists(pin.key)
     assert gens(store, "M") == {2: "live", 1: "-"}  # retired, waiting for a collector
@@ -171,14 +185,13 @@ def test_cli_history_and_rollback(store, redis_url, monkeypatch):
 
 
 HOLDER = """
-import sys, threading, time
+import sys, time
 from vecserve.store import Store
 from vecserve.store.pins import Pin
 store = Store.from_url(sys.argv[1])
-pin = Pin.take(store, "M", lease=float(sys.argv[2]))
+pin = Pin.take(store, "M", lease=float(sys.argv[2])).keep_alive()  # a daemon thread
 print(pin.key, flush=True)
-while pin.renew():
-    time.sleep(pin.lease / 3)
+time.sleep(60)
 """
 
 
@@ -224,7 +237,8 @@ def test_the_worker_user_reads_a_pinned_generation_and_holds_its_pin_only(store,
             pin = Pin.take(worker, "M", lease=5)
             load(store, "M", vecs(9))
             assert pin.info == first and np.array_equal(rows(worker, first), vecs(seed))
-            assert worker.client.execute_command(*pin.guard) == 1  # the pinned read's check
+            assert pin.holds()
+            pin.confirm()
             assert pin.renew()
             with pytest.raises(redis.exceptions.NoPermissionError):
                 worker.client.set(f"{first.prefix}:king", b"x")  # no vector writes

@@ -23,9 +23,11 @@ entry; a commit flips the entry, then looks for pins. Whichever goes second sees
 other: either the pinner reads the new entry (and pins that generation instead) or the
 committer finds the pin.
 
-**Reading a pinned generation** needs read rights only: the rows' ``MGET`` and an
-``EXISTS`` of the pin key after it, in the same round trip. A pin key still there after
-the MGET proves no collector had decided to delete the generation when it ran.
+**Reading a pinned generation** needs read rights only: the rows' ``MGET``, nothing
+else. The holder knows without I/O that its pin lived through a read
+(:meth:`Pin.holds`: less than one lease since the last acknowledged renewal was sent);
+when it cannot tell, one renewal can (``SET XX`` succeeds only on a pin that never
+expired), and otherwise the read raises PinLost.
 
 **Collection** (deleting the retired generations nothing needs) runs under the model's
 load lease, where vecserve has write rights: in every load of the model (when it begins
@@ -42,17 +44,19 @@ collect: deleting vectors is not theirs to do (``vecserve acl``).
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import os
 import socket
+import threading
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import asdict, dataclass
 
 from .. import config
-from ..errors import GenerationChanged, LoadInProgress, ModelNotFound, VecserveError
+from ..errors import GenerationChanged, LoadInProgress, ModelNotFound, PinLost, VecserveError
 from .layout import (
     EVENTS,
     MODELS,
@@ -78,6 +82,7 @@ __all__ = [
     "collect_all",
     "drop_history",
     "history",
+    "keep_alive_async",
     "keep_setting",
     "live_pins",
     "retained_prefixes",
@@ -126,10 +131,21 @@ def _lease_ms(explicit: float | None) -> int:
 class Pin:
     """A lease on one generation of a model: while it lives, no collector deletes it.
 
-    Taken with :meth:`take` (the generation live at that moment), renewed with
-    :meth:`renew` (its holder does, every third of the lease), ended with
-    :meth:`release`. The commands are also given as tuples (:meth:`renew_command`,
-    :meth:`release_commands`, :attr:`guard`), so an asyncio client sends the same ones.
+    Taken with :meth:`take` (the generation live at that moment), kept alive with
+    :meth:`keep_alive` (a daemon thread renewing it every third of the lease) or
+    :func:`keep_alive_async` (an asyncio task), ended with :meth:`release`.
+
+    :meth:`holds` says, without I/O, whether the pin is known to live: the server set its
+    expiry at least :attr:`lease` after the last acknowledged renewal was *sent*, so
+    until then on this process's monotonic clock no collector can have deleted the
+    generation (server and client clocks only need to run at the same rate). A read
+    of the pinned generation is good when :meth:`holds` is true after its reply came,
+    or when a renewal then succeeds (``SET XX`` succeeds only while the key never
+    expired); otherwise the pin is lost (:meth:`confirm` raises PinLost).
+
+    The commands are given as tuples (:meth:`take_commands`, :meth:`renew_command`,
+    :meth:`release_commands`) and their replies read by :meth:`renewed`, so a client on
+    ``redis.asyncio`` sends the same ones.
     """
 
     def __init__(self, store: Store, info: ModelInfo, holder: str, lease_ms: int):
@@ -138,16 +154,13 @@ class Pin:
         self.key = pin_key(info.name, self.id)
         self.value = json.dumps({"since": round(time.time(), 3), "prefix": info.prefix})
         self.lost = False
+        self.valid_until = 0.0  # monotonic time up to which the pin surely lives
+        self._stop: threading.Event | None = None
 
     @property
     def lease(self) -> float:
         """Seconds the pin lives unless renewed."""
         return self.lease_ms / 1000
-
-    @property
-    def guard(self) -> tuple:
-        """The read sent after a pinned read's MGET: its reply is 1 while the pin holds."""
-        return ("EXISTS", self.key)
 
     def take_commands(self) -> list[tuple]:
         """Write the pin (``SET NX PX``), index it, then read the registry entry."""
@@ -163,6 +176,29 @@ class Pin:
 
     def release_commands(self) -> list[tuple]:
         return [("DEL", self.key), ("SREM", pins_key(self.info.name), self.id)]
+
+    def renewed(self, reply, sent: float) -> bool:
+        """Note the reply of a ``SET`` of the pin sent at monotonic time ``sent``: nil
+        means the pin is gone for good (:attr:`lost`)."""
+        if reply is None:
+            self.lost = True
+        elif not self.lost:
+            self.valid_until = max(self.valid_until, sent + self.lease)
+        return not self.lost
+
+    def holds(self) -> bool:
+        """True while the pin surely lives (no I/O; see the class docstring)."""
+        return not self.lost and time.monotonic() < self.valid_until
+
+    def confirm(self) -> None:
+        """After a read of the pinned generation: PinLost unless the pin lived through it
+        (:meth:`holds`, else one renewal, which succeeds only if it never expired)."""
+        if not self.holds() and not self.renew():
+            raise PinLost(
+                f"the pin on generation {self.info.generation} of {self.info.name!r} "
+                f"expired (not renewed within {self.lease:g}s) or was dropped: its vectors "
+                "may be gone; pin the model again"
+            )
 
     @classmethod
     def holder_token(cls) -> str:
@@ -191,33 +227,69 @@ class Pin:
         holder = cls.holder_token()
         for _ in range(attempts):
             pin = cls(store, info, holder, lease_ms)
-            raw = pin._send(pin.take_commands(), f"pinning {name!r}")[-1]
-            try:
-                current = store.model_from_entry(name, raw)
-            except ModelNotFound:
-                pin.release()
-                raise
-            if (current.generation, current.prefix) == (info.generation, info.prefix):
+            sent = time.monotonic()
+            replies = pin._send(pin.take_commands(), f"pinning {name!r}")
+            pin.renewed(replies[0], sent)
+            if not pin.settle(replies[-1]):
                 return pin
-            pin.release()  # re-loaded meanwhile: pin the new generation instead
-            info = current
+            info = pin.info
         raise GenerationChanged(f"model {name!r} was re-loaded under every try to pin it")
+
+    def settle(self, raw_entry: bytes | None) -> bool:
+        """Read the registry entry that :meth:`take_commands` ends with: False when the
+        pin holds the live generation (taken); True when the model was re-loaded
+        meanwhile (the caller releases this pin and pins :attr:`info`, now the new
+        generation, again). ModelNotFound if the model is gone."""
+        name = self.info.name
+        try:
+            current = self.store.model_from_entry(name, raw_entry)
+        except ModelNotFound:
+            self.release()
+            raise
+        if (current.generation, current.prefix) == (self.info.generation, self.info.prefix):
+            return False
+        self.release()
+        self.info = current
+        return True
 
     def renew(self) -> bool:
         """Extend the lease by :attr:`lease`; False (and :attr:`lost`) if the pin is gone."""
+        sent = time.monotonic()
         (ok,) = self._send([self.renew_command()], f"renewing the pin of {self.info.name!r}")
-        return self.renewed(ok)
+        return self.renewed(ok, sent)
 
-    def renewed(self, reply) -> bool:
-        """Note the reply of :meth:`renew_command`: nil means the pin is gone for good."""
-        if reply is None:
-            self.lost = True
-        return not self.lost
+    def keep_alive(self) -> Pin:
+        """Renew the pin every third of its lease on a daemon thread until :meth:`release`
+        (or until the pin is lost); a renewal that fails on the network is retried
+        sooner, and the pin stays good as long as one succeeds within the lease."""
+        if self._stop is None:
+            self._stop = threading.Event()
+            name = f"vecserve-pin-{self.info.name}-{self.info.generation}"
+            threading.Thread(target=self._renew_loop, name=name, daemon=True).start()
+        return self
+
+    def _renew_loop(self) -> None:
+        stop = self._stop
+        assert stop is not None
+        wait = self.lease / 3
+        while not stop.wait(wait):
+            try:
+                if not self.renew():
+                    return
+                wait = self.lease / 3
+            except VecserveError as exc:  # a blip: try again soon, within the lease
+                log.warning("renewing the pin on %s failed: %s", self.info.name, exc)
+                wait = self.lease / 10
 
     def release(self) -> None:
-        """End the pin (the generation goes at the next collection if nothing else needs it)."""
+        """End the pin (the generation goes at the next collection if nothing else needs
+        it). Idempotent; the renewal thread stops."""
+        if self._stop is not None:
+            self._stop.set()
+        was = self.lost
         self.lost = True
-        self._send(self.release_commands(), f"releasing the pin of {self.info.name!r}")
+        if not was:
+            self._send(self.release_commands(), f"releasing the pin of {self.info.name!r}")
 
     def _send(self, commands: Sequence[tuple], what: str) -> list:
         client = self.store.client
@@ -231,6 +303,25 @@ class Pin:
 
     def __repr__(self) -> str:
         return f"<Pin {self.info.name!r} generation {self.info.generation} ({self.holder})>"
+
+
+async def keep_alive_async(pin: Pin, execute: Callable[..., Awaitable]) -> None:
+    """Renew ``pin`` every third of its lease until it is lost or the task is cancelled
+    (the asyncio client runs this as a task). ``execute(*command)`` sends one command,
+    e.g. ``redis.asyncio.Redis.execute_command``, with the errors translated."""
+    wait = pin.lease / 3
+    while not pin.lost:
+        await asyncio.sleep(wait)
+        sent = time.monotonic()
+        try:
+            reply = await execute(*pin.renew_command())
+        except VecserveError as exc:
+            log.warning("renewing the pin on %s failed: %s", pin.info.name, exc)
+            wait = pin.lease / 10
+            continue
+        if not pin.renewed(reply, sent):
+            return
+        wait = pin.lease / 3
 
 
 # -- the history ---------------------------------------------------------------------------
