@@ -15,6 +15,7 @@ The hierarchy::
     ├── StoreUnavailable             Redis unreachable or gone mid-operation
     ├── PermissionDenied             the Redis user may not run a command (names both)
     │   └── GenerationChanged        a model was re-loaded under a read, again and again
+    ├── PinLost                      a pinned view's lease ended: its generation may be gone
     ├── SimilarityServiceError       the vecserve HTTP service failed (unreachable, 5xx)
     ├── BadQuery                     a malformed query (the service answers 422)
     ├── QueryRejected                a well-formed query that cannot be answered (400)
@@ -39,6 +40,7 @@ __all__ = [
     "LoadInProgress",
     "ModelNotFound",
     "PermissionDenied",
+    "PinLost",
     "QueryRejected",
     "RequestTooLarge",
     "SimilarityServiceError",
@@ -155,6 +157,11 @@ class PermissionDenied(VecserveError, PermissionError):
 
 class GenerationChanged(StoreUnavailable):
     """A model's generation changed under a read every time it was tried: retry later."""
+
+
+class PinLost(VecserveError):
+    """A pinned view's pin is gone (it expired unrenewed, or the model was deleted): its
+    generation may be deleted, so the view reads no more. Pin again to go on."""
 
 
 class SimilarityServiceError(VecserveError, ConnectionError):
