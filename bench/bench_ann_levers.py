@@ -21,7 +21,7 @@ Families (``--configs``, comma-separated; search settings from ``--ef-search`` /
   ``hnsw`` with default parameters, DTYPE its ``dtype``; build s then includes the norms
   and the recall measured at build, and the queries run ``AnnIndex.most_similar``, its
   exact re-rank included).
-- ``ivf:NLIST[:DTYPE]``: vecserve's own IVF (``vecserve.ivf``): spherical k-means on a
+- ``ivf:NLIST[:DTYPE]``: vecserve's own IVF (``vecserve.search.ivf``): spherical k-means on a
   sample, lists stored contiguously (DTYPE ``f16``, the default, or ``f32``), one C pass
   over the ``nprobe`` nearest lists.
 - ``faiss-flat:NLIST`` / ``faiss-sq8:NLIST`` / ``faiss-pq:NLIST:M``: faiss-cpu
@@ -182,7 +182,7 @@ def run_hnsw(args, x, dtype, m, ef_add, dims=None):
 
 
 def run_ivf(args, x, nlist, dtype="f16"):
-    from vecserve.ivf import IvfIndex
+    from vecserve.search.ivf import IvfIndex
 
     with tempfile.TemporaryDirectory(dir=args.cache) as tmp:
         t = time.perf_counter()
@@ -204,8 +204,8 @@ def run_ivf(args, x, nlist, dtype="f16"):
 def run_ann(args, x, kind, dtype=None):
     """vecserve's own path end to end: ``AnnIndex.build`` over a snapshot of the rows (norms,
     build, write, recall measured over 200 words) and ``AnnIndex.most_similar`` queries."""
-    from vecserve.ann import AnnIndex, AnnParams
-    from vecserve.similarity import SimilarityIndex
+    from vecserve.search.ann import AnnIndex, AnnParams
+    from vecserve.search.snapshot import SimilarityIndex
 
     t = time.perf_counter()
     sim = SimilarityIndex([str(i) for i in range(len(x))], np.asarray(x))

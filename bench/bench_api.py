@@ -40,10 +40,10 @@ from pathlib import Path
 import httpx
 import numpy as np
 
-from vecserve.ann import AnnManager, AnnParams, recall_at_k
 from vecserve.embedded import ValkeyProcess, free_port
 from vecserve.loader import load_arrays
-from vecserve.similarity import IndexManager
+from vecserve.search.ann import AnnManager, AnnParams, recall_at_k
+from vecserve.search.snapshot import IndexManager
 from vecserve.store import Store
 
 DIM = 300

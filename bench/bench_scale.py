@@ -58,7 +58,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from bench_load import make_tokens, write_bin
 
 from vecserve.embedded import DEFAULT_SAVE, ValkeyProcess, free_port, read_pid, wait_pid_gone
-from vecserve.similarity import SimilarityIndex
+from vecserve.search.snapshot import SimilarityIndex
 
 REPEAT = 5
 MODEL = "GNEWS"

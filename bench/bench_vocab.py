@@ -29,8 +29,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).parent))
 from bench_load import make_tokens
 
-from vecserve.similarity import SimilarityIndex
-from vecserve.vocabfile import SharedVocab, write
+from vecserve.search.snapshot import SimilarityIndex
+from vecserve.search.vocab import SharedVocab, write
 
 CHILD = """
 import json, sys, time
@@ -38,7 +38,7 @@ def anon():
     with open("/proc/self/smaps_rollup") as f:
         return sum(int(l.split()[1]) for l in f if l.startswith("Anonymous:")) / 1024
 import numpy as np
-from vecserve.vocabfile import SharedVocab
+from vecserve.search.vocab import SharedVocab
 before = anon()
 t = time.perf_counter()
 if sys.argv[1] == "json":

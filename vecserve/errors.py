@@ -16,6 +16,7 @@ The hierarchy::
     │   ├── GenerationChanged        a model was re-loaded under a read, again and again
     │   └── LoadInterrupted          a load stopped by it: resumable (model, path, written)
     ├── PermissionDenied             the Redis user may not run a command (names both)
+    ├── PinLost                      a pinned view's lease ended: its generation may be gone
     ├── SimilarityServiceError       the vecserve HTTP service failed (unreachable, 5xx)
     ├── BadQuery                     a malformed query (the service answers 422)
     ├── QueryRejected                a well-formed query that cannot be answered (400)
@@ -41,6 +42,7 @@ __all__ = [
     "LoadInterrupted",
     "ModelNotFound",
     "PermissionDenied",
+    "PinLost",
     "QueryRejected",
     "RequestTooLarge",
     "SimilarityServiceError",
@@ -194,6 +196,11 @@ class LoadInterrupted(StoreUnavailable):
     @property
     def resume_command(self) -> str:
         return f"vecserve load {self.path} --key {self.model} --resume"
+
+
+class PinLost(VecserveError):
+    """A pinned view's pin is gone (it expired unrenewed, or the model was deleted): its
+    generation may be deleted, so the view reads no more. Pin again to go on."""
 
 
 class SimilarityServiceError(VecserveError, ConnectionError):
