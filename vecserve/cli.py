@@ -18,12 +18,14 @@ import click
 import numpy as np
 
 from .clioptions import redis_url_option
+from .codec import CODECS
 from .errors import LoadInterrupted, StoreUnavailable, VecserveError
 
 log = logging.getLogger("vecserve")
 
+# `open_vectors`' format names (vecserve.readers.FORMATS), written out because importing the
+# readers would slow every command's start-up; tests/test_cli.py checks that they agree.
 FORMATS = ["auto", "w2v-bin", "w2v-text", "glove", "fasttext", "fasttext-bin", "gensim"]
-CODECS = ["f32", "f16", "i8"]
 
 
 def friendly_errors(f):
@@ -96,7 +98,7 @@ def cli(quiet: bool) -> None:
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="auto", show_default=True)
 @click.option(
     "--codec",
-    type=click.Choice(CODECS),
+    type=click.Choice(list(CODECS)),
     default="f32",
     show_default=True,
     help="f32 exact; f16 2x smaller; i8 4x smaller.",
