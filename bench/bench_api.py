@@ -17,8 +17,9 @@ dir first (timed), then the server maps them from disk, as a second worker would
 
 Run (the machine is shared: take the lock)::
 
-    flock /tmp/vecserve-bench.lock python bench/bench_api.py --vectors 1000000 \\
-        --out bench/RESULTS-api.md
+    flock /tmp/vecserve-bench.lock python bench/bench_api.py --vectors 1000000
+
+Today's figures are in BENCHMARKS.md ("HTTP API"); ``--out FILE`` also writes the tables.
 
 ``--only-vectors`` runs just the ``/vectors`` part (no snapshot, no ANN build, no
 most_similar; the server starts without preloading) and prints its markdown section.
@@ -384,7 +385,7 @@ def render(args, vec_rows, handler, sim_rows, load_s, snap_s, ann_s, ready_s, mo
         "",
         f"Command: `flock /tmp/vecserve-bench.lock python bench/bench_api.py "
         f"--vectors {args.vectors} --queries {args.queries} --batch {args.batch} "
-        f"--connections {args.connections} --seconds {args.seconds} --out bench/RESULTS-api.md`",
+        f"--connections {args.connections} --seconds {args.seconds}`",
         "",
         *render_vectors(args, vec_rows, handler),
     ]
