@@ -23,6 +23,7 @@ _OPTION_ENV = {
     "cache_dir": "VECSERVE_CACHE_DIR",
     "preload": "VECSERVE_PRELOAD",
     "ann": "VECSERVE_ANN",
+    "ann_recall": "VECSERVE_ANN_RECALL",
     "max_words": "VECSERVE_MAX_WORDS",
     "max_topn": "VECSERVE_MAX_TOPN",
     "max_body_bytes": "VECSERVE_MAX_BODY_BYTES",
@@ -75,6 +76,14 @@ def settings_env(**options) -> dict[str, str]:
     help="Build the default model's index at start-up; /readyz waits for it.",
 )
 @click.option("--ann/--no-ann", default=None, help="Build approximate (IVF or HNSW) indexes too.")
+@click.option(
+    "--ann-recall",
+    type=click.FloatRange(0, 1, min_open=True),
+    default=None,
+    metavar="R",
+    help="recall@10 the approximate index is built to meet (default 0.95); where it "
+    "cannot within its latency budget, approximate queries are answered exactly.",
+)
 @click.option("--max-words", type=click.IntRange(min=1), default=None, help="Words per request.")
 @click.option("--max-topn", type=click.IntRange(min=1), default=None, help="Largest topn.")
 @click.option(
