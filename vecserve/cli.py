@@ -17,23 +17,15 @@ import time
 import click
 import numpy as np
 
-from .errors import StoreUnavailable, VecserveError
+from .clioptions import redis_url_option
+from .codec import CODECS
+from .errors import LoadInterrupted, StoreUnavailable, VecserveError
 
 log = logging.getLogger("vecserve")
 
+# `open_vectors`' format names (vecserve.readers.FORMATS), written out because importing the
+# readers would slow every command's start-up; tests/test_cli.py checks that they agree.
 FORMATS = ["auto", "w2v-bin", "w2v-text", "glove", "fasttext", "fasttext-bin", "gensim"]
-CODECS = ["f32", "f16", "i8"]
-
-
-def redis_url_option(f):
-    return click.option(
-        "--redis-url",
-        envvar="VECSERVE_REDIS_URL",
-        default=None,
-        metavar="URL",
-        help="Redis/Valkey URL (redis://, rediss://, unix://); a cluster node URL works too. "
-        "Default: $VECSERVE_REDIS_URL, else vecserve's embedded server.",
-    )(f)
 
 
 def friendly_errors(f):
@@ -106,7 +98,7 @@ def cli(quiet: bool) -> None:
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="auto", show_default=True)
 @click.option(
     "--codec",
-    type=click.Choice(CODECS),
+    type=click.Choice(list(CODECS)),
     default="f32",
     show_default=True,
     help="f32 exact; f16 2x smaller; i8 4x smaller.",
@@ -189,7 +181,7 @@ def load(file, name, fmt, codec, limit, unicode_errors, encoding, resume, restar
             if attempt == retries:
                 raise
             wait = 2 ** (attempt + 1)
-            why = str(exc).split(". Load of")[0]
+            why = exc.reason if isinstance(exc, LoadInterrupted) else str(exc)
             click.echo(
                 f"vecserve: {why}; resuming in {wait}s (retry {attempt + 1} of {retries})",
                 err=True,
@@ -510,7 +502,6 @@ def server():
 def _data_dir_option(f):
     return click.option(
         "--data-dir",
-        envvar="VECSERVE_DATA_DIR",
         default=None,
         type=click.Path(file_okay=False),
         help="Its data dir. Default: $VECSERVE_DATA_DIR, else the user data dir.",
