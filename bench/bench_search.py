@@ -92,7 +92,7 @@ def pct(times: np.ndarray) -> str:
 def run(name: str, words: list[str], vectors: np.ndarray, args) -> None:
     from gensim.models import KeyedVectors
 
-    from vecserve.search.ann import AnnIndex, recall_at_k
+    from vecserve.search.ann import AnnIndex, AnnParams, recall_at_k
     from vecserve.search.snapshot import SimilarityIndex
 
     n, dim = vectors.shape
@@ -126,9 +126,12 @@ def run(name: str, words: list[str], vectors: np.ndarray, args) -> None:
     rows.append((f"exact, batches of {len(batch)}", "", len(batch) / t_batch,
                  f"{same_b}/{len(singles)} equal to gensim"))  # fmt: skip
 
+    if args.redis and n < 1_000_000:
+        rows += through_redis(words, vectors, singles, batch, want, args)
+
     with tempfile.TemporaryDirectory(dir=args.cache) as tmp:
         start = time.perf_counter()
-        ann = AnnIndex.build(sim, path=Path(tmp) / "ann.ivf")
+        ann = AnnIndex.build(sim, path=Path(tmp) / AnnParams().resolved(n).filename)
         build = time.perf_counter() - start
         exact_words = [[w for w, _ in r] for r in got_b]
         approx, t_ann = timed(lambda w: ann.most_similar(sim, [w], [], 10), singles)
@@ -152,15 +155,53 @@ def run(name: str, words: list[str], vectors: np.ndarray, args) -> None:
         print(f"| {what} | {p} | {qps:,.1f} | {qps / base:.2f}x | {note} |")
 
 
+def through_redis(words, vectors, singles, batch, want, args) -> list[tuple]:
+    """The same queries through ``RedisKeyedVectors`` (a throw-away valkey-server, the
+    model loaded into it, the local snapshot built from it)."""
+    from vecserve.embedded import ValkeyProcess, free_port
+    from vecserve.keyedvectors import RedisKeyedVectors
+    from vecserve.loader import load_arrays
+    from vecserve.store import Store
+
+    with tempfile.TemporaryDirectory(dir=args.cache) as tmp:
+        server = ValkeyProcess(Path(tmp) / "valkey", port=free_port()).start()
+        try:
+            store = Store.from_url(server.url)
+            load_arrays(words, vectors, name="BENCH", store=store)
+            rkv = RedisKeyedVectors("BENCH", store=store, cache_dir=Path(tmp) / "snap")
+            rkv.most_similar(singles[0])  # builds the snapshot
+            got, times = timed(lambda w: rkv.most_similar(w, topn=10), singles)
+            same = sum(g == w for g, w in zip(got, want, strict=True))
+            rkv.most_similar_batch(batch[:2])
+            start = time.perf_counter()
+            got_b = rkv.most_similar_batch(batch)
+            t_batch = time.perf_counter() - start
+            same_b = sum(g == w for g, w in zip(got_b[: len(want)], want, strict=True))
+            rkv.close()
+            store.close()
+        finally:
+            server.stop()
+    return [
+        ("`RedisKeyedVectors.most_similar`", pct(times), len(singles) / times.sum(),
+         f"{same}/{len(singles)} equal to gensim"),
+        (f"`RedisKeyedVectors.most_similar_batch` of {len(batch)}", "", len(batch) / t_batch,
+         f"{same_b}/{len(singles)} equal to gensim"),
+    ]  # fmt: skip
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--data", default="real,1m,3m", help="real, 1m, 3m (comma-separated)")
+    ap.add_argument(
+        "--data", default="real,1m,3m", help="real, 1m, 3m or a row count (comma-separated)"
+    )
     ap.add_argument("--dim", type=int, default=300, help="dimensions of the generated sets")
     ap.add_argument("--queries", type=int, default=100, help="single queries timed")
     ap.add_argument("--batch", type=int, default=256, help="queries in one batch")
     ap.add_argument("--cache", type=Path, default=Path("/tmp/vecserve-bench"),
                     help="where the trained vectors and temporary indexes go")  # fmt: skip
     ap.add_argument("--corpus", type=Path, default=CORPUS, help="wiki100m.zip")
+    ap.add_argument("--no-redis", dest="redis", action="store_false",
+                    help="skip the RedisKeyedVectors rows (sets under 1M rows)")  # fmt: skip
     args = ap.parse_args()
     args.cache.mkdir(parents=True, exist_ok=True)
     for name in args.data.split(","):
@@ -168,7 +209,7 @@ def main() -> None:
             words, vectors = real_vectors(args.cache, args.corpus)
             run("real: vecserve skip-gram on wiki100m, min_count 2", words, vectors, args)
         else:
-            n = {"1m": 1_000_000, "3m": 3_000_000}[name]
+            n = {"1m": 1_000_000, "3m": 3_000_000}.get(name) or int(name)
             vectors = generated(n, args.dim)
             words = [f"w{i}" for i in range(n)]
             run(f"generated: {name}, 1,000 Gaussian clusters", words, vectors, args)
