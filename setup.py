@@ -1,18 +1,16 @@
-"""Build the Cython extensions (the trainer's kernels); everything else is in pyproject.toml.
+"""Build the Cython extensions (the trainer's kernels, the IVF scan); everything else is in
+pyproject.toml.
 
-An extension's C sources are the ``.c`` files named after it (``_kernels.pyx`` and its
-``_w2v.c`` are listed in ``C_SOURCES``), compiled with warnings on. ``VECSERVE_DEBUG_BUILD=1``
-turns bounds checking and wraparound back on.
+Each ``vecserve/**/*.pyx`` is one extension; the C headers beside it (``*.h``, included by
+the ``.pyx``) are its dependencies, so changing one rebuilds it, and they ship in the sdist
+(MANIFEST.in). Warnings are on (``-Wall -Wextra``). ``VECSERVE_DEBUG_BUILD=1`` turns
+bounds checking and wraparound back on.
 """
 
 import os
 from pathlib import Path
 
 from setuptools import Extension, setup
-
-#: the C files compiled into an extension beside its .pyx (headers next to them)
-C_SOURCES = {"vecserve/train/_kernels.pyx": ["vecserve/train/_w2v.c"]}
-WARNINGS = ["-Wall", "-Wextra"]
 
 
 def extensions():
@@ -23,14 +21,15 @@ def extensions():
     from Cython.Build import cythonize
 
     debug = os.environ.get("VECSERVE_DEBUG_BUILD") == "1"
+    flags = ["-Wall", "-Wextra", *(["-O0", "-g"] if debug else ["-O3", "-ffast-math"])]
     exts = [
         Extension(
             ".".join(p.with_suffix("").parts),
-            [str(p), *C_SOURCES.get(p.as_posix(), [])],
-            include_dirs=[np.get_include(), str(p.parent)],
+            [str(p)],
             depends=[str(h) for h in sorted(p.parent.glob("*.h"))],
+            include_dirs=[np.get_include(), str(p.parent)],
             define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
-            extra_compile_args=(["-O3", "-ffast-math"] if not debug else ["-O0", "-g"]) + WARNINGS,
+            extra_compile_args=flags,
         )
         for p in pyx
     ]

@@ -48,9 +48,9 @@ of the same model are removed once a newer one is in place.
 
 Memory shared by processes: vectors, norms and the vocabulary are all memory-mapped, so
 every API worker serving the same generation shares their pages. The vocabulary
-(``vocab.idx``, :mod:`vecserve.vocabfile`) holds the words' UTF-8 bytes, their offsets
+(``vocab.idx``, :mod:`vecserve.search.vocab`) holds the words' UTF-8 bytes, their offsets
 and an open-addressing hash table of rows: ``index_to_key`` and ``key_to_index`` are
-read-only views over it (a :class:`~vecserve.vocabfile.SharedVocab` and its mapping), not
+read-only views over it (a :class:`~vecserve.search.vocab.SharedVocab` and its mapping), not
 a per-process ``list`` and ``dict``. A snapshot of the older format (``vocab.json``) is
 upgraded in place on first open (``vocab.idx`` written from it, the JSON removed); a
 damaged ``vocab.idx`` is refused in one logged line and rewritten from Redis; a damaged
@@ -103,11 +103,11 @@ from pathlib import Path
 
 import numpy as np
 
-from . import config
-from .errors import StoreUnavailable
-from .store import ModelInfo, Store
-from .vocabfile import SharedVocab
-from .vocabfile import write as write_vocab
+from .. import config
+from ..errors import StoreUnavailable
+from ..store import ModelInfo, Store
+from .vocab import SharedVocab
+from .vocab import write as write_vocab
 
 __all__ = [
     "IndexManager",
