@@ -144,6 +144,7 @@ def serve(host, port, workers, log_level, ssl_certfile, ssl_keyfile, **options):
     """
     try:
         import uvicorn
+        from pydantic import ValidationError
 
         from ..errors import VecserveError
         from .auth import load_keys
@@ -155,9 +156,14 @@ def serve(host, port, workers, log_level, ssl_certfile, ssl_keyfile, **options):
     os.environ.update(settings_env(**options))
     try:
         settings = Settings()
-    except ValueError as exc:
-        first = str(exc).splitlines()
-        raise click.ClickException(f"invalid setting: {' '.join(first[:3])}") from exc
+    except ValidationError as exc:  # named from its fields; the value is left out (secrets)
+        raise click.ClickException(
+            "invalid setting: "
+            + "; ".join(
+                f"{'$' + env_name(str(e['loc'][0])) if e['loc'] else 'settings'}: {e['msg']}"
+                for e in exc.errors()
+            )
+        ) from exc
     if bool(ssl_certfile) != bool(ssl_keyfile):
         raise click.ClickException("--ssl-certfile and --ssl-keyfile go together")
     try:  # a bad key file fails here, in one line, not in every worker
