@@ -109,8 +109,14 @@ def _check(paths: list[str]) -> None:
         z = np.load(path)
         sets.append((path, [str(w) for w in z["words"]], z["vectors"]))
     rng = np.random.default_rng(0)
-    qwords = sorted({w.lower() for ln in (data / "questions-words.txt").read_text().split("\n")
-                     if not ln.startswith(":") for w in ln.split()})  # fmt: skip
+    qwords = sorted(
+        {
+            w.lower()
+            for ln in (data / "questions-words.txt").read_text().split("\n")
+            if not ln.startswith(":")
+            for w in ln.split()
+        }
+    )
     sets.append(("random", qwords, rng.standard_normal((len(qwords), 50), dtype=np.float32)))
     for name, words, vectors in sets:
         kv = KeyedVectors(vectors.shape[1])

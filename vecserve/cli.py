@@ -17,23 +17,15 @@ import time
 import click
 import numpy as np
 
-from .errors import StoreUnavailable, VecserveError
+from .clioptions import redis_url_option
+from .codec import CODECS
+from .errors import LoadInterrupted, StoreUnavailable, VecserveError
 
 log = logging.getLogger("vecserve")
 
+# `open_vectors`' format names (vecserve.readers.FORMATS), written out because importing the
+# readers would slow every command's start-up; tests/test_cli.py checks that they agree.
 FORMATS = ["auto", "w2v-bin", "w2v-text", "glove", "fasttext", "fasttext-bin", "gensim"]
-CODECS = ["f32", "f16", "i8"]
-
-
-def redis_url_option(f):
-    return click.option(
-        "--redis-url",
-        envvar="VECSERVE_REDIS_URL",
-        default=None,
-        metavar="URL",
-        help="Redis/Valkey URL (redis://, rediss://, unix://); a cluster node URL works too. "
-        "Default: $VECSERVE_REDIS_URL, else vecserve's embedded server.",
-    )(f)
 
 
 def friendly_errors(f):
@@ -106,7 +98,7 @@ def cli(quiet: bool) -> None:
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="auto", show_default=True)
 @click.option(
     "--codec",
-    type=click.Choice(CODECS),
+    type=click.Choice(list(CODECS)),
     default="f32",
     show_default=True,
     help="f32 exact; f16 2x smaller; i8 4x smaller.",
@@ -147,10 +139,19 @@ def cli(quiet: bool) -> None:
     help="Then build the similarity snapshot and the approximate index (IVF or HNSW) into the "
     "cache dir ($VECSERVE_CACHE_DIR), so `vecserve serve --ann` only maps them.",
 )
+@click.option(
+    "--ann-recall",
+    type=click.FloatRange(0, 1, min_open=True),
+    default=0.95,
+    show_default=True,
+    metavar="R",
+    help="With --ann: the recall@10 the approximate index is built to meet (serve with "
+    "the same --ann-recall to use it).",
+)
 @redis_url_option
 @friendly_errors
 def load(file, name, fmt, codec, limit, unicode_errors, encoding, resume, restart, batch_size,
-         progress, retries, ann, redis_url):  # fmt: skip
+         progress, retries, ann, ann_recall, redis_url):  # fmt: skip
     """Load a vector FILE into Redis as model --key.
 
     Streams word2vec .bin/.txt (also .gz/.bz2), GloVe, fastText .vec, native fastText
@@ -189,7 +190,7 @@ def load(file, name, fmt, codec, limit, unicode_errors, encoding, resume, restar
             if attempt == retries:
                 raise
             wait = 2 ** (attempt + 1)
-            why = str(exc).split(". Load of")[0]
+            why = exc.reason if isinstance(exc, LoadInterrupted) else str(exc)
             click.echo(
                 f"vecserve: {why}; resuming in {wait}s (retry {attempt + 1} of {retries})",
                 err=True,
@@ -202,28 +203,43 @@ def load(file, name, fmt, codec, limit, unicode_errors, encoding, resume, restar
         + (f"; {info.duplicates} duplicate tokens skipped" if info.duplicates else "")
     )
     if ann:
-        _build_ann(info, redis_url)
+        _build_ann(info, redis_url, ann_recall)
 
 
-def _build_ann(info, redis_url) -> None:
+def _build_ann(info, redis_url, recall: float) -> None:
     """Snapshot the committed generation and build its approximate index, as the service would."""
-    from .ann import AnnManager
     from .connect import open_store
-    from .similarity import IndexManager
+    from .search.ann import AnnManager, AnnParams
+    from .search.snapshot import IndexManager
 
     start = time.perf_counter()
     with open_store(redis_url) as store:
         indexes = IndexManager(store)
         try:
             sim = indexes.get(info.name, info=info)
-            built = AnnManager(enabled=True).get(sim, wait=True)
+            manager = AnnManager(enabled=True, params=AnnParams(recall=recall))
+            built = manager.get(sim, wait=True)
         finally:
             indexes.close()
     if built is None:
         raise VecserveError(f"building the approximate index of {info.name} failed (see above)")
+    took = f"{time.perf_counter() - start:.1f}s"
+    if not built.usable:
+        click.echo(
+            f"{info.name}: approximate index of generation {info.generation} built in {took}, "
+            f"but approximate queries will be answered exactly: {built.fallback_reason} "
+            f"({sim.path})"
+        )
+        return
+    target = built.meta.get("target", {})
+    setting = ", ".join(f"{k} {v}" for k, v in target.get("setting", {}).items())
+    low, high = built.meta.get("recall_interval") or (None, None)
+    interval = f" (95% CI {low:.3f}-{high:.3f})" if low is not None else ""
     click.echo(
-        f"{info.name}: approximate index of generation {info.generation} ready in "
-        f"{time.perf_counter() - start:.1f}s, recall@10 {built.recall_at_10:.3f} ({sim.path})"
+        f"{info.name}: approximate index of generation {info.generation} ready in {took}, "
+        f"recall@10 {built.recall_at_10:.3f}{interval}"
+        + (f" at {setting}, target {target['recall']}" if setting else "")
+        + f" ({sim.path})"
     )
 
 
@@ -307,8 +323,8 @@ def _ann_on_disk(info) -> dict:
     """The approximate index of this generation in the local cache dir, as the service
     sees it: ready (recall), building (share, vectors/s, ETA) or absent."""
     try:
-        from .ann import disk_status
-        from .similarity import snapshot_dir
+        from .search.ann import disk_status
+        from .search.snapshot import snapshot_dir
     except ImportError:  # the api extra is not installed
         return {"state": "absent"}
     return disk_status(snapshot_dir(info))
@@ -510,7 +526,6 @@ def server():
 def _data_dir_option(f):
     return click.option(
         "--data-dir",
-        envvar="VECSERVE_DATA_DIR",
         default=None,
         type=click.Path(file_okay=False),
         help="Its data dir. Default: $VECSERVE_DATA_DIR, else the user data dir.",
