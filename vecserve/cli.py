@@ -629,8 +629,9 @@ def server_status(data_dir, as_json):
 def acl(role, user, model):
     """Print the ACL SETUSER line of a least-privilege Redis user for ROLE.
 
-    worker and api are read-only (no INFO, no @dangerous commands); a loader writes only
-    the keys of its --model and vecserve's registry. The password is a fresh random one:
+    worker and api are read-only (no INFO, no @dangerous commands), but a worker may hold
+    pins (`kv.pin()`: SET, SADD, SREM, DEL on vecserve's pin keys only); a loader writes
+    only the keys of its --model and vecserve's registry. The password is a fresh random one:
     run the line with redis-cli, then put the user and password in the URL.
 
     \b
