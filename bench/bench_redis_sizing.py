@@ -32,11 +32,16 @@ from vecserve.embedded import ValkeyProcess
 DIM = 300
 
 
+def wait_saved(client: redis.Redis) -> None:
+    while client.info("persistence")["rdb_bgsave_in_progress"]:
+        time.sleep(0.5)
+
+
 def measure(path: Path, n: int, codec: str, workdir: Path) -> dict:
     data = workdir / f"valkey-{codec}"
     server = ValkeyProcess(data, unixsocket=data / "s.sock").start()
     try:
-        client = redis.Redis.from_url(server.url)
+        client = redis.Redis.from_url(server.url, socket_timeout=None)
         before = client.info("memory")["used_memory"]
         t0 = time.perf_counter()
         subprocess.run(
@@ -46,10 +51,10 @@ def measure(path: Path, n: int, codec: str, workdir: Path) -> dict:
             stdout=subprocess.DEVNULL,
         )  # fmt: skip
         secs = time.perf_counter() - t0
-        while client.info("persistence")["rdb_bgsave_in_progress"]:
-            time.sleep(0.5)
+        wait_saved(client)  # vecserve's own save after the commit, if any
         mem = client.info("memory")
-        client.save()
+        client.bgsave()
+        wait_saved(client)
         rdb = (data / "dump.rdb").stat().st_size
         client.close()
         return {

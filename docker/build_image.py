@@ -103,36 +103,38 @@ def make_context(dest: Path) -> None:
     shutil.copytree(ROOT / "docker" / "build-conf", dest / "docker" / "build-conf")
 
 
-def build(tag: str, base_image: str | None = None, target: str | None = None,
-          quiet: bool = False) -> None:  # fmt: skip
+def build(tags: dict[str | None, str], base_image: str | None = None, quiet: bool = False) -> None:
+    """Build each {target stage (None: the last): tag} from one context, in order; later
+    builds reuse the layers of earlier ones."""
     with tempfile.TemporaryDirectory(prefix="vecserve-build-") as tmp:
         ctx = Path(tmp)
         make_context(ctx)
         kept = write_build_conf(ctx / "docker" / "build-conf", pip_settings())
         print(f"pip settings for the builder stage: {', '.join(kept) or 'none'}", flush=True)
-        argv = ["docker", "build", "--network", "host", "--tag", tag]
+        argv = ["docker", "build", "--network", "host"]
         if base_image:
             argv += ["--build-arg", f"BASE_IMAGE={base_image}"]
-        if target:
-            argv += ["--target", target]
         for proxy in ("http_proxy", "https_proxy", "no_proxy", "HTTP_PROXY", "HTTPS_PROXY"):
             if os.environ.get(proxy):  # predefined build args: never kept in the image
                 argv += ["--build-arg", proxy]
         if quiet:
             argv.append("--quiet")
         env = os.environ | {"DOCKER_BUILDKIT": "0"}
-        subprocess.run([*argv, str(ctx)], check=True, env=env)
+        for target, tag in tags.items():
+            stage = ["--target", target] if target else []
+            subprocess.run([*argv, *stage, "--tag", tag, str(ctx)], check=True, env=env)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--tag", default="vecserve:latest")
     ap.add_argument("--base-image", help="the Dockerfile's BASE_IMAGE (default: its own)")
-    ap.add_argument("--target", help="stop at this stage (builder)")
+    ap.add_argument("--builder-tag", help="also tag the builder stage (sdist, wheels)")
     ap.add_argument("--quiet", action="store_true")
     args = ap.parse_args()
     try:
-        build(args.tag, args.base_image, args.target, args.quiet)
+        tags = {"builder": args.builder_tag} if args.builder_tag else {}
+        build(tags | {None: args.tag}, args.base_image, args.quiet)
     except subprocess.CalledProcessError as exc:
         sys.exit(f"build_image: docker build failed (exit {exc.returncode})")
 

@@ -96,16 +96,15 @@ def images():
             k for k in ("base", "redis") if not os.environ.get(f"VECSERVE_TEST_{k.upper()}_IMAGE")
         ]
         if wanted:
+            built += [tags[k] for k in wanted]
             subprocess.run(
                 [str(ROOT / "docker" / "debian-images.sh"), *wanted], env=env, check=True
             )
-            built += [tags[k] for k in wanted]
         base_done = time.monotonic()
-        for target, tag in ((None, tags["app"]), ("builder", tags["builder"])):
-            argv = [sys.executable, str(ROOT / "docker" / "build_image.py"), "--quiet"]
-            argv += ["--tag", tag, "--base-image", tags["base"]]
-            subprocess.run([*argv, "--target", target] if target else argv, check=True)
-            built.append(tag)
+        argv = [sys.executable, str(ROOT / "docker" / "build_image.py"), "--quiet"]
+        argv += ["--tag", tags["app"], "--builder-tag", tags["builder"]]
+        built += [tags["builder"], tags["app"]]
+        subprocess.run([*argv, "--base-image", tags["base"]], check=True)
         done = time.monotonic()
         print(
             f"\nimages: base images {base_done - started:.0f}s, "
@@ -126,14 +125,14 @@ def test_runtime_image_has_no_compiler_no_pip_conf_and_a_nonroot_user(images):
     assert config["User"] == "vecserve"
     assert "healthz" in " ".join(config["Healthcheck"]["Test"])
     script = (
-        "id -u; for c in gcc cc g++ c++; do command -v $c || true; done; "
+        "id -u; for c in gcc cc g++ c++; do p=$(command -v $c) && echo compiler: $p; done; "
         "ls /etc/vecserve-build 2>&1 || true; python -m pip --version 2>&1 || true; "
         "vecserve --help >/dev/null && echo cli-ok"
     )
     out = docker("run", "--rm", "--network", "none", images["app"], "sh", "-c", script)
     lines = out.splitlines()
     assert lines[0] != "0", "runs as root"
-    assert not any(line.startswith("/") for line in lines), f"a compiler in the image: {out}"
+    assert "compiler:" not in out, f"a compiler in the image: {out}"
     assert "No such file" in out, "the builder's pip configuration reached the runtime image"
     assert "No module named pip" in out
     assert lines[-1] == "cli-ok"
