@@ -98,8 +98,14 @@ def make_context(dest: Path) -> None:
         "README.md",
     ):
         shutil.copy2(ROOT / name, dest / name)
-    skip = shutil.ignore_patterns("__pycache__", "*.py[cod]", "*.so", "*.c", "*.egg-info")
-    shutil.copytree(ROOT / "vecserve", dest / "vecserve", ignore=skip)
+    skip = shutil.ignore_patterns("__pycache__", "*.py[cod]", "*.so", "*.egg-info")
+
+    def outputs(folder: str, names: list[str]) -> set[str]:
+        # C generated from a .pyx beside it; hand-written C (no such .pyx) is a source.
+        generated = {n for n in names if n.endswith(".c") and n[:-2] + ".pyx" in names}
+        return skip(folder, names) | generated
+
+    shutil.copytree(ROOT / "vecserve", dest / "vecserve", ignore=outputs)
     shutil.copytree(ROOT / "docker" / "build-conf", dest / "docker" / "build-conf")
 
 
