@@ -156,8 +156,11 @@ def test_wheel_from_sdist_installs_and_runs_the_demo_without_a_compiler(images, 
     sdist = next((tmp_path / "dist").glob("*.tar.gz"))
     with tarfile.open(sdist) as tar:
         names = tar.getnames()
-    for needed in ("vecserve/train/_kernels.pxd", "vecserve/service/static/index.html"):
-        assert any(n.endswith(needed) for n in names), f"{needed} not in {sdist.name}"
+    needed = ["vecserve/train/_kernels.pxd", "vecserve/train/_w2v.c", "vecserve/service/static/"]
+    for name in needed:
+        assert any(name in n for n in names), f"{name} not in {sdist.name}"
+    wheel = next(n for n in dist if n.endswith(".whl"))
+    assert not wheel.endswith("-none-any.whl"), f"{wheel}: built without its C extensions"
     (tmp_path / "wheels").chmod(0o755)
     script = (
         "python3 -m venv /tmp/fresh && "
@@ -251,6 +254,7 @@ def test_compose_stack_loads_serves_and_keeps_the_model(images, tmp_path):
         stack.wait_healthy()
         with pytest.raises(urllib.error.HTTPError) as not_ready:
             stack.get("/readyz")
+        not_ready.value.close()  # the error holds the response open
         assert not_ready.value.code == 503, "ready before the default model is loaded"
 
         out = stack.compose("--profile", "load", "run", "--rm", "loader")
