@@ -71,6 +71,7 @@ from .service.deps import (
     resolve_model_name,
 )
 from .service.explorer import add_explorer_routes
+from .service.indexes import SearchState
 from .service.metrics import Metrics, MetricsMiddleware
 from .service.responses import (
     JSON,
@@ -160,7 +161,7 @@ def _planner(ctx: AppContext, info, index: SimilarityIndex) -> Planner:
     fastText model are read through :func:`fetch_vectors`, the service's reader."""
     s = ctx.settings
     return Planner(
-        index, name=info.name, ann=ctx.ann, subwords=info.subwords,
+        index, name=info.name, ann=ctx.search.ann, subwords=info.subwords,
         vectors=lambda words: fetch_vectors(ctx, info.name, words),
         limits=Limits(max_words=s.max_words, max_topn=s.max_topn, max_batch=s.max_batch),
     )  # fmt: skip
@@ -169,10 +170,11 @@ def _planner(ctx: AppContext, info, index: SimilarityIndex) -> Planner:
 def _ready_approx(ctx: AppContext, info, q: MostSimilarQuery) -> bool:
     """Whether ``q`` is answered by the ready ANN index of generation ``info``, already
     open here: a scan of ~1 ms, no snapshot to map or build."""
-    if ctx.ann is None or not q.approx or not _typed(q).plain:
+    ann = ctx.search.ann
+    if ann is None or not q.approx or not _typed(q).plain:
         return False
-    index = ctx.loaded_index(info)
-    return index is not None and ctx.ann.ready(index)
+    index = ctx.search.loaded_index(info)
+    return index is not None and ann.ready(index)
 
 
 def _approx_at_once(ctx: AppContext, name: str, q: MostSimilarQuery) -> tuple:
@@ -198,7 +200,7 @@ def _answer_dict(answer: Answer) -> dict:
 def _most_similar(ctx: AppContext, name: str, q: MostSimilarQuery, info=None) -> dict:
     """One most_similar answer (of ``info``, the model's registry entry, if read)."""
     info = info if info is not None else ctx.model(name)
-    index = ctx.index(info)
+    index = ctx.search.index(info)
     answer = _planner(ctx, info, index).answer(_typed(q))
     return {"model": info.name, "generation": answer.generation, **_answer_dict(answer)}
 
@@ -210,7 +212,7 @@ def _most_similar_batch(ctx: AppContext, name: str, body: BatchRequest) -> dict:
             f"{len(body.queries)} queries in one batch; the limit is {ctx.settings.max_batch}"
         )
     info = ctx.model(name)
-    index = ctx.index(info)
+    index = ctx.search.index(info)
     answers = _planner(ctx, info, index).answer_batch([_typed(q) for q in body.queries])
     return {
         "model": info.name,
@@ -269,17 +271,22 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 metrics=metrics,
                 models=ModelCache(ttl=settings.model_ttl, metrics=metrics),
             )
-            ctx.ann = AnnManager(
-                enabled=settings.ann,
-                params=AnnParams(recall=settings.ann_recall),
-                on_ready=lambda model, ann: metrics.set(
-                    "vecserve_ann_recall_at_10", ann.recall_at_10, model=model
+            ctx.search = SearchState(
+                ctx.stores.get,
+                metrics=metrics,
+                cache_dir=settings.cache_dir,
+                ann=AnnManager(
+                    enabled=settings.ann,
+                    params=AnnParams(recall=settings.ann_recall),
+                    on_ready=lambda model, ann: metrics.set(
+                        "vecserve_ann_recall_at_10", ann.recall_at_10, model=model
+                    ),
                 ),
             )
             stack.callback(ctx.close)
             metrics.on_collect(ctx.collect_metrics)
             if settings.preload and settings.default_model:
-                ctx.preload(settings.default_model)
+                ctx.search.preload(settings.default_model, ctx.model)
             yield {"ctx": ctx}
 
     app = FastAPI(
@@ -612,8 +619,8 @@ def _add_service_routes(app: FastAPI, metrics: Metrics) -> None:
         resolve_model_name(name, ctx.settings)
         info = ctx.model(name, fresh=True)
         out = _model_dict(info)
-        out["index"] = ctx.index_status(info)
-        out["ann"] = ctx.ann.status(ctx.loaded_index(info)) if ctx.ann is not None else None
+        out["index"] = ctx.search.index_status(info)
+        out["ann"] = ctx.search.ann_status(info)
         out["vector_cache"] = ctx.vector_cache_stats().get(info.name)
         return json_response(out)
 
@@ -638,7 +645,7 @@ def _add_service_routes(app: FastAPI, metrics: Metrics) -> None:
                     headers={"Retry-After": str(settings.retry_after)},
                 )
             out["generation"] = info.generation
-            if settings.preload and not ctx.preloaded(info):
+            if settings.preload and not ctx.search.preloaded(info):
                 return error_response(
                     503,
                     "NotReady",
