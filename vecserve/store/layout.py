@@ -41,7 +41,19 @@ import numpy as np
 import redis
 
 from ..codec import Codec, get_codec
-from ..errors import InvalidModelName, PermissionDenied, StoreUnavailable
+from ..errors import (
+    AuthenticationFailed,
+    InvalidModelName,
+    OutOfMemory,
+    PermissionDenied,
+    PersistenceFailing,
+    ReadOnlyServer,
+    ServerBusy,
+    ServerLoading,
+    ServerRefused,
+    StoreUnavailable,
+    TooManyClients,
+)
 
 NS = "vecserve"
 MODELS = f"{NS}:models"
@@ -290,9 +302,109 @@ def _url_user(url: str) -> str:
         return "default"
 
 
+# Error replies: the code a reply starts with -> (our class, what it means, what to do).
+_REFUSALS: dict[str, tuple[type[ServerRefused], str, str]] = {
+    "OOM": (
+        OutOfMemory,
+        "is out of memory (maxmemory reached, nothing it may evict)",
+        "raise its maxmemory (CONFIG SET maxmemory ...) or free memory",
+    ),
+    "READONLY": (
+        ReadOnlyServer,
+        "is a read-only replica",
+        "point vecserve at its primary",
+    ),
+    "MISCONF": (
+        PersistenceFailing,
+        "refuses writes because it cannot save its snapshot",
+        "fix its dir or disk (see its log), or CONFIG SET stop-writes-on-bgsave-error no",
+    ),
+    "LOADING": (
+        ServerLoading,
+        "is still loading its dataset into memory",
+        "retry when it has finished",
+    ),
+    "BUSY": (
+        ServerBusy,
+        "is busy running a script or function",
+        "retry when it ends, or stop it (SCRIPT KILL / FUNCTION KILL)",
+    ),
+    "NOAUTH": (
+        AuthenticationFailed,
+        "requires a password",
+        "put the user and password in the URL (redis://USER:PASSWORD@host)",
+    ),
+    "WRONGPASS": (
+        AuthenticationFailed,
+        "refused our credentials",
+        "check the user and password in the URL",
+    ),
+    "MAXCLIENTS": (
+        TooManyClients,
+        "has reached its maxclients limit",
+        "close idle clients or raise maxclients, then retry",
+    ),
+    "MASTERDOWN": (
+        ServerLoading,
+        "is a replica that lost its primary",
+        "retry when the link is back, or point vecserve at the primary",
+    ),
+}
+
+
+def _reply_code(exc: redis.RedisError) -> str:
+    """The code of an error reply (``OOM``, ``READONLY``, ...; ``ERR`` for a plain one).
+
+    redis-py strips the code from the messages of the replies it has classes for.
+    """
+    if isinstance(exc, redis.BusyLoadingError):
+        return "LOADING"
+    msg = str(exc)
+    if "max number of clients" in msg.lower():
+        return "MAXCLIENTS"
+    if isinstance(exc, redis.AuthenticationError):
+        code = getattr(exc, "status_code", None) or ""
+        return code if code in ("NOAUTH", "WRONGPASS") else "WRONGPASS"
+    code = getattr(exc, "status_code", None)
+    if code:
+        return str(code)
+    for known, cls in (("OOM", redis.exceptions.OutOfMemoryError),
+                       ("READONLY", redis.exceptions.ReadOnlyError)):  # fmt: skip
+        if isinstance(exc, cls):
+            return known
+    head = msg.split(" ", 1)[0]
+    return head if head.isupper() and head.isalpha() else "ERR"
+
+
+def refusal(exc: redis.RedisError, url: str, what: str, *, user: str = "") -> ServerRefused | None:
+    """The :class:`ServerRefused` of an error reply from ``url`` while doing ``what``,
+    or None when ``exc`` is no error reply (a lost connection, a timeout).
+
+    >>> str(refusal(redis.exceptions.ReadOnlyError("You can't write against a read only "
+    ...     "replica."), "redis://r:6379/0", "writing vectors"))  # doctest: +ELLIPSIS
+    "Redis at redis://r:6379/0 is a read-only replica (READONLY: You can't write ...) while ..."
+    """
+    code = _reply_code(exc)
+    replied = isinstance(exc, (redis.ResponseError, redis.AuthenticationError))
+    if not replied and code not in ("LOADING", "MAXCLIENTS"):
+        return None
+    msg = str(exc).strip()
+    if msg.startswith(code + " "):
+        msg = msg[len(code) + 1 :]
+    cls, meaning, todo = _REFUSALS.get(
+        code, (ServerRefused, "answered an error", "see the server's log")
+    )
+    said = msg if code == "MAXCLIENTS" else f"{code}: {msg}"
+    if cls is AuthenticationFailed and user:
+        meaning = f"{meaning} (user {user!r})"
+    return cls(f"Redis at {url} {meaning} ({said}) while {what}: {todo}", reply=code)
+
+
 @contextlib.contextmanager
 def translate_errors(url: str, what: str) -> Iterator[None]:
-    """The one boundary where redis-py's errors become StoreUnavailable / PermissionDenied.
+    """The one boundary where redis-py's errors become ours: an error reply becomes a
+    :class:`ServerRefused` (:func:`refusal`), NOPERM :class:`PermissionDenied`, a lost
+    connection :class:`StoreUnavailable`.
 
     Messages never carry a password: ``url`` is redacted.
     """
@@ -304,21 +416,17 @@ def translate_errors(url: str, what: str) -> Iterator[None]:
             f"Redis user {user!r} at {url} may not do this ({what}): {exc}. "
             "Grant it to the user (`vecserve acl --help` prints least-privilege roles)"
         ) from exc
-    except redis.AuthenticationError as exc:
-        raise StoreUnavailable(
-            f"Redis at {url} refused our credentials while {what}: {exc}"
-        ) from exc
-    except redis.BusyLoadingError as exc:
-        raise StoreUnavailable(f"Redis at {url} is still loading its data ({what})") from exc
-    except _REDIS_ERRORS as exc:
-        raise StoreUnavailable(f"Redis at {url} is unreachable while {what}: {exc}") from exc
     except _CLUSTER_ERRORS as exc:
         raise StoreUnavailable(
             f"Redis Cluster at {url} is failing over or moving slots ({what}): {exc}; retry"
         ) from exc
-    except redis.ResponseError as exc:
-        if "OOM" in str(exc):
-            raise StoreUnavailable(f"Redis at {url} is out of memory while {what}: {exc}") from exc
+    except (redis.RedisError, OSError) as exc:
+        if isinstance(exc, redis.RedisError):
+            refused = refusal(exc, url, what, user=user)
+            if refused is not None:
+                raise refused from exc
+        if isinstance(exc, _REDIS_ERRORS):
+            raise StoreUnavailable(f"Redis at {url} is unreachable while {what}: {exc}") from exc
         raise
 
 

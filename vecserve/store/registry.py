@@ -5,12 +5,19 @@ from __future__ import annotations
 import contextlib
 import json
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import redis
 from redis.cluster import RedisCluster
 
-from ..errors import GenerationChanged, ModelNotFound, StoreUnavailable, VecserveError
+from ..errors import (
+    GenerationChanged,
+    ModelDamaged,
+    ModelNotFound,
+    StoreUnavailable,
+    VecserveError,
+)
 from ..subwords import compose, in_vocabulary, ngram_buckets_flat
 from .layout import (
     DEFAULT_CLUSTER_BUCKETS,
@@ -37,7 +44,17 @@ from .layout import (
     vocab_sizes_key,
 )
 
-__all__ = ["Store"]
+__all__ = ["RowCheck", "Store"]
+
+
+@dataclass(frozen=True)
+class RowCheck:
+    """What :meth:`Store.check_rows` found: rows checked, rows missing, a few lost words."""
+
+    checked: int
+    missing: int
+    words: list[str]
+
 
 #: One round trip for a fastText batch: every word's row, and the n-gram bucket rows of
 #: only those words that are missing (as MGET of the words then the buckets would give
@@ -245,7 +262,14 @@ class Store:
         ``ngrams`` (fastText models): n-gram bucket numbers whose rows are read in the
         same MGET; they come after the tokens' rows in ``rows`` and ``found``. A new
         generation with other n-gram settings raises :class:`GenerationChanged` (the
-        caller computes the buckets again). With ``needs = (positions, bounds)`` (token
+        caller computes the buckets again).
+
+        A missing word that IS in the generation's vocabulary (its key was evicted or
+        deleted) raises :class:`ModelDamaged`, never passes for an unknown word: the
+        generation's vocabulary hashes (`vocab_hashes`: one more round trip, on the
+        first miss of a generation only) tell the two apart. The common path, every word
+        found, costs nothing more. A generation committed before the hashes existed
+        cannot tell: its misses are unknown words. With ``needs = (positions, bounds)`` (token
         i's buckets are ``ngrams[positions[bounds[i]:bounds[i + 1]]]``), buckets are read
         only for tokens that are missing (`SUBWORD_READ`, one server-side script on a
         single server); the others' come back not found.
@@ -261,6 +285,8 @@ class Store:
             current = self.model_from_entry(model.name, raw)
             if current.generation == model.generation and current.prefix == model.prefix:
                 rows, found = _decode(model, values, _Names(tokens, ids))
+                if len(tokens) and not found[: len(tokens)].all():
+                    self._raise_if_damaged(model, tokens, found[: len(tokens)])
                 return model, rows, found
             settings = (current.min_n, current.max_n, current.ngram_buckets)
             if not follow or (
@@ -282,9 +308,10 @@ class Store:
         (zeros when it has none). One round trip with the registry entry (`read_rows`):
         the generation's vocabulary hashes (`vocab_hashes`, read once per generation)
         say which words are missing, so only their n-grams are hashed and fetched, in
-        the MGET of the words. A word taken for present that the reply shows missing (a
-        64-bit hash collision, ~1e-13 a word at 2M words) gets its n-grams in a second
-        round trip. Generations without the hashes (loaded before they existed) read
+        the MGET of the words. A word the hashes call present whose row is missing is a
+        lost row: :class:`ModelDamaged`, never an n-gram vector (an unknown word whose
+        64-bit hash equals a known one's, ~1e-13 a word at 2M words, reads as damage
+        too). Generations without the hashes (loaded before they existed) read
         with `SUBWORD_READ`, or the buckets of every word. A model without n-gram
         buckets: `read_rows`.
         """
@@ -318,6 +345,78 @@ class Store:
         self._vocab_hashes[gen] = known
         return known
 
+    def _raise_if_damaged(self, model: ModelInfo, tokens: Sequence[str], found: np.ndarray) -> None:
+        """ModelDamaged if a word of ``tokens`` not ``found`` is in the vocabulary."""
+        known = self.vocab_hashes(model)
+        if known is None:
+            return
+        absent = np.flatnonzero(~found)
+        words = [tokens[i] for i in absent.tolist()]
+        lost = in_vocabulary(known, encode_tokens(words))
+        if lost.any():
+            raise ModelDamaged(
+                model.name,
+                model.generation,
+                [w for w, x in zip(words, lost.tolist(), strict=True) if x],
+                asked=len(tokens),
+            )
+
+    def check_rows(
+        self,
+        model: ModelInfo,
+        *,
+        ngrams: bool = True,
+        chunk: int = 100_000,
+        progress: Callable[[int, int], None] | None = None,
+        on_chunk: Callable[[list[bytes]], None] | None = None,
+    ) -> RowCheck:
+        """Whether every row of a generation has its key: ``model.count`` words (and, with
+        ``ngrams``, a fastText model's n-gram bucket rows).
+
+        One multi-key ``EXISTS`` per ``chunk`` of keys (per hash tag on a cluster),
+        pipelined: the server counts, no value travels. A chunk with keys missing is
+        asked key by key, for a few of their words. ``on_chunk`` sees every chunk's
+        token bytes (the commit hashes them); ``progress(done, total)`` every chunk.
+        """
+        total = model.count + (model.ngram_buckets if ngrams else 0)
+        missing, done, words = 0, 0, []
+        with self.errors(f"checking the rows of {model.name!r}"):
+            for tokens in self.iter_vocab(model, chunk=chunk):
+                raw = encode_tokens(tokens)
+                if on_chunk is not None:
+                    on_chunk(raw)
+                keys = vector_keys(model.prefix, raw, model.buckets)
+                lost = self._count_missing(keys)
+                if lost:
+                    missing += lost
+                    if len(words) < 5:
+                        words += [tokens[i] for i in self._which_missing(keys)][: 5 - len(words)]
+                done += len(keys)
+                if progress is not None:
+                    progress(done, total)
+            if ngrams:
+                for lo in range(0, model.ngram_buckets, chunk):
+                    ids = np.arange(lo, min(model.ngram_buckets, lo + chunk))
+                    missing += self._count_missing(ngram_keys(model.prefix, ids, model.buckets))
+                    done += len(ids)
+                    if progress is not None:
+                        progress(done, total)
+        return RowCheck(checked=done, missing=missing, words=words)
+
+    def _count_missing(self, keys: list[bytes]) -> int:
+        pipe = self.client.pipeline(transaction=False)
+        groups = group_by_tag(keys) if self.is_cluster else [range(len(keys))]
+        for idx in groups:
+            for lo in range(0, len(idx), 10_000):  # bounded commands: no huge query buffer
+                pipe.execute_command("EXISTS", *[keys[i] for i in idx[lo : lo + 10_000]])
+        return len(keys) - sum(int(n) for n in pipe.execute())
+
+    def _which_missing(self, keys: list[bytes]) -> list[int]:
+        pipe = self.client.pipeline(transaction=False)
+        for k in keys:
+            pipe.execute_command("EXISTS", k)
+        return [i for i, n in enumerate(pipe.execute()) if not int(n)]
+
     def _read_rows_subwords_known(
         self, model: ModelInfo, tokens: Sequence[str], known: np.ndarray
     ) -> tuple[ModelInfo, np.ndarray, np.ndarray]:
@@ -333,20 +432,12 @@ class Store:
         oov = np.flatnonzero(~in_vocab)
         if not len(oov):
             return got, mat, in_vocab
+        # every missing word is one the hashes call absent: a present word whose row is
+        # missing raised ModelDamaged in read_rows, never gets an n-gram vector
+        if any(i not in own for i in oov.tolist()):  # the read followed a re-load
+            return self.read_rows_subwords(got, tokens)
         mat = np.array(mat, copy=True)
-        bucket_rows = rows[n:]
-        stray = [i for i in oov.tolist() if i not in own]  # taken for present: collisions
-        if stray:
-            more, more_bounds = ngram_buckets_flat(
-                [tokens[i] for i in stray], got.min_n, got.max_n, got.ngram_buckets
-            )
-            more_uniq, more_inverse = np.unique(more, return_inverse=True)
-            _, more_rows, _ = self.read_rows(got, [], ngrams=more_uniq, follow=False)
-            base = len(bucket_rows)
-            bucket_rows = np.concatenate((bucket_rows, more_rows))
-            for k, i in enumerate(stray):
-                own[i] = more_inverse[more_bounds[k] : more_bounds[k + 1]] + base
-        mat[oov] = compose(None, [own[i] for i in oov.tolist()], bucket_rows)
+        mat[oov] = compose(None, [own[i] for i in oov.tolist()], rows[n:])
         return got, mat, in_vocab
 
     def _read_rows_subwords_all(
