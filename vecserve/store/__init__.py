@@ -34,7 +34,7 @@ from .layout import (
     validate_model_name,
 )
 from .lease import Lease
-from .registry import Store
+from .registry import MemoryFacts, RowCheck, Store
 from .session import LoadSession, begin_load, cleanup_loads, drop_load
 
 __all__ = [
@@ -46,7 +46,9 @@ __all__ = [
     "Lease",
     "LoadSession",
     "LoadState",
+    "MemoryFacts",
     "ModelInfo",
+    "RowCheck",
     "Store",
     "begin_load",
     "cleanup_loads",

@@ -17,6 +17,9 @@ of one generation of a model; see :mod:`vecserve.store`)::
     vecserve:counts:P        string  int64 little-endian counts, in vocabulary order
     vecserve:ngrams:P        string  number of n-gram bucket keys P#i the generation has
                              (set before the first is written, so a delete finds them)
+    vecserve:vocabh:P        string  sorted uint64 hashes of the vocabulary's words (at
+                             commit): readers tell a lost row from an unknown word
+    vecserve:checks          hash    name -> JSON of the last `vecserve models check`
     vecserve:trash           set     prefixes whose keys are being deleted
     vecserve:lock:name       string  lease of the process loading ``name``
     vecserve:events          pub/sub JSON on every commit and delete
@@ -61,8 +64,9 @@ LOADS = f"{NS}:loads"
 GENERATION = f"{NS}:generation"
 TRASH = f"{NS}:trash"
 EVENTS = f"{NS}:events"
+CHECKS = f"{NS}:checks"
 # The metadata every load reads and writes, whatever its model.
-SHARED_METADATA = (MODELS, LOADS, GENERATION, TRASH)
+SHARED_METADATA = (MODELS, LOADS, GENERATION, TRASH, CHECKS)
 LEASE_SECONDS = 30
 DEFAULT_CLUSTER_BUCKETS = 128
 _NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]{0,127}")
@@ -93,9 +97,10 @@ def ngrams_key(prefix: str) -> str:
 
 
 def vocab_hashes_key(prefix: str) -> str:
-    """A fastText generation's vocabulary as sorted 64-bit word hashes (little-endian
-    uint64, :func:`vecserve.subwords.word_hashes`): readers learn which words of a batch
-    are missing before they read it."""
+    """A generation's vocabulary as sorted 64-bit word hashes (little-endian uint64,
+    :func:`vecserve.subwords.word_hashes`), written at commit: readers tell a word whose
+    row is lost (damage) from an unknown one, and a fastText reader learns which words of
+    a batch are missing before it reads them."""
     return f"{NS}:vocabh:{prefix}"
 
 
@@ -391,12 +396,13 @@ def refusal(exc: redis.RedisError, url: str, what: str, *, user: str = "") -> Se
     msg = str(exc).strip()
     if msg.startswith(code + " "):
         msg = msg[len(code) + 1 :]
+    msg = msg.split(". ", 1)[0].rstrip(".")  # its first sentence: the message stays short
     cls, meaning, todo = _REFUSALS.get(
         code, (ServerRefused, "answered an error", "see the server's log")
     )
     said = msg if code == "MAXCLIENTS" else f"{code}: {msg}"
-    if cls is AuthenticationFailed and user:
-        meaning = f"{meaning} (user {user!r})"
+    if code == "WRONGPASS" and user:
+        meaning = f"refused the credentials of user {user!r}"
     return cls(f"Redis at {url} {meaning} ({said}) while {what}: {todo}", reply=code)
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
@@ -15,11 +16,14 @@ from ..errors import (
     GenerationChanged,
     ModelDamaged,
     ModelNotFound,
+    PermissionDenied,
+    ServerRefused,
     StoreUnavailable,
     VecserveError,
 )
 from ..subwords import compose, in_vocabulary, ngram_buckets_flat
 from .layout import (
+    CHECKS,
     DEFAULT_CLUSTER_BUCKETS,
     EVENTS,
     LOADS,
@@ -44,7 +48,50 @@ from .layout import (
     vocab_sizes_key,
 )
 
-__all__ = ["RowCheck", "Store"]
+__all__ = ["MemoryFacts", "RowCheck", "Store"]
+
+#: ``maxmemory-policy`` values that may evict keys without a TTL (vecserve's keys have none)
+EVICTING_POLICIES = ("allkeys-lru", "allkeys-lfu", "allkeys-random")
+
+
+@dataclass(frozen=True)
+class MemoryFacts:
+    """A server's ``INFO memory`` facts that decide whether a model fits and stays whole."""
+
+    maxmemory: int  # 0: no limit
+    used_memory: int
+    policy: str
+
+    @property
+    def free(self) -> int | None:
+        """Bytes left under ``maxmemory`` (None: no limit)."""
+        return max(0, self.maxmemory - self.used_memory) if self.maxmemory else None
+
+    @property
+    def evicts(self) -> bool:
+        """True when the policy may evict keys without a TTL: parts of a model."""
+        return self.policy in EVICTING_POLICIES
+
+    def describe(self) -> str:
+        """One line: ``maxmemory 2.0 GB (1.5 GB used), policy noeviction``.
+
+        >>> MemoryFacts(2 << 30, 3 << 29, "allkeys-lru").describe()
+        'maxmemory 2.1 GB (1.6 GB used), policy allkeys-lru: evicts keys without a TTL'
+        """
+        limit = f"maxmemory {gb(self.maxmemory)}" if self.maxmemory else "no maxmemory"
+        warn = ": evicts keys without a TTL" if self.evicts else ""
+        return f"{limit} ({gb(self.used_memory)} used), policy {self.policy}{warn}"
+
+
+def gb(n: float) -> str:
+    """``n`` bytes in GB (10**9) or MB, for messages.
+
+    >>> gb(3_590_000_000), gb(520_000_000), gb(6_240_000)
+    ('3.6 GB', '520 MB', '6.2 MB')
+    """
+    if n >= 1e9:
+        return f"{n / 1e9:.1f} GB"
+    return f"{n / 1e6:.0f} MB" if n >= 1e8 else f"{n / 1e6:.1f} MB"
 
 
 @dataclass(frozen=True)
@@ -152,6 +199,31 @@ class Store:
     def errors(self, what: str):
         """Context manager: redis-py errors inside become StoreUnavailable naming ``what``."""
         return translate_errors(self.url, what)
+
+    def memory_facts(self) -> list[MemoryFacts] | None:
+        """``INFO memory`` of the server (of every primary on a cluster), or None where
+        the server refuses INFO (a least-privilege user: see :mod:`vecserve.acl`)."""
+        try:
+            with self.errors("reading INFO memory"):
+                if self.is_cluster:
+                    raw = self.client.info("memory", target_nodes=RedisCluster.PRIMARIES)
+                    infos = [raw] if "used_memory" in raw else list(raw.values())
+                else:
+                    infos = [self.client.info("memory")]
+        except PermissionDenied:
+            return None
+        except ServerRefused as exc:
+            if exc.reply != "ERR":  # ERR: INFO renamed or disabled
+                raise
+            return None
+        return [
+            MemoryFacts(
+                maxmemory=int(i.get("maxmemory", 0)),
+                used_memory=int(i.get("used_memory", 0)),
+                policy=str(i.get("maxmemory_policy", "unknown")),
+            )
+            for i in infos
+        ]
 
     # -- key names ----------------------------------------------------------------------
 
@@ -403,6 +475,25 @@ class Store:
                         progress(done, total)
         return RowCheck(checked=done, missing=missing, words=words)
 
+    def record_check(self, model: ModelInfo, check: RowCheck) -> dict:
+        """Keep ``check`` as the last check of ``model`` (``vecserve models info``)."""
+        record = {
+            "generation": model.generation,
+            "checked_at": time.time(),
+            "rows": check.checked,
+            "missing": check.missing,
+            "words": check.words,
+        }
+        with self.errors(f"recording the check of {model.name!r}"):
+            self.client.hset(CHECKS, model.name, json.dumps(record))
+        return record
+
+    def last_check(self, name: str) -> dict | None:
+        """The last recorded check of model ``name`` (None if never checked)."""
+        with self.errors(f"reading the last check of {name!r}"):
+            raw = self.client.hget(CHECKS, name)
+        return None if raw is None else json.loads(raw)
+
     def _count_missing(self, keys: list[bytes]) -> int:
         pipe = self.client.pipeline(transaction=False)
         groups = group_by_tag(keys) if self.is_cluster else [range(len(keys))]
@@ -563,6 +654,7 @@ class Store:
         with self.errors(f"deleting {name!r}"):
             self.client.sadd(TRASH, info.prefix)
             self.client.hdel(MODELS, name)
+            self.client.hdel(CHECKS, name)
             self.client.publish(EVENTS, json.dumps({"event": "delete", "model": name}))
         self.delete_generation(info.prefix, info.buckets)
         return info
