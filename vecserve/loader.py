@@ -85,7 +85,7 @@ def preflight(
     """
     facts = store.memory_facts()
     if facts is None:
-        log.warning(
+        log.info(
             "pre-flight check skipped: the Redis user may not run INFO (grant +info, as "
             "`vecserve acl loader` does, to learn up front whether %s fits)", name
         )  # fmt: skip

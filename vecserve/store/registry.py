@@ -21,7 +21,7 @@ from ..errors import (
     StoreUnavailable,
     VecserveError,
 )
-from ..subwords import compose, in_vocabulary, ngram_buckets_flat
+from ..subwords import compose, flat_word_hashes, in_vocabulary, ngram_buckets_flat
 from .layout import (
     CHECKS,
     DEFAULT_CLUSTER_BUCKETS,
@@ -40,11 +40,13 @@ from .layout import (
     ngram_keys,
     ngrams_key,
     redact_url,
+    resp_exists,
     translate_errors,
     unpack_vocab,
     vector_keys,
     vocab_hashes_key,
     vocab_key,
+    vocab_parts,
     vocab_sizes_key,
 )
 
@@ -101,6 +103,7 @@ class RowCheck:
     checked: int
     missing: int
     words: list[str]
+    hashes: np.ndarray | None = None  # the vocabulary's sorted word hashes, when asked
 
 
 #: One round trip for a fastText batch: every word's row, and the n-gram bucket rows of
@@ -438,42 +441,113 @@ class Store:
         model: ModelInfo,
         *,
         ngrams: bool = True,
-        chunk: int = 100_000,
+        hashes: bool = False,
         progress: Callable[[int, int], None] | None = None,
-        on_chunk: Callable[[list[bytes]], None] | None = None,
     ) -> RowCheck:
         """Whether every row of a generation has its key: ``model.count`` words (and, with
         ``ngrams``, a fastText model's n-gram bucket rows).
 
-        One multi-key ``EXISTS`` per ``chunk`` of keys (per hash tag on a cluster),
-        pipelined: the server counts, no value travels. A chunk with keys missing is
-        asked key by key, for a few of their words. ``on_chunk`` sees every chunk's
-        token bytes (the commit hashes them); ``progress(done, total)`` every chunk.
+        The vocabulary is read 64 blobs (~100k words) at a time, and each group's keys are
+        asked in one multi-key ``EXISTS`` (per hash tag on a cluster): the server counts,
+        no value travels. On a single server the command is built from the blobs with
+        array operations (no Python work per key) and sent before the previous group's
+        count is read, so client and server work at once. A group with keys missing is
+        asked key by key, for a few of its words. ``hashes``: also the vocabulary's sorted
+        word hashes (``RowCheck.hashes``, what the commit stores); ``progress(done,
+        total)`` after every group.
         """
         total = model.count + (model.ngram_buckets if ngrams else 0)
-        missing, done, words = 0, 0, []
+        found = {"missing": 0, "done": 0}
+        words: list[str] = []
+        parts: list[np.ndarray] = []
+
+        def tally(blobs: list[bytes], lens: np.ndarray, present: int) -> None:
+            if present < len(lens):
+                found["missing"] += len(lens) - present
+                if len(words) < 5:
+                    words.extend(self._missing_words(model, blobs, 5 - len(words)))
+            found["done"] += len(lens)
+            if progress is not None:
+                progress(found["done"], total)
+
         with self.errors(f"checking the rows of {model.name!r}"):
-            for tokens in self.iter_vocab(model, chunk=chunk):
-                raw = encode_tokens(tokens)
-                if on_chunk is not None:
-                    on_chunk(raw)
-                keys = vector_keys(model.prefix, raw, model.buckets)
-                lost = self._count_missing(keys)
-                if lost:
-                    missing += lost
-                    if len(words) < 5:
-                        words += [tokens[i] for i in self._which_missing(keys)][: 5 - len(words)]
-                done += len(keys)
-                if progress is not None:
-                    progress(done, total)
+            groups = self._vocab_groups(model)
+            if self.is_cluster or model.buckets:
+                for blobs, lens, buf in groups:
+                    if hashes:
+                        parts.append(flat_word_hashes(buf, lens))
+                    keys = vector_keys(model.prefix, [t for b in blobs for t in unpack_vocab(b)],
+                                       model.buckets)  # fmt: skip
+                    tally(blobs, lens, len(keys) - self._count_missing(keys))
+            else:
+                self._exists_overlapped(model, groups, tally, parts if hashes else None)
             if ngrams:
-                for lo in range(0, model.ngram_buckets, chunk):
-                    ids = np.arange(lo, min(model.ngram_buckets, lo + chunk))
-                    missing += self._count_missing(ngram_keys(model.prefix, ids, model.buckets))
-                    done += len(ids)
+                for lo in range(0, model.ngram_buckets, 100_000):
+                    ids = np.arange(lo, min(model.ngram_buckets, lo + 100_000))
+                    found["missing"] += self._count_missing(
+                        ngram_keys(model.prefix, ids, model.buckets)
+                    )
+                    found["done"] += len(ids)
                     if progress is not None:
-                        progress(done, total)
-        return RowCheck(checked=done, missing=missing, words=words)
+                        progress(found["done"], total)
+        known = None
+        if hashes:  # sorted, unique (np.unique hashes uint64 slowly: ~6 us a word)
+            known = np.sort(np.concatenate(parts)) if parts else np.zeros(0, np.uint64)
+            known = (
+                known[np.concatenate(([True], known[1:] != known[:-1]))] if len(known) else known
+            )
+        return RowCheck(checked=found["done"], missing=found["missing"], words=words, hashes=known)
+
+    def _vocab_groups(
+        self, model: ModelInfo, *, per: int = 64
+    ) -> Iterator[tuple[list[bytes], np.ndarray, np.ndarray]]:
+        """``(blobs, lengths, bytes)``: the vocabulary blobs holding the first
+        ``model.count`` tokens, ``per`` at a time (a load's count ends at a blob's end),
+        with their tokens' lengths and bytes joined."""
+        sizes = np.frombuffer(self.client.get(vocab_sizes_key(model.prefix)) or b"", "<u4")
+        ends = np.cumsum(sizes, dtype=np.int64)
+        last = int(np.searchsorted(ends, model.count, side="left")) + 1 if model.count else 0
+        for lo in range(0, min(last, len(sizes)), per):
+            blobs = self.client.lrange(vocab_key(model.prefix), lo, min(lo + per, last) - 1)
+            split = [vocab_parts(b) for b in blobs]
+            yield (
+                blobs,
+                np.concatenate([p[0] for p in split]),
+                np.concatenate([p[1] for p in split]),
+            )
+
+    def _exists_overlapped(self, model, groups, tally, parts) -> None:
+        """A single server: each group's EXISTS sent before the last one's count is read."""
+        pool = self.client.connection_pool
+        conn = pool.get_connection()
+        try:
+            pending = None
+            for blobs, lens, buf in groups:
+                conn.send_packed_command([resp_exists(model.prefix, lens, buf)], check_health=False)
+                if parts is not None:
+                    parts.append(flat_word_hashes(buf, lens))
+                if pending is not None:
+                    tally(*pending, int(conn.read_response()))
+                pending = (blobs, lens)
+            if pending is not None:
+                tally(*pending, int(conn.read_response()))
+        except BaseException:
+            conn.disconnect()  # replies may be pending: never reuse this connection
+            raise
+        finally:
+            pool.release(conn)
+
+    def _missing_words(self, model: ModelInfo, blobs: list[bytes], limit: int) -> list[str]:
+        """Up to ``limit`` words of ``blobs`` whose keys are missing."""
+        out: list[bytes] = []
+        for blob in blobs:
+            raw = unpack_vocab(blob)
+            keys = vector_keys(model.prefix, raw, model.buckets)
+            if self._count_missing(keys):
+                out += [raw[i] for i in self._which_missing(keys)]
+                if len(out) >= limit:
+                    break
+        return decode_tokens(out[:limit])
 
     def record_check(self, model: ModelInfo, check: RowCheck) -> dict:
         """Keep ``check`` as the last check of ``model`` (``vecserve models info``)."""

@@ -20,7 +20,6 @@ import redis
 
 from ..codec import Codec, get_codec
 from ..errors import LoadIncomplete, LoadInProgress, StoreUnavailable
-from ..subwords import word_hashes
 from .layout import (
     EVENTS,
     GENERATION,
@@ -306,7 +305,7 @@ class LoadSession:
         delete the previous one.
 
         Every row's key is checked present first (`Store.check_rows`: a multi-key EXISTS
-        per batch, per hash tag on a cluster); the same pass hashes the vocabulary for the
+        per written batch, per hash tag on a cluster); the same pass hashes the vocabulary for the
         readers' damage detection (``vecserve:vocabh:P``). Keys missing (evicted, lost in a
         failover) raise :class:`LoadIncomplete` and nothing is committed.
         ``progress(done, total)`` is called as the check goes.
@@ -330,10 +329,7 @@ class LoadSession:
                     f"{s.written} in {s.chunks}: the server lost writes (restarted without "
                     "persistence?); the load was not committed"
                 )
-        parts: list[np.ndarray] = []
-        check = store.check_rows(
-            info, on_chunk=lambda raw: parts.append(word_hashes(raw)), progress=progress
-        )
+        check = store.check_rows(info, hashes=True, progress=progress)
         if check.missing:
             words = ", ".join(repr(w) for w in check.words[:3])
             raise LoadIncomplete(
@@ -342,7 +338,8 @@ class LoadSession:
                 "acknowledged them (a policy that evicts keys? a failover?); it was not "
                 f"committed. Fix the server, then load again with --resume"
             )
-        hashes = np.unique(np.concatenate(parts)) if parts else np.zeros(0, np.uint64)
+        hashes = check.hashes
+        assert hashes is not None
         info = replace(info, load_seconds=round(time.time() - s.started, 3))
         with store.errors(f"committing {s.name!r}"):
             # which words are in the vocabulary: damage is told from an unknown word by it
