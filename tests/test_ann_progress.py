@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 
 from tests.api_support import AppClient
-from vecserve import ann as ann_module
 from vecserve.api import create_app
 from vecserve.loader import load_arrays
+from vecserve.search import ann as ann_module
 from vecserve.service.settings import Settings
 
 N, DIM = 20_000, 16
@@ -129,7 +129,7 @@ def test_one_builder_per_index_across_processes(store, model, tmp_path, monkeypa
     import subprocess
     import sys
 
-    from vecserve.similarity import SimilarityIndex
+    from vecserve.search.snapshot import SimilarityIndex
 
     monkeypatch.setattr(ann_module, "WAIT_POLL", 0.05)
     sim = SimilarityIndex.build(store, store.get_model("A"), cache_dir=tmp_path)

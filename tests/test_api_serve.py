@@ -9,7 +9,7 @@ from click.testing import CliRunner
 
 pytest.importorskip("uvicorn")
 
-from vecserve.service.serve import _OPTION_ENV, serve
+from vecserve.service.serve import FLAGS, env_name, serve
 from vecserve.service.settings import Settings
 
 
@@ -25,7 +25,7 @@ def captured(monkeypatch):
         calls.append((app, kw))
 
     monkeypatch.setattr(uvicorn, "run", run)
-    for var in [*_OPTION_ENV.values(), "VECSERVE_METRICS_DIR"]:  # serve() sets these
+    for var in [env_name(f) for f in (*FLAGS, "redis_url", "metrics_dir")]:  # serve() sets these
         monkeypatch.setenv(var, "placeholder")
         monkeypatch.delenv(var)
     return calls
@@ -93,3 +93,15 @@ def test_two_workers_answer_metrics_for_both(store, redis_url, tmp_path):
                 break
             assert time.monotonic() < deadline, text
             time.sleep(0.2)
+
+
+def test_flags_are_made_from_the_settings_fields():
+    """Each flag's help is its field's description and names its variable and default."""
+    out = " ".join(CliRunner().invoke(serve, ["--help"], terminal_width=10_000).output.split())
+    for name in FLAGS:
+        field = Settings.model_fields[name]
+        assert f"--{name.replace('_', '-')}" in out
+        assert " ".join(field.description.split()) in out
+        assert env_name(name) in out
+        if field.default is not None:
+            assert f"default: {field.default!r}" in out

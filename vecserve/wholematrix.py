@@ -2,9 +2,9 @@
 
 ``most_similar`` (all argument forms), ``most_similar_cosmul`` and ``similar_by_*`` go to
 the vecserve HTTP service when ``similarity_url`` is set (request/response JSON in
-:mod:`vecserve.similarity`); otherwise, and always for ``closer_than``, ``rank`` and the
+:mod:`vecserve.search.snapshot`); otherwise, and always for ``closer_than``, ``rank`` and the
 evaluations, they run on the local memory-mapped
-:class:`~vecserve.similarity.SimilarityIndex` of the current generation, which gives
+:class:`~vecserve.search.snapshot.SimilarityIndex` of the current generation, which gives
 gensim's exact results. Kept apart from the lookups so each module stays one concept.
 
 >>> kv.most_similar(positive=["king", "woman"], negative=["man"], topn=1)  # doctest: +SKIP
@@ -21,7 +21,7 @@ import warnings
 import numpy as np
 
 from .errors import ModelNotFound, SimilarityServiceError, TokenNotFound
-from .similarity import (
+from .search.snapshot import (
     SimilarityIndex,
     encode_items,
     ensure_list,

@@ -29,7 +29,7 @@ from starlette.concurrency import run_in_threadpool
 
 from ..cache import Rows, VectorCache, cached_lookup, topology, tracking_nodes
 from ..errors import StoreUnavailable
-from ..similarity import IndexManager, SimilarityIndex
+from ..search.snapshot import IndexManager, SimilarityIndex
 from ..store import ModelInfo, Store, validate_model_name
 from ..store.layout import encode_tokens
 from ..subwords import in_vocabulary
@@ -122,7 +122,7 @@ class AppContext:
     stores: StoreHandle
     metrics: Metrics
     models: ModelCache
-    ann: Any = None  # vecserve.ann.AnnManager
+    ann: Any = None  # vecserve.search.ann.AnnManager
     _inline_ok: bool = False
     _indexes: IndexManager | None = None
     _seen: dict[str, SimilarityIndex] = field(default_factory=dict)

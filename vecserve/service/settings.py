@@ -63,7 +63,10 @@ class Settings(BaseSettings):
         "/readyz and the explorer page's files needs `Authorization: Bearer <key>`.",
     )
     api_keys_file: Path | None = Field(
-        None, description="A file of API keys, one a line (# comments and blanks ignored)."
+        None,
+        description="A file of API keys, one a line (# comments and blanks ignored); as with "
+        "`api_keys`, every endpoint but /healthz, /readyz and the explorer page's files then "
+        "needs `Authorization: Bearer <key>`.",
     )
     model_ttl: float = Field(
         1.0, ge=0, description="Seconds a model's metadata is cached between checks."

@@ -9,11 +9,11 @@ with their row numbers, so a list is one contiguous block of the file.
 
 How a query runs (:meth:`IvfIndex.candidates`): the query scores the centroids, and the
 ``nprobe`` best lists are scanned straight from the memory map in one C pass that keeps
-the ``k`` best rows (:func:`vecserve._ivfscan.top_rows`). The scan is bound by memory
+the ``k`` best rows (:func:`vecserve.search._ivfscan.top_rows`). The scan is bound by memory
 bandwidth, so float16 rows (half the bytes) answer in ~0.6x the time of float32 ones;
 their scores carry float16's rounding (~1e-3 a coordinate), which only decides which
 rows become candidates: callers re-score candidates exactly
-(:meth:`vecserve.ann.AnnIndex.most_similar`). The other approximation is which lists
+(:meth:`vecserve.search.ann.AnnIndex.most_similar`). The other approximation is which lists
 are scanned.
 
 The file: ``VSIVF001``, a little-endian ``uint64`` header length, a JSON header (dim,

@@ -1,5 +1,5 @@
 """Opt-in approximate nearest neighbours over a similarity snapshot: an inverted file
-(IVF, :mod:`vecserve.ivf`) for large models, an HNSW graph (usearch) for small ones.
+(IVF, :mod:`vecserve.search.ivf`) for large models, an HNSW graph (usearch) for small ones.
 
 Which index: ``AnnParams(kind="auto")`` (the default) builds an IVF index for models of
 at least :data:`IVF_FROM_ROWS` (100,000) rows and an HNSW graph below; ``kind="ivf"`` or
@@ -49,7 +49,7 @@ of the exact top 10 that the approximate top 10 finds) is stored with the index 
 shown in ``GET /models/{name}``.
 
 >>> import numpy as np
->>> from vecserve.similarity import SimilarityIndex
+>>> from vecserve.search.snapshot import SimilarityIndex
 >>> rng = np.random.default_rng(0)
 >>> sim = SimilarityIndex.from_arrays([f"w{i}" for i in range(500)],
 ...                                   rng.standard_normal((500, 16)).astype(np.float32))
@@ -79,9 +79,9 @@ from pathlib import Path
 
 import numpy as np
 
+from ..procs import pid_alive
 from .ivf import IvfIndex, default_nlist
-from .procs import pid_alive
-from .similarity import SimilarityIndex
+from .snapshot import SimilarityIndex
 
 __all__ = ["AnnIndex", "AnnManager", "AnnParams", "disk_status", "recall_at_k"]
 
@@ -182,7 +182,7 @@ def recall_at_k(exact: list[list[str]], approx: list[list[str]], k: int = 10) ->
 
 class AnnIndex:
     """An approximate index over the unit rows of one :class:`SimilarityIndex` (keys = row
-    numbers): an HNSW graph (usearch) or an :class:`~vecserve.ivf.IvfIndex`.
+    numbers): an HNSW graph (usearch) or an :class:`~vecserve.search.ivf.IvfIndex`.
 
     Parameters
     ----------
