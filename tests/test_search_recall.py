@@ -7,6 +7,8 @@ exactly; the estimate, its interval and the setting are reported."""
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
@@ -116,3 +118,19 @@ def test_hnsw_raises_expansion_search_to_the_target():
     assert target["met"] and ann.recall_at_10 >= 0.99
     assert target["setting"] == {"expansion_search": ann.index.expansion_search}
     assert ann.meta["params"]["expansion_search"] == ann.index.expansion_search
+
+
+def test_an_index_built_before_recall_targets_is_rebuilt_to_one(tmp_path):
+    sim = _spread(n=3_000, dim=16, intrinsic=8, seed=5)
+    sim.path = tmp_path
+    params = AnnParams(kind="ivf", nlist=16)
+    path = tmp_path / params.resolved(sim.count).filename
+    AnnIndex.build(sim, path=path, params=AnnParams(kind="ivf", nlist=16, recall=None))
+    meta = path.with_suffix(".json")
+    old = json.loads(meta.read_text())
+    meta.write_text(json.dumps({k: v for k, v in old.items() if k != "target"}))
+
+    assert AnnManager(enabled=False, params=params).get(sim) is not None  # used as it is
+    rebuilt = AnnManager(enabled=True, params=params).get(sim, wait=True)
+    assert rebuilt is not None and rebuilt.meta["target"]["recall"] == 0.95
+    assert "target" in json.loads(meta.read_text())
