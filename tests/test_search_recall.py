@@ -134,3 +134,25 @@ def test_an_index_built_before_recall_targets_is_rebuilt_to_one(tmp_path):
     rebuilt = AnnManager(enabled=True, params=params).get(sim, wait=True)
     assert rebuilt is not None and rebuilt.meta["target"]["recall"] == 0.95
     assert "target" in json.loads(meta.read_text())
+
+
+@pytest.mark.parametrize("kind", ["auto", "ivf"])
+def test_real_vectors_gensim_ships_meet_the_target(kind):
+    """fastText vectors trained on real text (gensim's test data, 1,694 x 100)."""
+    import gensim
+    from gensim.models import KeyedVectors
+
+    path = gensim.__file__.replace("__init__.py", "test/test_data/pang_lee_polarity_fasttext.vec")
+    kv = KeyedVectors.load_word2vec_format(path, unicode_errors="ignore")
+    sim = SimilarityIndex.from_arrays(list(kv.index_to_key), kv.vectors.astype(np.float32))
+    ann = AnnIndex.build(sim, params=AnnParams(kind=kind))
+    target = ann.meta["target"]
+    if not target["met"]:  # allowed only when the cheapest setting is not cheap enough
+        assert "no faster than" in target["reason"] or "over the budget" in target["reason"]
+        return
+    assert ann.recall_at_10 >= 0.95
+    rows = np.arange(0, sim.count, 7)  # any rows: the answers meet the target
+    truth = recall.exact_neighbours(sim, rows)
+    got = [[sim.get_index(w) for w, _ in ann.most_similar(sim, [int(r)], [], 10)] for r in rows]
+    low, high = ann.meta["recall_interval"]
+    assert recall.per_query_recall(truth, got).mean() >= 0.95 - (high - low)
