@@ -67,9 +67,9 @@ import numpy as np
 from . import config
 from .cache import VectorCache, cached_lookup, topology, tracking_nodes
 from .connect import connect
-from .errors import GenerationChanged, ModelNotFound, TokenNotFound
+from .errors import GenerationChanged, ModelNotFound, TokenNotFound, VecserveError
 from .search.snapshot import IndexManager, SimilarityIndex, mean_vector
-from .store import MODELS, ModelInfo, Store
+from .store import MODELS, ModelInfo, Pin, Store
 from .wholematrix import WholeMatrixCalls
 
 __all__ = ["RedisKeyedVectors"]
@@ -153,6 +153,7 @@ class RedisKeyedVectors(WholeMatrixCalls):
         self._given_store = store
         self._lock = threading.RLock()
         self._cache: VectorCache | None = None
+        self._pin: Pin | None = None  # a pinned view's (see pin())
         self._forget_process_state(first=True)
         _INSTANCES.add(self)
 
@@ -215,7 +216,10 @@ class RedisKeyedVectors(WholeMatrixCalls):
             return self._cache
 
     def close(self) -> None:
-        """Stop the cache listener and close the connections this instance opened."""
+        """Stop the cache listener and close the connections this instance opened (and
+        end a pinned view's pin)."""
+        if self._pin is not None:
+            self._pin.release()
         with self._lock:
             if self._cache is not None:
                 self._cache.close()
@@ -232,11 +236,16 @@ class RedisKeyedVectors(WholeMatrixCalls):
         self.close()
 
     def __repr__(self) -> str:
-        return f"<RedisKeyedVectors {self.name!r}>"
+        pin = self._pin
+        pinned = f" pinned to generation {pin.info.generation}" if pin is not None else ""
+        return f"<RedisKeyedVectors {self.name!r}{pinned}>"
 
     # -- registry ---------------------------------------------------------------------------
 
     def _refresh_info(self) -> ModelInfo:
+        if self._pin is not None:  # a pinned view never follows the registry
+            self._info = self._pin.info
+            return self._info
         store = self._get_store()
         try:
             self._info = store.model_from_entry(self.name, store.registry_entry(self.name))
@@ -249,6 +258,8 @@ class RedisKeyedVectors(WholeMatrixCalls):
     def _current_info(self) -> ModelInfo:
         """The registry entry, re-read if older than REGISTRY_TTL or the cache saw a change."""
         info = self._info
+        if self._pin is not None:
+            return self._pin.info
         if info is None or time.monotonic() - self._info_time > REGISTRY_TTL:
             return self._refresh_info()
         cache = self._cache
@@ -277,6 +288,8 @@ class RedisKeyedVectors(WholeMatrixCalls):
         if not tokens:
             info = self._current_info()
             return info, np.zeros((0, info.dim), dtype=REAL), np.zeros(0, dtype=bool)
+        if self._pin is not None:
+            return self._fetch_pinned(store, tokens)
         try:
             if info.subwords:
                 info, mat, found = self._fetch_subwords(store, info, tokens)
@@ -287,6 +300,43 @@ class RedisKeyedVectors(WholeMatrixCalls):
             raise
         self._info, self._info_time = info, time.monotonic()
         return info, mat, found
+
+    def _fetch_pinned(self, store: Store, tokens: list[str]):
+        """Rows of the pinned generation: its keys' MGET, no registry entry; good only if
+        the pin lived through it (``Pin.confirm``, else PinLost)."""
+        pin = self._pin
+        assert pin is not None
+        info = pin.info
+        values = store.fetch(info, tokens)
+        mat, found = info.codec_obj.decode_values(values, info.dim, what=tokens)
+        pin.confirm()
+        return info, mat, found
+
+    def pin(self, *, lease: float | None = None) -> RedisKeyedVectors:
+        """A view of the generation live now that reads it, and only it, until closed.
+
+        The view answers like this client (without its vector cache) while reloads move
+        the client on; a context manager, or call ``close()``. Its pin is a lease in
+        Redis renewed by a daemon thread every third of ``lease`` seconds (default
+        ``$VECSERVE_PIN_LEASE`` or 30); while it lives no reload deletes the generation,
+        and once it ends (or its process dies and the lease runs out) the generation goes
+        at the next load, ``vecserve models history`` or ``cleanup``. A read after the
+        lease was lost raises :class:`~vecserve.errors.PinLost`.
+
+        >>> with kv.pin() as pinned:                      # doctest: +SKIP
+        ...     vectors = pinned[["king", "queen"]]       # the same generation throughout
+        """
+        store = self._get_store()
+        pin = Pin.take(store, self.name, lease=lease, info=self._info)
+        if pin.info.subwords:
+            pin.release()
+            raise VecserveError(f"pinned views of fastText models ({self.name!r}) come later")
+        pin.keep_alive()
+        view = RedisKeyedVectors(self.name, store=store, missing=self.missing,
+                                 similarity_url=self.similarity_url, api_key=self._api_key,
+                                 cache_dir=self.cache_dir)  # fmt: skip
+        view._pin = pin
+        return view
 
     def _fetch_subwords(
         self, store: Store, info: ModelInfo, tokens: list[str]
