@@ -53,7 +53,7 @@ from starlette.routing import BaseRoute, Match
 
 from .connect import connect
 from .errors import BadQuery, GenerationChanged, ModelNotFound, QueryRejected, TokenNotFound
-from .search.ann import AnnManager
+from .search.ann import AnnManager, AnnParams
 from .search.snapshot import SimilarityIndex
 from .service.auth import ApiKeyMiddleware, declare_bearer, load_keys
 from .service.deps import (
@@ -242,7 +242,7 @@ def _ann_for(ctx: AppContext, index: SimilarityIndex, q: MostSimilarQuery):
     """The ANN index that may answer ``q`` (approx asked, ready, and the query
     :func:`_plain`), else None: answered exactly."""
     if q.approx and _plain(q) and ctx.ann is not None:
-        return ctx.ann.get(index)
+        return ctx.ann.approximate(index)
     return None
 
 
@@ -381,6 +381,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             )
             ctx.ann = AnnManager(
                 enabled=settings.ann,
+                params=AnnParams(recall=settings.ann_recall),
                 on_ready=lambda model, ann: metrics.set(
                     "vecserve_ann_recall_at_10", ann.recall_at_10, model=model
                 ),

@@ -22,7 +22,7 @@ The hierarchy::
     ├── QueryRejected                a well-formed query that cannot be answered (400)
     ├── RequestTooLarge              a request body over the service's limit (413)
     ├── EmbeddedServerError          the embedded valkey-server did not start
-    └── TrainingError                bad corpus or parameters for the trainer
+    └── TrainingError                the trainer cannot start or go on (corpus, parameters, run)
 
 Third-party errors (redis-py, OSError from files) are translated to these at exactly
 one boundary each, with ``raise Ours(msg) from exc`` so the cause stays attached.
@@ -228,4 +228,15 @@ class EmbeddedServerError(VecserveError):
 
 
 class TrainingError(VecserveError, ValueError):
-    """Bad corpus or parameters for the trainer, detected before any thread starts."""
+    """The trainer cannot start or go on: a bad corpus or parameters (found before any
+    thread starts), or a failure mid-run (a training thread's error, a diverged model, a
+    failed sync between ranks, a checkpoint or output file that cannot be written).
+
+    ``collective``: every rank of a distributed job raises this same error at the same
+    point (bad parameters, the merged vocabulary, a checkpoint that cannot be resumed),
+    so ``vecserve train`` prints it once, on rank 0.
+    """
+
+    def __init__(self, message: str = "", *, collective: bool = False):
+        super().__init__(message)
+        self.collective = collective

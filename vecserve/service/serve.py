@@ -38,6 +38,7 @@ FLAGS = (
     "cache_dir",
     "preload",
     "ann",
+    "ann_recall",
     "max_words",
     "max_topn",
     "max_body_bytes",
@@ -83,6 +84,14 @@ def _option(name: str):
     if kind is int:
         low = next((m.ge for m in field.metadata if hasattr(m, "ge")), None)
         kind, metavar = click.IntRange(min=low), "N"
+    elif kind is float:
+        bounds = {k: getattr(m, k) for m in field.metadata for k in ("gt", "ge", "lt", "le")
+                  if getattr(m, k, None) is not None}  # fmt: skip
+        kind = click.FloatRange(
+            min=bounds.get("gt", bounds.get("ge")), max=bounds.get("lt", bounds.get("le")),
+            min_open="gt" in bounds, max_open="lt" in bounds,
+        )  # fmt: skip
+        metavar = "X"
     elif kind is Path:  # a *_dir field names a directory, a *_file field a file
         directory = name.endswith("_dir")
         kind = click.Path(file_okay=not directory, dir_okay=directory)
