@@ -471,11 +471,12 @@ class AnnIndex:
             self._set(ladder[i])
             got, approx_s = self._ask(sim, check)
             held = recall.estimate(recall.per_query_recall(truth, got))
-            if held.recall >= target:
+            if held.low >= target:  # met with 95% confidence, not merely on average
                 break
             if i == len(ladder) - 1:
                 name, value = self._setting()
-                reason = f"recall@10 {target} not reached ({held.recall:.3f} at {name} {value})"
+                reason = (f"recall@10 {target} not reached ({held.recall:.3f}, 95% CI from "
+                          f"{held.low:.3f}, at {name} {value})")  # fmt: skip
                 break
             i = min(len(ladder) - 1, max(i + 1, round(i * 1.25)))
         name, value = self._setting()

@@ -10,7 +10,8 @@ words count as much as frequent ones), each asked as ``most_similar(row)``, in t
 disjoint sets: the *tuning* set chooses the setting, the *held-aside* set, never looked
 at while choosing, measures the recall reported (:class:`Estimate`: the mean of the
 per-query recall@10 and a 95% interval). A setting is chosen when the tuning set's lower
-bound meets the target, and kept only when the held-aside estimate meets it too.
+bound meets the target, and kept only when the held-aside set's lower bound meets it too
+(else more is scanned), so the target is met with 95% confidence, not merely on average.
 
 For an IVF index the tuning needs no search at all (:func:`ivf_recall_curve`): a query
 finds a neighbour exactly when it scans the neighbour's list, so from the rank of each
