@@ -54,6 +54,7 @@ from starlette.routing import BaseRoute, Match
 from .ann import AnnManager
 from .connect import connect
 from .errors import BadQuery, GenerationChanged, ModelNotFound, QueryRejected, TokenNotFound
+from .reader import swap_oov, unit_rows
 from .service.auth import ApiKeyMiddleware, declare_bearer, load_keys
 from .service.deps import (
     AppContext,
@@ -207,18 +208,11 @@ def _subword_items(ctx: AppContext, index: SimilarityIndex, info, oov: list[str]
     """A fastText query's out-of-vocabulary words replaced by their unit vectors (gensim
     normalises each word's vector), read from the index's generation."""
     words = list(dict.fromkeys(oov))
-    got, rows, _ = ctx.stores.get().read_rows_subwords(info, words)
+    got, rows, _, _ = fetch_vectors(ctx, info.name, words)
     if got.generation != index.generation:
         raise GenerationChanged(f"model {info.name!r} changed generation; retry")
-    norms = np.linalg.norm(rows, axis=1)
-    vecs = dict(zip(words, rows / np.where(norms > 0, norms, 1)[:, None], strict=True))
-
-    def swap(item):
-        if isinstance(item, tuple) and isinstance(item[0], str) and item[0] in vecs:
-            return (vecs[item[0]], item[1])
-        return vecs[item] if isinstance(item, str) and item in vecs else item
-
-    return [swap(i) for i in pos], [swap(i) for i in neg]
+    vecs = dict(zip(words, unit_rows(rows), strict=True))
+    return swap_oov(pos, vecs), swap_oov(neg, vecs)
 
 
 def _exact_shortcut(ctx: AppContext, index: SimilarityIndex, query: dict, q: MostSimilarQuery):
@@ -377,7 +371,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 settings=settings,
                 stores=StoreHandle(url, timeout=settings.redis_timeout),
                 metrics=metrics,
-                models=ModelCache(ttl=settings.model_ttl, metrics=metrics),
+                models=ModelCache(
+                    ttl=settings.model_ttl, metrics=metrics, vector_cache=settings.vector_cache
+                ),
             )
             ctx.ann = AnnManager(
                 enabled=settings.ann,

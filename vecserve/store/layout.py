@@ -334,6 +334,27 @@ def vector_keys(prefix: str, raw: Sequence[bytes], buckets: int = 0) -> list[byt
     return [b"%s{%d}:%s" % (p, zlib.crc32(t) % buckets, t) for t in raw]
 
 
+def token_of_key(key_prefix: bytes, key: bytes, buckets: int = 0) -> str | None:
+    """The token whose vector key (:func:`vector_keys`) is ``key``, in the generation whose
+    keys begin with ``key_prefix`` (:attr:`ModelInfo.key_prefix`) and have ``buckets``
+    hash tags; None if ``key`` is not one of its vector keys.
+
+    >>> token_of_key(b"M:", b"M:car"), token_of_key(b"M:", b"M:{29}:car", 128)
+    ('car', 'car')
+    >>> token_of_key(b"M:", b"M:{1}:x"), token_of_key(b"M:", b"N:car")
+    ('{1}:x', None)
+    """
+    if not key.startswith(key_prefix):
+        return None
+    raw = key[len(key_prefix) :]
+    if buckets:
+        end = raw.find(b"}:")
+        if raw[:1] != b"{" or end < 0:
+            return None
+        raw = raw[end + 2 :]
+    return raw.decode("utf-8", "surrogateescape")
+
+
 def describe_client(client) -> str:
     try:
         kw = client.connection_pool.connection_kwargs
