@@ -21,7 +21,7 @@ Families (``--configs``, comma-separated; search settings from ``--ef-search`` /
   ``hnsw`` with default parameters, DTYPE its ``dtype``; build s then includes the norms
   and the recall measured at build, and the queries run ``AnnIndex.most_similar``, its
   exact re-rank included).
-- ``ivf:NLIST[:DTYPE]``: vecserve's own IVF (``vecserve.ivf``): spherical k-means on a
+- ``ivf:NLIST[:DTYPE]``: vecserve's own IVF (``vecserve.search.ivf``): spherical k-means on a
   sample, lists stored contiguously (DTYPE ``f16``, the default, or ``f32``), one C pass
   over the ``nprobe`` nearest lists.
 - ``faiss-flat:NLIST`` / ``faiss-sq8:NLIST`` / ``faiss-pq:NLIST:M``: faiss-cpu
@@ -46,8 +46,14 @@ from pathlib import Path
 import numpy as np
 
 
-def make(n: int, dim: int, clusters: int, kind: str = "clustered", seed: int = 0,
-         out: np.ndarray | None = None) -> np.ndarray:  # fmt: skip
+def make(
+    n: int,
+    dim: int,
+    clusters: int,
+    kind: str = "clustered",
+    seed: int = 0,
+    out: np.ndarray | None = None,
+) -> np.ndarray:
     """Unit rows: ``clusters`` centres + 0.8 noise, or uniform on the sphere."""
     rng = np.random.default_rng(seed)
     centres = rng.standard_normal((clusters, dim)).astype(np.float32)
@@ -161,8 +167,9 @@ def run_hnsw(args, x, dtype, m, ef_add, dims=None):
         mean = sample.mean(0)
         _, vecs = np.linalg.eigh(np.cov(sample - mean, rowvar=False).astype(np.float64))
         proj = np.ascontiguousarray(vecs[:, ::-1][:, :dims], dtype=np.float32)
-    index = Index(ndim=dims or args.dim, metric="ip", dtype=dtype, connectivity=m,
-                  expansion_add=ef_add)  # fmt: skip
+    index = Index(
+        ndim=dims or args.dim, metric="ip", dtype=dtype, connectivity=m, expansion_add=ef_add
+    )
     for lo, block in chunks(x):
         if proj is not None:
             block = block @ proj
@@ -182,12 +189,13 @@ def run_hnsw(args, x, dtype, m, ef_add, dims=None):
 
 
 def run_ivf(args, x, nlist, dtype="f16"):
-    from vecserve.ivf import IvfIndex
+    from vecserve.search.ivf import IvfIndex
 
     with tempfile.TemporaryDirectory(dir=args.cache) as tmp:
         t = time.perf_counter()
-        IvfIndex.build_arrays(x, Path(tmp) / "i.ivf", nlist=nlist, threads=args.threads,
-                              dtype=dtype)  # fmt: skip
+        IvfIndex.build_arrays(
+            x, Path(tmp) / "i.ivf", nlist=nlist, threads=args.threads, dtype=dtype
+        )
         build = time.perf_counter() - t
         index = IvfIndex.open(Path(tmp) / "i.ivf")
         size = index.nbytes
@@ -204,8 +212,8 @@ def run_ivf(args, x, nlist, dtype="f16"):
 def run_ann(args, x, kind, dtype=None):
     """vecserve's own path end to end: ``AnnIndex.build`` over a snapshot of the rows (norms,
     build, write, recall measured over 200 words) and ``AnnIndex.most_similar`` queries."""
-    from vecserve.ann import AnnIndex, AnnParams
-    from vecserve.similarity import SimilarityIndex
+    from vecserve.search.ann import AnnIndex, AnnParams
+    from vecserve.search.snapshot import SimilarityIndex
 
     t = time.perf_counter()
     sim = SimilarityIndex([str(i) for i in range(len(x))], np.asarray(x))
@@ -240,8 +248,9 @@ def run_faiss(args, x, kind, nlist, pq_m=None):
     if kind == "flat":
         index = faiss.IndexIVFFlat(quant, args.dim, nlist, ip)
     elif kind == "sq8":
-        index = faiss.IndexIVFScalarQuantizer(quant, args.dim, nlist,
-                                              faiss.ScalarQuantizer.QT_8bit, ip)  # fmt: skip
+        index = faiss.IndexIVFScalarQuantizer(
+            quant, args.dim, nlist, faiss.ScalarQuantizer.QT_8bit, ip
+        )
     else:
         index = faiss.IndexIVFPQ(quant, args.dim, nlist, pq_m, 8, ip)
     index.cp.niter = 10
@@ -291,10 +300,13 @@ def main() -> None:
         s = x @ x[i]
         np.argpartition(-s, 11)[:11]
     exact_ms = (time.perf_counter() - t) / 20 * 1000
-    print(f"data {args.n:,} x {args.dim} {args.data}"
-          + (f", {args.clusters} clusters" if args.data == "clustered" else "")
-          + f": {where}, {time.perf_counter() - t0:.0f}s; exact query {exact_ms:.1f} ms; "
-          f"{args.threads} build threads, queries on 1\n", flush=True)  # fmt: skip
+    print(
+        f"data {args.n:,} x {args.dim} {args.data}"
+        + (f", {args.clusters} clusters" if args.data == "clustered" else "")
+        + f": {where}, {time.perf_counter() - t0:.0f}s; exact query {exact_ms:.1f} ms; "
+        f"{args.threads} build threads, queries on 1\n",
+        flush=True,
+    )
     print("| family | settings | build s | search | recall@10 | p50 ms | p99 ms | index MB |")
     print("|---|---|---:|---|---:|---:|---:|---:|", flush=True)
     for cfg in args.configs.split(","):
@@ -318,8 +330,11 @@ def main() -> None:
         else:
             raise SystemExit(f"unknown family {family!r} in --configs")
         for build, search, size, (recall, p50, p99) in runs:
-            print(f"| {family} | {label} | {build:.0f} | {search} | {recall:.3f} | {p50:.2f} "
-                  f"| {p99:.2f} | {size / 2**20:,.0f} |", flush=True)  # fmt: skip
+            print(
+                f"| {family} | {label} | {build:.0f} | {search} | {recall:.3f} | {p50:.2f} "
+                f"| {p99:.2f} | {size / 2**20:,.0f} |",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

@@ -17,8 +17,9 @@ dir first (timed), then the server maps them from disk, as a second worker would
 
 Run (the machine is shared: take the lock)::
 
-    flock /tmp/vecserve-bench.lock python bench/bench_api.py --vectors 1000000 \\
-        --out bench/RESULTS-api.md
+    flock /tmp/vecserve-bench.lock python bench/bench_api.py --vectors 1000000
+
+Today's figures are in BENCHMARKS.md ("HTTP API"); ``--out FILE`` also writes the tables.
 
 ``--only-vectors`` runs just the ``/vectors`` part (no snapshot, no ANN build, no
 most_similar; the server starts without preloading) and prints its markdown section.
@@ -39,10 +40,10 @@ from pathlib import Path
 import httpx
 import numpy as np
 
-from vecserve.ann import AnnManager, AnnParams, recall_at_k
 from vecserve.embedded import ValkeyProcess, free_port
 from vecserve.loader import load_arrays
-from vecserve.similarity import IndexManager
+from vecserve.search.ann import AnnManager, AnnParams, recall_at_k
+from vecserve.search.snapshot import IndexManager
 from vecserve.store import Store
 
 DIM = 300
@@ -74,12 +75,24 @@ def parse_wrk(text: str) -> dict:
     p99 = ms(re.search(r"\s99%\s+(\S+)", text).group(1))
     transfer = re.search(r"Transfer/sec:\s+(\S+)", text).group(1)
     errors = re.search(r"Non-2xx or 3xx responses: (\d+)", text)
-    return {"rps": rps, "p50": p50, "p99": p99, "transfer": transfer,
-            "errors": int(errors.group(1)) if errors else 0}  # fmt: skip
+    return {
+        "rps": rps,
+        "p50": p50,
+        "p99": p99,
+        "transfer": transfer,
+        "errors": int(errors.group(1)) if errors else 0,
+    }
 
 
-def wrk(url: str, *, accept: str, connections: int, seconds: int, threads: int = 1,
-        paths: Path | None = None) -> dict:  # fmt: skip
+def wrk(
+    url: str,
+    *,
+    accept: str,
+    connections: int,
+    seconds: int,
+    threads: int = 1,
+    paths: Path | None = None,
+) -> dict:
     """One wrk run; with ``paths`` (a file of request paths) each request takes the next."""
     cmd = ["wrk", f"-t{threads}", f"-c{connections}", f"-d{seconds}s", "--latency",
            "-H", f"Accept: {accept}"]  # fmt: skip
@@ -157,15 +170,23 @@ def bench_vectors(base: str, scenario: str, paths: dict[int, list[str]], args, w
             if len(paths[n]) > 1:  # warm the cache on this pool first (not measured)
                 wrk(base, accept=accept, connections=args.connections, seconds=2, paths=pool)
             h0, m0 = cache_counts(base)
-            res = wrk(base + paths[n][0], accept=accept, connections=args.connections,
-                      seconds=args.seconds, paths=pool)  # fmt: skip
+            res = wrk(
+                base + paths[n][0],
+                accept=accept,
+                connections=args.connections,
+                seconds=args.seconds,
+                paths=pool,
+            )
             h1, m1 = cache_counts(base)
             hit = (h1 - h0) / max(h1 - h0 + m1 - m0, 1)
             res.update(scenario=scenario, words=n, format=fmt, bytes=len(r.content), hit=hit)
             rows.append(res)
-            print(f"{scenario:<22} /vectors {n:>3} words {fmt:<6} {res['rps']:>8.0f} req/s  "
-                  f"p50 {res['p50']:.2f} ms  p99 {res['p99']:.2f} ms  "
-                  f"cache hits {hit:.0%}", flush=True)  # fmt: skip
+            print(
+                f"{scenario:<22} /vectors {n:>3} words {fmt:<6} {res['rps']:>8.0f} req/s  "
+                f"p50 {res['p50']:.2f} ms  p99 {res['p99']:.2f} ms  "
+                f"cache hits {hit:.0%}",
+                flush=True,
+            )
     return rows
 
 
@@ -182,8 +203,9 @@ def vectors_suite(redis_url: str, tokens: list[str], args, work: Path) -> list[d
       once warm): the hot path.
     """
     rng = np.random.default_rng(1)
-    fixed = {n: [_path(tokens[i] for i in rng.choice(len(tokens), n, replace=False))]
-             for n in SIZES}  # fmt: skip
+    fixed = {
+        n: [_path(tokens[i] for i in rng.choice(len(tokens), n, replace=False))] for n in SIZES
+    }
     draw = zipf_sampler(rng, len(tokens))
     zipf = {n: [_path(tokens[i] for i in draw(n)) for _ in range(args.pool)] for n in SIZES}
     rows = []
@@ -247,8 +269,9 @@ def timed_http(client: httpx.Client, base: str, words: list[str], *, approx: boo
     lat, results = [], []
     for w in words:
         t = time.perf_counter()
-        r = client.post(f"{base}/most_similar", json={"positive": [w], "topn": 10,
-                                                      "approx": approx})  # fmt: skip
+        r = client.post(
+            f"{base}/most_similar", json={"positive": [w], "topn": 10, "approx": approx}
+        )
         lat.append(time.perf_counter() - t)
         body = r.json()
         assert body["approximate"] is approx, body
@@ -362,8 +385,10 @@ def main() -> None:
             ("vecserve approximate (usearch HNSW), HTTP", approx_lat, f"recall@10 {recall:.3f}"),
         ]
         for name, lat, note in sim_rows:
-            print(f"{name}: p50 {percentile_ms(lat, 50):.2f} ms p99 {percentile_ms(lat, 99):.2f}"
-                  f" ms  {note}")  # fmt: skip
+            print(
+                f"{name}: p50 {percentile_ms(lat, 50):.2f} ms p99 {percentile_ms(lat, 99):.2f}"
+                f" ms  {note}"
+            )
 
         md = render(args, vec_rows, handler, sim_rows, load_s, snap_s, ann_s, ready_s, model_info)
         print(md)
@@ -384,7 +409,7 @@ def render(args, vec_rows, handler, sim_rows, load_s, snap_s, ann_s, ready_s, mo
         "",
         f"Command: `flock /tmp/vecserve-bench.lock python bench/bench_api.py "
         f"--vectors {args.vectors} --queries {args.queries} --batch {args.batch} "
-        f"--connections {args.connections} --seconds {args.seconds} --out bench/RESULTS-api.md`",
+        f"--connections {args.connections} --seconds {args.seconds}`",
         "",
         *render_vectors(args, vec_rows, handler),
     ]

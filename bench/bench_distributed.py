@@ -161,10 +161,15 @@ def spark_child(spec: dict) -> dict:
     df = spark.createDataFrame(rows, ["text"]).repartition(2).cache()
     df.count()  # loaded and cached before the clock starts
     w2v = SparkW2V(
-        vectorSize=COMMON["vector_size"], windowSize=COMMON["window"],
-        minCount=COMMON["min_count"], maxIter=spec["epochs"], numPartitions=2,
-        inputCol="text", outputCol="vector", seed=1,
-    )  # fmt: skip
+        vectorSize=COMMON["vector_size"],
+        windowSize=COMMON["window"],
+        minCount=COMMON["min_count"],
+        maxIter=spec["epochs"],
+        numPartitions=2,
+        inputCol="text",
+        outputCol="vector",
+        seed=1,
+    )
     t1 = time.perf_counter()
     model = w2v.fit(df)
     fit_s = time.perf_counter() - t1
@@ -217,8 +222,15 @@ def evaluate_saved(path: Path) -> tuple[float, float]:
     return evaluate(kv)
 
 
-def run(config: str, text: Path, epochs: int, params: dict, extra_mpi: list[str],
-        save_dir: str | None = None, saved: str = "") -> dict:  # fmt: skip
+def run(
+    config: str,
+    text: Path,
+    epochs: int,
+    params: dict,
+    extra_mpi: list[str],
+    save_dir: str | None = None,
+    saved: str = "",
+) -> dict:
     if config in SPARK_MASTERS:
         spec = {"config": config, "text": str(text), "epochs": epochs}
         cmd = [sys.executable, __file__, "--spark-child", json.dumps(spec)]
@@ -320,21 +332,33 @@ def seeds_table(results: list[dict]) -> str:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("corpus", nargs="?", help="text8-style corpus (.zip or text file)")
-    ap.add_argument("--configs", default="1x2,2x1,4x1",
-                    help="NxT,... (first = reference); spark, spark-cluster: Spark MLlib's "
-                    "Word2Vec in one JVM / two executor JVMs")  # fmt: skip
+    ap.add_argument(
+        "--configs",
+        default="1x2,2x1,4x1",
+        help="NxT,... (first = reference); spark, spark-cluster: Spark MLlib's "
+        "Word2Vec in one JVM / two executor JVMs",
+    )
     ap.add_argument("--epochs", type=int, default=5)
     ap.add_argument("--head-mb", type=float, default=None, help="only the first N MB")
     ap.add_argument("--params", default="{}", help="extra Word2Vec parameters, JSON")
-    ap.add_argument("--schemes", default=None,
-                    help="JSON list of sync parameter sets: every configuration after the "
-                    "first (the reference) runs once with each")  # fmt: skip
+    ap.add_argument(
+        "--schemes",
+        default=None,
+        help="JSON list of sync parameter sets: every configuration after the "
+        "first (the reference) runs once with each",
+    )
     ap.add_argument("--mpi-args", default="", help="extra mpiexec arguments")
-    ap.add_argument("--save-vectors", metavar="DIR",
-                    help="save each run's top 30,000 vectors there (for --evaluate)")  # fmt: skip
-    ap.add_argument("--evaluate", metavar="DIR",
-                    help="evaluate the runs of DIR/distributed.jsonl from their saved "
-                    "vectors (runs from a machine without gensim) and print the table")  # fmt: skip
+    ap.add_argument(
+        "--save-vectors",
+        metavar="DIR",
+        help="save each run's top 30,000 vectors there (for --evaluate)",
+    )
+    ap.add_argument(
+        "--evaluate",
+        metavar="DIR",
+        help="evaluate the runs of DIR/distributed.jsonl from their saved "
+        "vectors (runs from a machine without gensim) and print the table",
+    )
     ap.add_argument("--child", help=argparse.SUPPRESS)
     ap.add_argument("--spark-child", help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -370,8 +394,15 @@ def main() -> None:
         scheme = {k: v for k, v in scheme.items() if k != "_configs"}
         runs += [(c, {**params, **scheme}) for c in only]
     for i, (config, p) in enumerate(runs):
-        res = run(config, text, args.epochs, p, args.mpi_args.split(), args.save_vectors,
-                  saved=f"{config}-{i}" if len(runs) > len(configs) else config)  # fmt: skip
+        res = run(
+            config,
+            text,
+            args.epochs,
+            p,
+            args.mpi_args.split(),
+            args.save_vectors,
+            saved=f"{config}-{i}" if len(runs) > len(configs) else config,
+        )
         res["corpus"] = text.name
         results.append(res)
         print(json.dumps(res), file=sys.stderr, flush=True)

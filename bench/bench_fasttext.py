@@ -56,14 +56,19 @@ def write_fasttext_bin(path: Path, words: list[str], buckets: int, dim: int) -> 
     counts = np.sort(rng.zipf(1.3, len(words)))[::-1] + 5
     with open(path, "wb") as f:
         # dim ws epoch minCount neg wordNgrams loss(ns) model(cbow) bucket minn maxn lrUpdate t
-        f.write(struct.pack("<2i12id", MAGIC, VERSION, dim, 5, 5, 5, 10, 1, 2, 1, buckets,
-                            MINN, MAXN, 100, 1e-4))  # fmt: skip
+        f.write(
+            struct.pack(
+                "<2i12id", MAGIC, VERSION, dim, 5, 5, 5, 10, 1, 2, 1, buckets, MINN, MAXN, 100, 1e-4
+            )
+        )
         f.write(struct.pack("<3i2q", len(words), len(words), 0, int(counts.sum()), -1))
         for lo in range(0, len(words), CHUNK):
-            f.write(b"".join(
-                w.encode() + b"\0" + struct.pack("<qb", int(c), 0)
-                for w, c in zip(words[lo : lo + CHUNK], counts[lo : lo + CHUNK], strict=True)
-            ))  # fmt: skip
+            f.write(
+                b"".join(
+                    w.encode() + b"\0" + struct.pack("<qb", int(c), 0)
+                    for w, c in zip(words[lo : lo + CHUNK], counts[lo : lo + CHUNK], strict=True)
+                )
+            )
         rows = len(words) + buckets
         f.write(struct.pack("<?2q", False, rows, dim))
         for lo in range(0, rows, CHUNK):
@@ -179,25 +184,33 @@ def main() -> None:
         server.stop()
         tmp.cleanup()
 
-    print(f"\n{args.words:,} words + {args.buckets:,} buckets x {args.dim} "
-          f"({path.stat().st_size / 1e9:.2f} GB), minn = maxn = {MINN}; gensim "
-          f"load_facebook_vectors {gensim_load:.1f} s\n")  # fmt: skip
+    print(
+        f"\n{args.words:,} words + {args.buckets:,} buckets x {args.dim} "
+        f"({path.stat().st_size / 1e9:.2f} GB), minn = maxn = {MINN}; gensim "
+        f"load_facebook_vectors {gensim_load:.1f} s\n"
+    )
     print("| codec | load s | rows/s | Redis bytes per row |")
     print("|---|---:|---:|---:|")
     for codec, secs, rate, per_row in sorted(table, key=lambda r: codecs.index(r[0])):
         print(f"| {codec} | {secs:.1f} | {rate:,.0f} | {per_row:,.0f} |")
-    print(f"\n{args.batch}-word batch, {args.oov:.0%} outside the vocabulary, median of "
-          f"{args.repeat} batches:\n")  # fmt: skip
+    print(
+        f"\n{args.batch}-word batch, {args.oov:.0%} outside the vocabulary, median of "
+        f"{args.repeat} batches:\n"
+    )
     print("| reader | ms | vs raw MGET floor | vs gensim in RAM |")
     print("|---|---:|---:|---:|")
-    for name, label in [("rkv", "RedisKeyedVectors (f32, no cache)"),
-                        ("script", "the same, a generation without vocabulary hashes *"),
-                        ("floor", "raw MGET of the needed keys + frombuffer"),
-                        ("gensim", "gensim FastTextKeyedVectors in RAM")]:  # fmt: skip
+    for name, label in [
+        ("rkv", "RedisKeyedVectors (f32, no cache)"),
+        ("script", "the same, a generation without vocabulary hashes *"),
+        ("floor", "raw MGET of the needed keys + frombuffer"),
+        ("gensim", "gensim FastTextKeyedVectors in RAM"),
+    ]:
         v = ms[name]
         print(f"| {label} | {v:.2f} | {v / ms['floor']:.2f}x | {v / ms['gensim']:.2f}x |")
-    print(f"\n* measured in a second pass, taking turns with the floor (then {ms['floor2']:.2f} "
-          "ms); its ms here are scaled to the first pass's floor, so its ratios hold")  # fmt: skip
+    print(
+        f"\n* measured in a second pass, taking turns with the floor (then {ms['floor2']:.2f} "
+        "ms); its ms here are scaled to the first pass's floor, so its ratios hold"
+    )
 
 
 if __name__ == "__main__":

@@ -187,8 +187,9 @@ def run_transport(path: Path, args, transport: str) -> list[tuple]:
         base = client.info("memory")["used_memory"]
         rate = bench_old(client, path, args.old_sample)
         per_vec = (client.info("memory")["used_memory"] - base) / args.old_sample
-        rows.append((f"old: SET bz2(pickle) per key ({args.old_sample:,} sample)", rate, None,
-                     per_vec))  # fmt: skip
+        rows.append(
+            (f"old: SET bz2(pickle) per key ({args.old_sample:,} sample)", rate, None, per_vec)
+        )
         flush(client)
 
         base = client.info("memory")["used_memory"]
@@ -206,8 +207,10 @@ def print_table(rows: list[tuple], args, transport: str) -> None:
     where = "unix socket (the embedded default)" if transport == "unix" else "TCP loopback"
     print()
     print(f"{args.vectors:,} x {args.dim} float32, {where}, load average {os.getloadavg()[0]:.1f}")
-    print(f"| {'method':<48} | {'vectors/s':>11} | {'vs ours f32':>11} | {'peak RSS MB':>11} "
-          f"| {'Redis B/vector':>14} |")  # fmt: skip
+    print(
+        f"| {'method':<48} | {'vectors/s':>11} | {'vs ours f32':>11} | {'peak RSS MB':>11} "
+        f"| {'Redis B/vector':>14} |"
+    )
     print(f"|{'-' * 50}|{'-' * 13}|{'-' * 13}|{'-' * 13}|{'-' * 16}|")
     for name, rate, rss, per in rows:
         rss_s = "" if rss is None else f"{rss:,.0f}"

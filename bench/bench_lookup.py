@@ -141,8 +141,10 @@ def main() -> None:
     def us(s):
         return f"{s * 1e6:,.1f}" if s < 1e-3 else f"{s * 1e6:,.0f}"
 
-    print(f"model: {args.vocab:,} x {args.dim} float32 (f32 codec), loaded in {load_s:.1f}s; "
-          f"valkey-server on loopback TCP; cache {stats['size']:,} entries")  # fmt: skip
+    print(
+        f"model: {args.vocab:,} x {args.dim} float32 (f32 codec), loaded in {load_s:.1f}s; "
+        f"valkey-server on loopback TCP; cache {stats['size']:,} entries"
+    )
     print()
     print(
         "| batch | gensim in-memory | old bz2(pickle) GETs | raw MGET+frombuffer "
@@ -155,8 +157,10 @@ def main() -> None:
             f"| {us(r['uncached'])} | {us(r['cached'])} | {r['old'] / r['uncached']:.0f}x "
             f"| {r['uncached'] / r['mget']:.2f}x | {r['cached'] / r['gensim']:.1f}x |"
         )
-    print("\n(times in microseconds per call, median; single-word gensim/cached: best of 5 "
-          "tight loops)")  # fmt: skip
+    print(
+        "\n(times in microseconds per call, median; single-word gensim/cached: best of 5 "
+        "tight loops)"
+    )
 
 
 if __name__ == "__main__":

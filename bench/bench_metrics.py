@@ -9,6 +9,7 @@ of rendering one scrape. The old module is taken from git (commit 1b221dd).
 
 from __future__ import annotations
 
+import argparse
 import importlib.util
 import subprocess
 import sys
@@ -56,8 +57,11 @@ def measure(mode: str) -> tuple[float, float]:
 
 
 def main() -> None:
-    if len(sys.argv) > 1:  # one mode per process: multiprocess mode is process-wide
-        req, scrape = measure(sys.argv[1])
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("mode", nargs="?", help=argparse.SUPPRESS)  # the child's one mode
+    args = ap.parse_args()
+    if args.mode:  # one mode per process: multiprocess mode is process-wide
+        req, scrape = measure(args.mode)
         print(f"{req:.2f} {scrape:.3f}")
         return
     print(f"{'metrics':34s} {'us / request':>12s} {'ms / scrape':>12s}")

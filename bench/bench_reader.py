@@ -181,22 +181,30 @@ def main() -> None:
     print(f"model: {args.vocab:,} x {args.dim} float32; valkey-server on a unix socket\n")
     print("| lookup (uncached) | vecserve | raw, same connection | ratio | redis-py | ratio |")
     print("|---|---:|---:|---:|---:|---:|")
-    print(f"| one word: `kv[w]` vs `GET` | {us(out['kv_single'])} us | {us(out['get_raw'])} us "
-          f"| {out['kv_single'] / out['get_raw']:.2f}x | {us(out['get_redispy'])} us "
-          f"| {out['kv_single'] / out['get_redispy']:.2f}x |")  # fmt: skip
-    print(f"| 1000 words: `kv[ws]` vs `MGET` + frombuffer | {us(out['kv_batch'])} us "
-          f"| {us(out['mget_raw'])} us | {out['kv_batch'] / out['mget_raw']:.2f}x "
-          f"| {us(out['mget_redispy'])} us | {out['kv_batch'] / out['mget_redispy']:.2f}x |")  # fmt: skip
-    print("\n| callers (100-word batches) | sync, threads (words/s) | asyncio, coroutines "
-          "(words/s) | async / sync |")  # fmt: skip
+    print(
+        f"| one word: `kv[w]` vs `GET` | {us(out['kv_single'])} us | {us(out['get_raw'])} us "
+        f"| {out['kv_single'] / out['get_raw']:.2f}x | {us(out['get_redispy'])} us "
+        f"| {out['kv_single'] / out['get_redispy']:.2f}x |"
+    )
+    print(
+        f"| 1000 words: `kv[ws]` vs `MGET` + frombuffer | {us(out['kv_batch'])} us "
+        f"| {us(out['mget_raw'])} us | {out['kv_batch'] / out['mget_raw']:.2f}x "
+        f"| {us(out['mget_redispy'])} us | {out['kv_batch'] / out['mget_redispy']:.2f}x |"
+    )
+    print(
+        "\n| callers (100-word batches) | sync, threads (words/s) | asyncio, coroutines "
+        "(words/s) | async / sync |"
+    )
     print("|---:|---:|---:|---:|")
     for callers, s, a in out["throughput"]:
         print(f"| {callers} | {s:,.0f} | {a:,.0f} | {a / s:.2f}x |")
     worst, median = out["lag"]
     sworst, smedian = out["lag_small"]
-    print(f"\nevent loop lag (1 ms ticker): while 10,000-word batches are read: worst "
-          f"{worst * 1e3:.2f} ms, median {median * 1e3:.3f} ms; while 100-word batches "
-          f"are read: worst {sworst * 1e3:.2f} ms, median {smedian * 1e3:.3f} ms")  # fmt: skip
+    print(
+        f"\nevent loop lag (1 ms ticker): while 10,000-word batches are read: worst "
+        f"{worst * 1e3:.2f} ms, median {median * 1e3:.3f} ms; while 100-word batches "
+        f"are read: worst {sworst * 1e3:.2f} ms, median {smedian * 1e3:.3f} ms"
+    )
 
 
 if __name__ == "__main__":

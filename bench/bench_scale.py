@@ -58,7 +58,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from bench_load import make_tokens, write_bin
 
 from vecserve.embedded import DEFAULT_SAVE, ValkeyProcess, free_port, read_pid, wait_pid_gone
-from vecserve.similarity import SimilarityIndex
+from vecserve.search.snapshot import SimilarityIndex
 
 REPEAT = 5
 MODEL = "GNEWS"
@@ -90,8 +90,11 @@ def vecserve(env: dict, *args: str) -> tuple[float, str]:
     t = time.perf_counter()
     proc = subprocess.run(
         [sys.executable, "-m", "vecserve.cli", *args],
-        capture_output=True, text=True, env=env, check=False,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
     elapsed = time.perf_counter() - t
     if proc.returncode not in (0, 3):
         raise SystemExit(f"vecserve {' '.join(args)} failed: {proc.stderr}")
@@ -162,8 +165,9 @@ class Serve:
                 "--default-model", MODEL, "--cache-dir", str(cache),
                 "--log-level", "warning"]  # fmt: skip
         self.started = time.perf_counter()
-        self.proc = subprocess.Popen(argv, env=env, start_new_session=True,
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)  # fmt: skip
+        self.proc = subprocess.Popen(
+            argv, env=env, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+        )
         self.http = httpx.Client(base_url=self.base, timeout=120)
         self._raw: http.client.HTTPConnection | None = None  # made by raw_get
         self.workers = workers
@@ -205,8 +209,9 @@ class Serve:
 
     def most_similar(self, word: str, approx: bool = False) -> tuple[float, dict]:
         t = time.perf_counter()
-        r = self.http.get("/most_similar", params={"positive": word, "topn": 10,
-                                                   "approx": str(approx).lower()})  # fmt: skip
+        r = self.http.get(
+            "/most_similar", params={"positive": word, "topn": 10, "approx": str(approx).lower()}
+        )
         elapsed = time.perf_counter() - t
         r.raise_for_status()
         return elapsed, r.json()
@@ -242,8 +247,11 @@ def life(table: Table, env: dict, path: Path, n: int) -> dict:
     facts["save_s"] = wait_saved(env)
     table.add("background save after the commit, done after", facts["save_s"])
     st = status(env)
-    table.add("server memory (f32 model)", st["used_memory_human"],
-              f"{st['used_memory'] / n:,.0f} B/vector, whole server")  # fmt: skip
+    table.add(
+        "server memory (f32 model)",
+        st["used_memory_human"],
+        f"{st['used_memory'] / n:,.0f} B/vector, whole server",
+    )
     word = make_tokens(10)[3]
     for label, argv in [
         ("vecserve models", ["models"]),
@@ -290,9 +298,11 @@ def serving(table: Table, env: dict, cache: Path, queries: list[str], ann: bool)
             time.sleep(1)
         if st["state"] == "failed":
             raise SystemExit(f"the approximate index failed: {st.get('error')}")
-        table.add("time to approximate index ready (from serve start)",
-                  time.perf_counter() - srv.started,
-                  f"progress fields seen: {','.join(sorted(seen)) or 'none'}")  # fmt: skip
+        table.add(
+            "time to approximate index ready (from serve start)",
+            time.perf_counter() - srv.started,
+            f"progress fields seen: {','.join(sorted(seen)) or 'none'}",
+        )
         params = {k: v for k, v in st.items() if k not in ("state", "enabled", "recall_at_10")}
         times, hits, flagged = [], 0, 0
         srv.most_similar(queries[0], approx=True)
@@ -302,18 +312,25 @@ def serving(table: Table, env: dict, cache: Path, queries: list[str], ann: bool)
             flagged += bool(out.get("approximate"))
             hits += len(set(words_of(out)) & set(exact[w]))
         recall = hits / (10 * len(queries))
-        table.add("recall@10 of approximate answers vs exact", f"{recall:.3f}",
-                  f"index's own estimate {st.get('recall_at_10')}; {flagged}/{len(queries)} "
-                  "answers flagged approximate")  # fmt: skip
+        table.add(
+            "recall@10 of approximate answers vs exact",
+            f"{recall:.3f}",
+            f"index's own estimate {st.get('recall_at_10')}; {flagged}/{len(queries)} "
+            "answers flagged approximate",
+        )
         p50, p99 = ms(times)
-        table.add("approximate most_similar over HTTP, p50", p50, f"p99 {p99:.1f} ms (httpx)",
-                  "ms")  # fmt: skip
+        table.add("approximate most_similar over HTTP, p50", p50, f"p99 {p99:.1f} ms (httpx)", "ms")
         # the same queries through the leanest client, and what a trivial route costs
-        raw = [srv.raw_get(f"/most_similar?positive={quote(w)}&topn=10&approx=true")
-               for w in queries]  # fmt: skip
+        raw = [
+            srv.raw_get(f"/most_similar?positive={quote(w)}&topn=10&approx=true") for w in queries
+        ]
         r50, r99 = ms(raw)
-        table.add("approximate most_similar over HTTP (http.client), p50", r50,
-                  f"p99 {r99:.1f} ms; same queries, plain keep-alive client", "ms")  # fmt: skip
+        table.add(
+            "approximate most_similar over HTTP (http.client), p50",
+            r50,
+            f"p99 {r99:.1f} ms; same queries, plain keep-alive client",
+            "ms",
+        )
         floor = {"httpx": [], "http.client": []}
         for _ in range(200):
             t = time.perf_counter()
@@ -327,12 +344,18 @@ def serving(table: Table, env: dict, cache: Path, queries: list[str], ann: bool)
             times.append(secs)
             same += words_of(out) == exact[w]
         p50, p99 = ms(times)
-        table.add("exact most_similar over HTTP, IVF index ready, p50", p50,
-                  f"p99 {p99:.1f} ms; same words: {same}/{len(queries)}", "ms")  # fmt: skip
+        table.add(
+            "exact most_similar over HTTP, IVF index ready, p50",
+            p50,
+            f"p99 {p99:.1f} ms; same words: {same}/{len(queries)}",
+            "ms",
+        )
         facts["http_exact_ivf"] = times
-        table.add("GET /healthz over HTTP (the clients' and server's floor), p50",
-                  f"{ms(floor['httpx'])[0]:.2f} / {ms(floor['http.client'])[0]:.2f} ms",
-                  "httpx / http.client")  # fmt: skip
+        table.add(
+            "GET /healthz over HTTP (the clients' and server's floor), p50",
+            f"{ms(floor['httpx'])[0]:.2f} / {ms(floor['http.client'])[0]:.2f} ms",
+            "httpx / http.client",
+        )
         print(f"    index: {json.dumps(params)[:400]}")
     finally:
         srv.stop()
@@ -370,16 +393,32 @@ def in_process(table: Table, snapshot: Path, queries: list[str], facts: dict) ->
     g50, g99 = ms(theirs)
     o50, o99 = ms(ours)
     h50, h99 = ms(facts["http_exact"])
-    table.add("gensim KeyedVectors (in RAM) most_similar, p50", g50,
-              f"p99 {g99:.1f} ms; copied in and norms filled in {ready:.1f}s", "ms")  # fmt: skip
-    table.add("vecserve in-process (memory map), p50", o50,
-              f"p99 {o99:.1f} ms; {o50 / g50:.2f}x gensim's time", "ms")  # fmt: skip
-    table.add("vecserve over HTTP (from above), p50", h50,
-              f"p99 {h99:.1f} ms; {h50 / g50:.2f}x gensim's time", "ms")  # fmt: skip
+    table.add(
+        "gensim KeyedVectors (in RAM) most_similar, p50",
+        g50,
+        f"p99 {g99:.1f} ms; copied in and norms filled in {ready:.1f}s",
+        "ms",
+    )
+    table.add(
+        "vecserve in-process (memory map), p50",
+        o50,
+        f"p99 {o99:.1f} ms; {o50 / g50:.2f}x gensim's time",
+        "ms",
+    )
+    table.add(
+        "vecserve over HTTP (from above), p50",
+        h50,
+        f"p99 {h99:.1f} ms; {h50 / g50:.2f}x gensim's time",
+        "ms",
+    )
     if facts.get("http_exact_ivf"):
         i50, i99 = ms(facts["http_exact_ivf"])
-        table.add("vecserve over HTTP, IVF index ready (from above), p50", i50,
-                  f"p99 {i99:.1f} ms; {i50 / g50:.2f}x gensim's time", "ms")  # fmt: skip
+        table.add(
+            "vecserve over HTTP, IVF index ready (from above), p50",
+            i50,
+            f"p99 {i99:.1f} ms; {i50 / g50:.2f}x gensim's time",
+            "ms",
+        )
     table.add("same top-10 words as the HTTP answers", f"{same}/{2 * len(queries)}")
     table.section("vocabulary lookups: the snapshot's shared vocab.idx vs a dict/list in RAM")
     for label, (shared, private) in lookups.items():
@@ -425,8 +464,11 @@ def worker_memory(table: Table, env: dict, cache: Path, queries: list[str], ann:
             ready = srv.wait_ready()
             pids = srv.worker_pids()
             mapped = time.perf_counter() - srv.started
-            table.add("time to /readyz 200 / every worker mapped the snapshot", ready,
-                      f"all mapped at {mapped:.1f}s")  # fmt: skip
+            table.add(
+                "time to /readyz 200 / every worker mapped the snapshot",
+                ready,
+                f"all mapped at {mapped:.1f}s",
+            )
             # queries until every worker has answered one (its Rss then holds the map)
             snap = next(cache.glob(f"{MODEL}.g*/vectors.npy")).stat().st_size / 2**20
             got: list[dict] = []
@@ -442,17 +484,23 @@ def worker_memory(table: Table, env: dict, cache: Path, queries: list[str], ann:
                     asked = queries[: 4 * workers]
                     got = [r for _, r in pool.map(partial(srv.most_similar, approx=True), asked)]
             if ann:  # the index is mapped by whichever worker answered approximately
-                table.add("queries answered approximately", f"{sum(g['approximate'] for g in got)}"
-                          f"/{len(got)}")  # fmt: skip
+                table.add(
+                    "queries answered approximately",
+                    f"{sum(g['approximate'] for g in got)}/{len(got)}",
+                )
             total_pss = 0.0
             for i, pid in enumerate(sorted(pids)):
                 m = smaps_rollup(pid)
                 private = m["Private_Clean"] + m["Private_Dirty"]
                 shared = m["Shared_Clean"] + m["Shared_Dirty"]
                 total_pss += m["Pss"]
-                table.add(f"worker {i + 1} RSS", m["Rss"],
-                          f"private {private:,.0f} MB (anonymous {m['Anonymous']:,.0f} MB), "
-                          f"shared {shared:,.0f} MB, Pss {m['Pss']:,.0f} MB", "MB")  # fmt: skip
+                table.add(
+                    f"worker {i + 1} RSS",
+                    m["Rss"],
+                    f"private {private:,.0f} MB (anonymous {m['Anonymous']:,.0f} MB), "
+                    f"shared {shared:,.0f} MB, Pss {m['Pss']:,.0f} MB",
+                    "MB",
+                )
             table.add("sum of the workers' Pss", total_pss, "", "MB")
         finally:
             srv.stop()
@@ -482,14 +530,18 @@ def codecs(table: Table, env: dict, path: Path, n: int) -> None:
         freed = before - client.info("memory")["used_memory"]
         for codec in ("f32", "f16", "i8"):
             before = client.info("memory")["used_memory"]
-            secs, _ = vecserve(env, "load", str(path), "--key", f"{MODEL}_{codec}",
-                               "--codec", codec)  # fmt: skip
+            secs, _ = vecserve(
+                env, "load", str(path), "--key", f"{MODEL}_{codec}", "--codec", codec
+            )
             grown = client.info("memory")["used_memory"] - before
             note = f"{grown / 1e9:.2f} GB; load {secs:.1f}s"
             if codec == "f32":
                 note += f"; deleting the first copy freed {freed / n:,.0f} B/vector"
-            table.add(f"{codec}: bytes per vector (used_memory delta of a load)",
-                      f"{grown / n:,.0f} B", note)  # fmt: skip
+            table.add(
+                f"{codec}: bytes per vector (used_memory delta of a load)",
+                f"{grown / n:,.0f} B",
+                note,
+            )
             wait_saved(env)  # its background save, before the next load forks another
             vecserve(env, "models", "delete", f"{MODEL}_{codec}")
     finally:
@@ -530,9 +582,14 @@ def durability(table: Table, out: Path, path: Path, life_facts: dict) -> None:
                 ):
                     time.sleep(0.1)
             durable = time.perf_counter() - t0
-            while any(client.info("persistence")[k] for k in (
-                "rdb_bgsave_in_progress", "aof_rewrite_in_progress", "aof_rewrite_scheduled"
-            )):  # fmt: skip
+            while any(
+                client.info("persistence")[k]
+                for k in (
+                    "rdb_bgsave_in_progress",
+                    "aof_rewrite_in_progress",
+                    "aof_rewrite_scheduled",
+                )
+            ):
                 time.sleep(0.1)
             idle = time.perf_counter() - t0
             disk = sum(f.stat().st_size for f in data.rglob("*") if f.is_file()) / 1e9
@@ -543,14 +600,20 @@ def durability(table: Table, out: Path, path: Path, life_facts: dict) -> None:
             restart = time.perf_counter() - t
             _, models = vecserve(env, "models")
             assert MODEL in models, f"{label}: the model did not survive a SIGKILL"
-            table.add(f"{label}: load", load,
-                      f"durable after {durable:.1f}s, idle after {idle:.1f}s, "
-                      f"{disk:.2f} GB on disk, restart after SIGKILL {restart:.1f}s")  # fmt: skip
+            table.add(
+                f"{label}: load",
+                load,
+                f"durable after {durable:.1f}s, idle after {idle:.1f}s, "
+                f"{disk:.2f} GB on disk, restart after SIGKILL {restart:.1f}s",
+            )
         finally:
             server.stop()
             shutil.rmtree(data, ignore_errors=True)
-    table.add("(embedded server above: load / durable after)", life_facts["load_s"],
-              f"durable after {life_facts['load_s'] + life_facts['save_s']:.1f}s")  # fmt: skip
+    table.add(
+        "(embedded server above: load / durable after)",
+        life_facts["load_s"],
+        f"durable after {life_facts['load_s'] + life_facts['save_s']:.1f}s",
+    )
 
 
 def main() -> None:
@@ -559,8 +622,11 @@ def main() -> None:
     ap.add_argument("--dim", type=int, default=300)
     ap.add_argument("--queries", type=int, default=100, help="most_similar queries per engine")
     ap.add_argument("--ann", action="store_true", help="also the approximate index (long)")
-    ap.add_argument("--skip", default="", help="comma-separated parts to leave out: "
-                    "serving,memory,codecs,durability")  # fmt: skip
+    ap.add_argument(
+        "--skip",
+        default="",
+        help="comma-separated parts to leave out: serving,memory,codecs,durability",
+    )
     ap.add_argument("--out", default=os.path.join(tempfile.gettempdir(), "vecserve-bench"))
     args = ap.parse_args()
     skip = set(filter(None, args.skip.split(",")))

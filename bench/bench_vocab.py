@@ -29,8 +29,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).parent))
 from bench_load import make_tokens
 
-from vecserve.similarity import SimilarityIndex
-from vecserve.vocabfile import SharedVocab, write
+from vecserve.search.snapshot import SimilarityIndex
+from vecserve.search.vocab import SharedVocab, write
 
 CHILD = """
 import json, sys, time
@@ -38,7 +38,7 @@ def anon():
     with open("/proc/self/smaps_rollup") as f:
         return sum(int(l.split()[1]) for l in f if l.startswith("Anonymous:")) / 1024
 import numpy as np
-from vecserve.vocabfile import SharedVocab
+from vecserve.search.vocab import SharedVocab
 before = anon()
 t = time.perf_counter()
 if sys.argv[1] == "json":
@@ -74,18 +74,32 @@ def main() -> None:
         idx, old = Path(tmp) / "vocab.idx", Path(tmp) / "vocab.json"
         t = time.perf_counter()
         write(idx, words)
-        rows.append(("write vocab.idx", f"{time.perf_counter() - t:.2f} s",
-                     f"{idx.stat().st_size / 2**20:,.1f} MB on disk"))  # fmt: skip
+        rows.append(
+            (
+                "write vocab.idx",
+                f"{time.perf_counter() - t:.2f} s",
+                f"{idx.stat().st_size / 2**20:,.1f} MB on disk",
+            )
+        )
         with open(old, "w", encoding="utf-8", errors="surrogateescape") as f:
             json.dump(words, f, ensure_ascii=False)
         got = {}
         for kind, path in (("json", old), ("idx", idx)):
-            out = subprocess.run([sys.executable, "-c", CHILD, kind, str(path)],
-                                 capture_output=True, text=True, check=True)  # fmt: skip
+            out = subprocess.run(
+                [sys.executable, "-c", CHILD, kind, str(path)],
+                capture_output=True,
+                text=True,
+                check=True,
+            )
             got[kind] = json.loads(out.stdout)
         for kind, label in (("json", "list + dict (vocab.json)"), ("idx", "SharedVocab")):
-            rows.append((f"open, {label}: memory held alone", f"{got[kind]['anon_mb']:,.1f} MB",
-                         f"opened in {got[kind]['open_s'] * 1e3:,.0f} ms"))  # fmt: skip
+            rows.append(
+                (
+                    f"open, {label}: memory held alone",
+                    f"{got[kind]['anon_mb']:,.1f} MB",
+                    f"opened in {got[kind]['open_s'] * 1e3:,.0f} ms",
+                )
+            )
         shared = SharedVocab.open(idx)
         index = {w: i for i, w in enumerate(words)}
         rng = np.random.default_rng(5)
@@ -93,14 +107,25 @@ def main() -> None:
         top = rng.choice(len(words), 10).tolist()
         assert [shared.get(w) for w in batch] == [index.get(w) for w in batch]
         for label, ours, theirs in [
-            ("word -> row, 1000 words", lambda: [shared.get(w) for w in batch],
-             lambda: [index.get(w) for w in batch]),
-            ("row -> word, 10 rows", lambda: [shared[r] for r in top],
-             lambda: [words[r] for r in top]),
-        ]:  # fmt: skip
+            (
+                "word -> row, 1000 words",
+                lambda: [shared.get(w) for w in batch],
+                lambda: [index.get(w) for w in batch],
+            ),
+            (
+                "row -> word, 10 rows",
+                lambda: [shared[r] for r in top],
+                lambda: [words[r] for r in top],
+            ),
+        ]:
             a, b = median_s(ours), median_s(theirs)
-            rows.append((f"{label}: SharedVocab (median)", f"{a * 1e6:,.1f} us",
-                         f"dict/list {b * 1e6:,.1f} us; {a / b:.1f}x"))  # fmt: skip
+            rows.append(
+                (
+                    f"{label}: SharedVocab (median)",
+                    f"{a * 1e6:,.1f} us",
+                    f"dict/list {b * 1e6:,.1f} us; {a / b:.1f}x",
+                )
+            )
         vectors = np.random.default_rng(0).standard_normal((len(words), args.dim))
         ix = SimilarityIndex(shared, vectors.astype(np.float32))
         queries = [words[i] for i in rng.choice(len(words), args.queries)]
@@ -114,10 +139,14 @@ def main() -> None:
                 ix.most_similar(q, topn=10)
                 times[label].append(time.perf_counter() - t)
         p50 = {k: float(np.median(v)) for k, v in times.items()}
-        rows.append((f"most_similar p50, {args.words:,} x {args.dim}, SharedVocab",
-                     f"{p50['SharedVocab'] * 1e3:.2f} ms",
-                     f"list + dict {p50['list + dict'] * 1e3:.2f} ms; "
-                     f"{p50['SharedVocab'] / p50['list + dict']:.3f}x"))  # fmt: skip
+        rows.append(
+            (
+                f"most_similar p50, {args.words:,} x {args.dim}, SharedVocab",
+                f"{p50['SharedVocab'] * 1e3:.2f} ms",
+                f"list + dict {p50['list + dict'] * 1e3:.2f} ms; "
+                f"{p50['SharedVocab'] / p50['list + dict']:.3f}x",
+            )
+        )
     print(f"\n{args.words:,} words, {os.cpu_count()} cores")
     print(f"{'step':56s} {'value':>12s}  note")
     for label, value, note in rows:

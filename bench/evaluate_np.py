@@ -19,8 +19,8 @@ compares both scores with gensim's on random and trained vectors.
 
 from __future__ import annotations
 
+import argparse
 import os
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -98,19 +98,25 @@ def evaluate_arrays(words, vectors, data_dir: str | Path | None = None) -> tuple
     )
 
 
-def _check() -> None:
+def _check(paths: list[str]) -> None:
     """Both scores against gensim's on random vectors and on any saved runs given."""
     from gensim.models import KeyedVectors
     from gensim.test.utils import datapath
 
     data = Path(datapath("questions-words.txt")).parent
     sets = []
-    for path in sys.argv[2:]:
+    for path in paths:
         z = np.load(path)
         sets.append((path, [str(w) for w in z["words"]], z["vectors"]))
     rng = np.random.default_rng(0)
-    qwords = sorted({w.lower() for ln in (data / "questions-words.txt").read_text().split("\n")
-                     if not ln.startswith(":") for w in ln.split()})  # fmt: skip
+    qwords = sorted(
+        {
+            w.lower()
+            for ln in (data / "questions-words.txt").read_text().split("\n")
+            if not ln.startswith(":")
+            for w in ln.split()
+        }
+    )
     sets.append(("random", qwords, rng.standard_normal((len(qwords), 50), dtype=np.float32)))
     for name, words, vectors in sets:
         kv = KeyedVectors(vectors.shape[1])
@@ -125,7 +131,10 @@ def _check() -> None:
 
 
 if __name__ == "__main__":
-    if sys.argv[1:2] == ["--check"]:
-        _check()
-    else:
-        sys.exit(__doc__)
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--check", action="store_true", help="compare with gensim's scores")
+    ap.add_argument("runs", nargs="*", help="saved runs (.npz of words and vectors) to check")
+    args = ap.parse_args()
+    if not args.check:
+        ap.error("nothing to do: give --check")
+    _check(args.runs)

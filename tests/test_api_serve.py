@@ -9,7 +9,7 @@ from click.testing import CliRunner
 
 pytest.importorskip("uvicorn")
 
-from vecserve.service.serve import _OPTION_ENV, serve
+from vecserve.service.serve import FLAGS, env_name, serve
 from vecserve.service.settings import Settings
 
 
@@ -25,7 +25,7 @@ def captured(monkeypatch):
         calls.append((app, kw))
 
     monkeypatch.setattr(uvicorn, "run", run)
-    for var in [*_OPTION_ENV.values(), "VECSERVE_METRICS_DIR"]:  # serve() sets these
+    for var in [env_name(f) for f in (*FLAGS, "redis_url", "metrics_dir")]:  # serve() sets these
         monkeypatch.setenv(var, "placeholder")
         monkeypatch.delenv(var)
     return calls
@@ -36,7 +36,8 @@ def test_flags_become_settings(captured, monkeypatch):
     result = CliRunner().invoke(
         serve,
         ["--port", "9123", "--workers", "3", "--default-model", "W2V", "--max-words", "50",
-         "--ann", "--vector-cache", "0", "--redis-url", "redis://example:6379/0"],
+         "--ann", "--ann-recall", "0.9", "--vector-cache", "0",
+         "--redis-url", "redis://example:6379/0"],
         catch_exceptions=False,
     )  # fmt: skip
     assert result.exit_code == 0, result.output
@@ -45,6 +46,7 @@ def test_flags_become_settings(captured, monkeypatch):
     assert (kw["port"], kw["workers"], kw["host"]) == (9123, 3, "127.0.0.1")
     s = Settings()  # what each worker's create_app() reads
     assert (s.default_model, s.max_words, s.ann, s.max_topn) == ("W2V", 50, True, 77)
+    assert s.ann_recall == 0.9
     assert s.redis_url == "redis://example:6379/0" and s.vector_cache == 0
     shared, existed = kw["metrics_dir"]  # 3 workers: a fresh directory to merge metrics in
     assert existed and not os.path.exists(shared)  # ... removed when the server stops
@@ -93,3 +95,15 @@ def test_two_workers_answer_metrics_for_both(store, redis_url, tmp_path):
                 break
             assert time.monotonic() < deadline, text
             time.sleep(0.2)
+
+
+def test_flags_are_made_from_the_settings_fields():
+    """Each flag's help is its field's description and names its variable and default."""
+    out = " ".join(CliRunner().invoke(serve, ["--help"], terminal_width=10_000).output.split())
+    for name in FLAGS:
+        field = Settings.model_fields[name]
+        assert f"--{name.replace('_', '-')}" in out
+        assert " ".join(field.description.split()) in out
+        assert env_name(name) in out
+        if field.default is not None:
+            assert f"default: {field.default!r}" in out

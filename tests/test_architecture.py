@@ -127,3 +127,16 @@ def test_doctests(name):
         runner.run(test)
     result = runner.summarize(verbose=False)
     assert result.failed == 0, f"{result.failed} doctest(s) of {name} failed (output above)"
+
+
+def test_only_config_and_the_service_settings_read_vecserve_variables():
+    """The invariant: ``VECSERVE_*`` is read in ``config.py`` and ``service/settings.py``
+    only (no click ``envvar=``, no ``os.environ`` / ``os.getenv`` read of such a name)."""
+    read = re.compile(
+        r"""envvar=|(environ\.get|getenv)\(\s*["']VECSERVE_|environ\[["']VECSERVE_\w*["']\](?!\s*=)"""
+    )
+    for module, path in _modules().items():
+        if module in ("config", "service.settings") or path.suffix != ".py":
+            continue
+        for n, line in enumerate(path.read_text().splitlines(), start=1):
+            assert not read.search(line), f"vecserve/{module}:{n} reads VECSERVE_*: {line.strip()}"

@@ -188,3 +188,20 @@ def test_bad_input_is_one_line_and_no_traceback(env, tmp_path, content, args, ex
     assert expect in proc.stderr, proc.stderr
     assert len(lines) <= 3 and ("Error:" in lines[-1] or "error" in lines[-1].lower())
     assert "BAD" not in run("models", env=env).stdout
+
+
+def test_load_options_are_the_library_s():
+    """`vecserve load`'s choices and defaults are `load_file`'s: formats, codecs, defaults."""
+    import inspect
+
+    from vecserve.codec import CODECS
+    from vecserve.loader import load_file
+    from vecserve.readers import FORMATS
+
+    params = {p.name: p for p in cli.commands["load"].params}
+    assert list(params["fmt"].type.choices) == ["auto", *FORMATS]
+    assert list(params["codec"].type.choices) == list(CODECS)
+    library = inspect.signature(load_file).parameters
+    for name in ("codec", "unicode_errors", "encoding", "limit", "batch_size", "progress"):
+        assert params[name].default == library[name].default, name
+    assert params["fmt"].default == library["format"].default

@@ -1,14 +1,15 @@
-"""The IVF scan's C loops (vecserve/_ivfscan.pyx) against NumPy: the k best rows of the
-spans, best first, for float16 and float32 rows, on the CPU's SIMD path and on the
-portable one, every float16 value converted exactly, bad arguments refused."""
+"""The IVF scan's C loops (vecserve/search/_ivfscan.h, called through _ivfscan.pyx) against
+NumPy: the k best rows of the spans, best first, for float16 and float32 rows, on the CPU's
+SIMD path and on the portable one, every float16 value converted exactly, bad arguments
+refused."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
-from vecserve._ivfscan import top_rows
+from vecserve.search._ivfscan import top_rows
 
-from vecserve import _ivfscan
+from vecserve.search import _ivfscan
 
 
 @pytest.fixture(params=["simd", "portable"])

@@ -285,11 +285,11 @@ def assert_whole_matrix_calls_match(rkv, kv):
 
 
 def test_similarity_url_uses_the_http_contract(store, tmp_path):
-    """A stand-in service speaking the JSON contract of vecserve.similarity."""
+    """A stand-in service speaking the JSON contract of vecserve.search.snapshot."""
     import json
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-    from vecserve.similarity import SimilarityIndex
+    from vecserve.search.snapshot import SimilarityIndex
 
     def decode_items(items) -> list:  # the inverse of similarity.encode_items
         def one(item):

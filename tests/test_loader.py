@@ -17,6 +17,7 @@ from vecserve.errors import (
     CorruptVectorFile,
     DimensionMismatch,
     LoadInProgress,
+    LoadInterrupted,
     ModelNotFound,
     StoreUnavailable,
     VectorFileError,
@@ -199,8 +200,10 @@ def test_redis_dying_mid_load_leaves_a_resumable_invisible_load(tmp_path, small_
     monkeypatch.setattr(LoadSession, "write_encoded", dying_write)
     store = Store.from_url(url, retry=NO_RETRY)
     try:
-        with pytest.raises(StoreUnavailable, match=r"stopped after 100 vectors.*--resume"):
+        with pytest.raises(StoreUnavailable, match=r"stopped after 100 vectors.*--resume") as e:
             load_file(path, name="K", store=store, batch_size=50, progress=False)
+        assert isinstance(e.value, LoadInterrupted)
+        assert (e.value.model, e.value.path, e.value.written) == ("K", str(path), 100)
     finally:
         store.close()
     monkeypatch.setattr(LoadSession, "write_encoded", real_write)

@@ -12,7 +12,7 @@ import pytest
 from gensim.models import KeyedVectors
 
 from vecserve.loader import load_arrays
-from vecserve.similarity import IndexManager, SimilarityIndex, gensim_argsort
+from vecserve.search.snapshot import IndexManager, SimilarityIndex, gensim_argsort
 
 from .conftest import gensim_data
 

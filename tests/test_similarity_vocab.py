@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 
 from vecserve.loader import load_arrays
-from vecserve.similarity import SimilarityIndex
-from vecserve.vocabfile import SharedVocab, encode, write
+from vecserve.search.snapshot import SimilarityIndex
+from vecserve.search.vocab import SharedVocab, encode, write
 
 # Non-ASCII words of 1 to 4 UTF-8 bytes a character, a lone surrogate (an undecodable
 # byte kept by surrogateescape), words that are prefixes of each other, the empty word.
@@ -145,7 +145,7 @@ def test_damaged_vocabulary_rewritten_from_redis(snapshot, caplog):
     vocab = ix.path / "vocab.idx"
     vectors_mtime = os.stat(ix.path / "vectors.npy").st_mtime_ns
     replace(vocab, vocab.read_bytes()[:100])
-    with caplog.at_level(logging.WARNING, logger="vecserve.similarity"):
+    with caplog.at_level(logging.WARNING, logger="vecserve.search.snapshot"):
         again = SimilarityIndex.build(store, info, cache_dir=cache)
     [record] = [r for r in caplog.records if "damaged vocabulary file" in r.getMessage()]
     assert "\n" not in record.getMessage() and record.getMessage().endswith("rebuilding it")
@@ -159,7 +159,7 @@ def test_damaged_vectors_rebuild_the_snapshot(snapshot, caplog):
     vec = ix.path / "vectors.npy"
     want = ix.most_similar("日本語")
     replace(vec, vec.read_bytes()[:200])
-    with caplog.at_level(logging.WARNING, logger="vecserve.similarity"):
+    with caplog.at_level(logging.WARNING, logger="vecserve.search.snapshot"):
         again = SimilarityIndex.build(store, info, cache_dir=cache)
     assert any("vectors.npy: damaged snapshot file" in r.getMessage() for r in caplog.records)
     assert again.most_similar("日本語") == want
@@ -186,7 +186,7 @@ def test_old_format_upgraded_in_place(snapshot):
 CHILD = textwrap.dedent(
     """
     import json, sys
-    from vecserve.similarity import SimilarityIndex
+    from vecserve.search.snapshot import SimilarityIndex
     ix = SimilarityIndex.open(sys.argv[1])
     lookups = [ix.key_to_index.get(w) for w in json.loads(sys.argv[2])]
     answer = ix.most_similar("Köln", topn=5)

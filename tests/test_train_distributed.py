@@ -321,25 +321,25 @@ def test_int8_payloads_refuse_too_many_ranks():
 @pytest.mark.parametrize("workers", [1, 2, 4])
 def test_every_thread_of_a_rank_gets_jobs_in_each_sync_group(tmp_path, workers):
     """A rank's threads meet at the end of each sync group, so each group holds at least
-    two jobs a thread (sentences allowing). Jobs of ``job_words`` (50,000) in groups of
-    ``sync_words`` (50,000) once left all threads but one idle. The group layout only
-    asks the group its size and the most groups any rank needs: a two-rank group's
-    answers, given here without starting MPI (the mpiexec tests train such ranks)."""
-    from types import SimpleNamespace
-
+    two jobs a thread (sentences allowing), even when a group is no bigger than
+    ``job_words``. The plan of a rank of a two-rank job, made without starting MPI (the
+    mpiexec tests train such ranks)."""
     from vecserve.train import Word2Vec
+    from vecserve.train.params import SyncParams
+    from vecserve.train.plan import cut_groups, groups_needed
 
     corpus = write_topic_corpus(tmp_path / "topics.txt", 3000)  # 30,000 words, 10 a line
-    m = Word2Vec(min_count=1, workers=workers, sync_words=5000, sync_min_per_epoch=0, comm=None)
+    m = Word2Vec(min_count=1, workers=workers, comm=None)
     m.build_vocab(str(corpus))
-    m.group = SimpleNamespace(size=2, rank=0, max=lambda x: x)
-    groups = m._groups()
+    bounds = m.corpus.bounds
+    n_groups = groups_needed(m.corpus.n_words, 2, SyncParams(sync_words=5000, sync_min_per_epoch=0))
+    groups = cut_groups(bounds, n_groups, workers=workers, job_words=50_000)
     assert len(groups) == 6  # 30,000 words / 5,000
     per_group = 2 * workers if workers > 1 else 1
     assert all(len(g) >= per_group for g in groups[:-1])
-    words = [j[3] for g in groups for j in g]
+    words = [j.words for g in groups for j in g]
     assert sum(words) == m.corpus.n_words  # every word once, in order
-    assert [j[2] for g in groups for j in g] == list(np.cumsum([0, *words[:-1]]))
+    assert [j.start for g in groups for j in g] == list(np.cumsum([0, *words[:-1]]))
 
 
 def test_short_epochs_sync_at_least_sync_min_per_epoch(tmp_path):
@@ -347,19 +347,18 @@ def test_short_epochs_sync_at_least_sync_min_per_epoch(tmp_path):
     run syncs more often than every ``sync_words``: 2 ranks with hierarchical softmax on
     20 MB lost 2.6 analogy points at 34 syncs an epoch, 1.3 at 128), never into groups
     under ``MIN_SYNC_WORDS``; a long epoch keeps ``sync_words``; one process, one group."""
-    from types import SimpleNamespace
-
     from vecserve.train import Word2Vec
-    from vecserve.train.model import MIN_SYNC_WORDS
+    from vecserve.train.params import SyncParams
+    from vecserve.train.plan import MIN_SYNC_WORDS, cut_groups, groups_needed
 
     corpus = write_topic_corpus(tmp_path / "topics.txt", 3000)  # 30,000 words
+    m = Word2Vec(min_count=1, workers=1, comm=None)
+    m.build_vocab(str(corpus))
 
     def groups(size=2, **opts):
-        m = Word2Vec(min_count=1, workers=1, comm=None, **opts)
-        m.build_vocab(str(corpus))
-        m.group = SimpleNamespace(size=size, rank=0, max=lambda x: x)
-        got = m._groups()
-        assert sum(j[3] for g in got for j in g) == m.corpus.n_words
+        n_groups = groups_needed(m.corpus.n_words, size, SyncParams(**opts))
+        got = cut_groups(m.corpus.bounds, n_groups, workers=1, job_words=50_000)
+        assert sum(j.words for g in got for j in g) == m.corpus.n_words
         return len(got)
 
     assert Word2Vec(comm=None).sync_min_per_epoch == 128
@@ -628,9 +627,11 @@ def test_sync_schemes_learn_within_their_byte_budget(tmp_path, ranks, opts):
     import inspect
 
     from vecserve.train import Word2Vec
+    from vecserve.train.params import TrainParams
 
     defaults = {k: p.default for k, p in inspect.signature(Word2Vec).parameters.items()}
     opts = {**defaults, **opts}
+    alpha = TrainParams(sg=opts["sg"]).alpha  # the default alpha of the mode
     # (+ the bookkeeping: each group's word count, 8 bytes, summed once per plan)
     assert 0 < stats["bytes_sent"] / 3 <= opts["sync_budget"] * stats["model_bytes"] + 64
     words = 1500 * 10 // ranks  # a rank's share: 1500 sentences of 10 words
@@ -642,7 +643,7 @@ def test_sync_schemes_learn_within_their_byte_budget(tmp_path, ranks, opts):
     assert 0 < stats["sync_full_seconds"] <= stats["sync_stall_seconds"] < stats["train_seconds"]
     # the learning rate starts at alpha x (N / min(N, cap)) ** power: 1 at 2 ranks, cap 2
     scale = (ranks / min(ranks, opts["sync_cap"])) ** opts["sync_scale_alpha"]
-    assert stats["start_alpha"] == pytest.approx(opts["alpha"] * scale)
+    assert stats["start_alpha"] == pytest.approx(alpha * scale)
 
 
 def _train_args(corpus: Path, *extra: str) -> list[str]:

@@ -7,6 +7,12 @@
   and, on a Redis Cluster, the slot map (``CLUSTER SLOTS``/``SHARDS``, ``READONLY``);
   ``EVAL_RO`` for fastText models' one-round-trip read (a script that can only read:
   the server refuses any write from it, and the key rules still apply).
+  Reading a pinned generation (``kv.pin()``) needs nothing more: the rows' ``MGET`` and
+  an ``EXISTS`` of the pin key. Holding a pin does, and only the ``worker`` gets it:
+  ``SET`` (taking a pin ``NX PX``, renewing it ``XX PX``), ``SADD`` (indexing it),
+  ``DEL`` and ``SREM`` (releasing it), on the pin keys alone (``%W~vecserve:pin:*``,
+  ``%W~vecserve:pins:*``, one model's with ``--model``): never a vector, the registry
+  or another model's pins.
 - ``loader`` (``vecserve load``, ``vecserve train``): reads and writes one model's keys
   and the shared registry hashes, publishes commit events, runs the lease's one script.
 
@@ -15,7 +21,7 @@ vecserve detects a cluster with ``HELLO``, never ``INFO``, so these users suffic
 >>> print(setuser_line("worker", user="w", password="pw"))  # doctest: +NORMALIZE_WHITESPACE
 ACL SETUSER w reset on >pw resetchannels &__redis__:invalidate %R~* -@all +@read
 +@connection -@dangerous +subscribe +unsubscribe +eval_ro +cluster|slots +cluster|shards
-+readonly
++readonly %W~vecserve:pins:* %W~vecserve:pin:* +set +sadd +srem +del
 """
 
 from __future__ import annotations
@@ -23,7 +29,7 @@ from __future__ import annotations
 import secrets
 
 from .errors import VecserveError
-from .store.layout import EVENTS, SHARED_METADATA, model_key_patterns
+from .store.layout import EVENTS, SHARED_METADATA, model_key_patterns, pin_key_patterns
 
 __all__ = ["ROLES", "setuser_line"]
 
@@ -33,8 +39,10 @@ _CLUSTER = ["+cluster|slots", "+cluster|shards", "+readonly"]
 _READER = [
     "-@all", "+@read", "+@connection", "-@dangerous", "+subscribe", "+unsubscribe", "+eval_ro",
 ]  # fmt: skip
+# Holding a pin (Pin.take / renew / release), on pin keys only (%W~): worker only
+_PINNER = ["+set", "+sadd", "+srem", "+del"]
 ROLES = {
-    "worker": "read-only: RedisKeyedVectors in workers",
+    "worker": "read-only (but its pins): RedisKeyedVectors in workers",
     "api": "read-only: the HTTP service (vecserve serve)",
     "loader": "writes one model (--model) and vecserve's registry",
 }
@@ -63,4 +71,7 @@ def setuser_line(
         keys = [f"%R~{p}" for p in (*model_key_patterns(model), *SHARED_METADATA)]
     else:
         keys = ["%R~*"]
-    return " ".join([*head, f"&{INVALIDATE_CHANNEL}", *keys, *_READER, *_CLUSTER])
+    line = [*head, f"&{INVALIDATE_CHANNEL}", *keys, *_READER, *_CLUSTER]
+    if role == "worker":
+        line += [*(f"%W~{p}" for p in pin_key_patterns(model)), *_PINNER]
+    return " ".join(line)

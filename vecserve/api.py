@@ -3,9 +3,9 @@
 :func:`create_app` assembles the FastAPI app; nothing connects at import time. Its
 lifespan attaches to Redis (``settings.redis_url``, else the embedded server) and yields
 one :class:`~vecserve.service.deps.AppContext` as lifespan state. Handlers are short and call the
-library: :mod:`vecserve.store` for vectors, :mod:`vecserve.similarity` for whole-matrix
+library: :mod:`vecserve.store` for vectors, :mod:`vecserve.search.snapshot` for whole-matrix
 queries (built from Redis once per model generation and memory-mapped from local disk),
-:mod:`vecserve.ann` for opt-in approximate search.
+:mod:`vecserve.search.ann` for opt-in approximate search.
 
 =======================================  ===============================================
 endpoint                                 answers
@@ -51,10 +51,11 @@ from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import Headers, QueryParams
 from starlette.routing import BaseRoute, Match
 
-from .ann import AnnManager
 from .connect import connect
 from .errors import BadQuery, GenerationChanged, ModelNotFound, QueryRejected, TokenNotFound
 from .reader import swap_oov, unit_rows
+from .search.ann import AnnManager, AnnParams
+from .search.snapshot import SimilarityIndex
 from .service.auth import ApiKeyMiddleware, declare_bearer, load_keys
 from .service.deps import (
     AppContext,
@@ -98,7 +99,6 @@ from .service.schemas import (
     parse_item,
 )
 from .service.settings import Settings
-from .similarity import SimilarityIndex
 
 __all__ = ["JSON", "NPY", "OCTET", "MostSimilarFastRoute", "VectorsFastRoute", "create_app"]
 
@@ -236,7 +236,7 @@ def _ann_for(ctx: AppContext, index: SimilarityIndex, q: MostSimilarQuery):
     """The ANN index that may answer ``q`` (approx asked, ready, and the query
     :func:`_plain`), else None: answered exactly."""
     if q.approx and _plain(q) and ctx.ann is not None:
-        return ctx.ann.get(index)
+        return ctx.ann.approximate(index)
     return None
 
 
@@ -377,6 +377,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             )
             ctx.ann = AnnManager(
                 enabled=settings.ann,
+                params=AnnParams(recall=settings.ann_recall),
                 on_ready=lambda model, ann: metrics.set(
                     "vecserve_ann_recall_at_10", ann.recall_at_10, model=model
                 ),

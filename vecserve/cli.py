@@ -17,23 +17,15 @@ import time
 import click
 import numpy as np
 
-from .errors import StoreUnavailable, VecserveError
+from .clioptions import redis_url_option
+from .codec import CODECS
+from .errors import LoadInterrupted, StoreUnavailable, VecserveError
 
 log = logging.getLogger("vecserve")
 
+# `open_vectors`' format names (vecserve.readers.FORMATS), written out because importing the
+# readers would slow every command's start-up; tests/test_cli.py checks that they agree.
 FORMATS = ["auto", "w2v-bin", "w2v-text", "glove", "fasttext", "fasttext-bin", "gensim"]
-CODECS = ["f32", "f16", "i8"]
-
-
-def redis_url_option(f):
-    return click.option(
-        "--redis-url",
-        envvar="VECSERVE_REDIS_URL",
-        default=None,
-        metavar="URL",
-        help="Redis/Valkey URL (redis://, rediss://, unix://); a cluster node URL works too. "
-        "Default: $VECSERVE_REDIS_URL, else vecserve's embedded server.",
-    )(f)
 
 
 def friendly_errors(f):
@@ -106,7 +98,7 @@ def cli(quiet: bool) -> None:
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="auto", show_default=True)
 @click.option(
     "--codec",
-    type=click.Choice(CODECS),
+    type=click.Choice(list(CODECS)),
     default="f32",
     show_default=True,
     help="f32 exact; f16 2x smaller; i8 4x smaller.",
@@ -147,10 +139,19 @@ def cli(quiet: bool) -> None:
     help="Then build the similarity snapshot and the approximate index (IVF or HNSW) into the "
     "cache dir ($VECSERVE_CACHE_DIR), so `vecserve serve --ann` only maps them.",
 )
+@click.option(
+    "--ann-recall",
+    type=click.FloatRange(0, 1, min_open=True),
+    default=0.95,
+    show_default=True,
+    metavar="R",
+    help="With --ann: the recall@10 the approximate index is built to meet (serve with "
+    "the same --ann-recall to use it).",
+)
 @redis_url_option
 @friendly_errors
 def load(file, name, fmt, codec, limit, unicode_errors, encoding, resume, restart, batch_size,
-         progress, retries, ann, redis_url):  # fmt: skip
+         progress, retries, ann, ann_recall, redis_url):  # fmt: skip
     """Load a vector FILE into Redis as model --key.
 
     Streams word2vec .bin/.txt (also .gz/.bz2), GloVe, fastText .vec, native fastText
@@ -189,7 +190,7 @@ def load(file, name, fmt, codec, limit, unicode_errors, encoding, resume, restar
             if attempt == retries:
                 raise
             wait = 2 ** (attempt + 1)
-            why = str(exc).split(". Load of")[0]
+            why = exc.reason if isinstance(exc, LoadInterrupted) else str(exc)
             click.echo(
                 f"vecserve: {why}; resuming in {wait}s (retry {attempt + 1} of {retries})",
                 err=True,
@@ -202,28 +203,43 @@ def load(file, name, fmt, codec, limit, unicode_errors, encoding, resume, restar
         + (f"; {info.duplicates} duplicate tokens skipped" if info.duplicates else "")
     )
     if ann:
-        _build_ann(info, redis_url)
+        _build_ann(info, redis_url, ann_recall)
 
 
-def _build_ann(info, redis_url) -> None:
+def _build_ann(info, redis_url, recall: float) -> None:
     """Snapshot the committed generation and build its approximate index, as the service would."""
-    from .ann import AnnManager
     from .connect import open_store
-    from .similarity import IndexManager
+    from .search.ann import AnnManager, AnnParams
+    from .search.snapshot import IndexManager
 
     start = time.perf_counter()
     with open_store(redis_url) as store:
         indexes = IndexManager(store)
         try:
             sim = indexes.get(info.name, info=info)
-            built = AnnManager(enabled=True).get(sim, wait=True)
+            manager = AnnManager(enabled=True, params=AnnParams(recall=recall))
+            built = manager.get(sim, wait=True)
         finally:
             indexes.close()
     if built is None:
         raise VecserveError(f"building the approximate index of {info.name} failed (see above)")
+    took = f"{time.perf_counter() - start:.1f}s"
+    if not built.usable:
+        click.echo(
+            f"{info.name}: approximate index of generation {info.generation} built in {took}, "
+            f"but approximate queries will be answered exactly: {built.fallback_reason} "
+            f"({sim.path})"
+        )
+        return
+    target = built.meta.get("target", {})
+    setting = ", ".join(f"{k} {v}" for k, v in target.get("setting", {}).items())
+    low, high = built.meta.get("recall_interval") or (None, None)
+    interval = f" (95% CI {low:.3f}-{high:.3f})" if low is not None else ""
     click.echo(
-        f"{info.name}: approximate index of generation {info.generation} ready in "
-        f"{time.perf_counter() - start:.1f}s, recall@10 {built.recall_at_10:.3f} ({sim.path})"
+        f"{info.name}: approximate index of generation {info.generation} ready in {took}, "
+        f"recall@10 {built.recall_at_10:.3f}{interval}"
+        + (f" at {setting}, target {target['recall']}" if setting else "")
+        + f" ({sim.path})"
     )
 
 
@@ -232,7 +248,8 @@ def _build_ann(info, redis_url) -> None:
 @click.pass_context
 @friendly_errors
 def models(ctx, redis_url):
-    """List models and unfinished loads (subcommands: info, delete, cleanup).
+    """List models and unfinished loads (subcommands: info, delete, cleanup, history,
+    rollback).
 
     \b
     Example:
@@ -240,6 +257,7 @@ def models(ctx, redis_url):
         vecserve models info GOOGLE_W2V
         vecserve models delete OLD_MODEL
         vecserve models cleanup
+        vecserve models history GOOGLE_W2V
     """
     ctx.ensure_object(dict)
     ctx.obj["redis_url"] = redis_url
@@ -305,8 +323,8 @@ def _ann_on_disk(info) -> dict:
     """The approximate index of this generation in the local cache dir, as the service
     sees it: ready (recall), building (share, vectors/s, ETA) or absent."""
     try:
-        from .ann import disk_status
-        from .similarity import snapshot_dir
+        from .search.ann import disk_status
+        from .search.snapshot import snapshot_dir
     except ImportError:  # the api extra is not installed
         return {"state": "absent"}
     return disk_status(snapshot_dir(info))
@@ -325,10 +343,13 @@ def models_delete(ctx, name, redis_url):
         vecserve models delete OLD_MODEL
     """
     from .connect import open_store
+    from .store.pins import drop_history
 
     with open_store(_store_url(ctx, redis_url)) as store:
+        retired = drop_history(store, name)  # its pins end first: pinned views stop reading
         info = store.delete_model(name)
-    click.echo(f"deleted {info.name} ({info.count:,} vectors)")
+    more = f" and {len(retired)} retired generations" if retired else ""
+    click.echo(f"deleted {info.name} ({info.count:,} vectors){more}")
 
 
 @models.command("cleanup")
@@ -336,7 +357,8 @@ def models_delete(ctx, name, redis_url):
 @click.pass_context
 @friendly_errors
 def models_cleanup(ctx, redis_url):
-    """Drop interrupted loads and finish deleting replaced generations.
+    """Drop interrupted loads, finish deleting replaced generations, and delete retired
+    generations that no pin holds any more (a crashed worker's, once its lease expired).
 
     \b
     Example:
@@ -344,10 +366,107 @@ def models_cleanup(ctx, redis_url):
     """
     from .connect import open_store
     from .store import cleanup_loads
+    from .store.pins import collect_all
 
     with open_store(_store_url(ctx, redis_url)) as store:
-        done = cleanup_loads(store)
+        done = cleanup_loads(store) + collect_all(store)
     click.echo("\n".join(done) if done else "nothing to clean up")
+
+
+# -- retired generations: history and rollback (vecserve/store/pins.py) -------------------
+
+
+@models.command("history")
+@click.argument("name")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON, one object per generation.")
+@redis_url_option
+@click.pass_context
+@friendly_errors
+def models_history(ctx, name, as_json, redis_url):
+    """List the generations of model NAME that still have their keys: the live one and
+    the retired ones, pinned (by `kv.pin()`) or kept for rollback
+    ($VECSERVE_KEEP_GENERATIONS when it was loaded), with their pins.
+
+    Retired generations that nothing holds any more (their pins expired) are deleted
+    first, where the Redis user may (a read-only user only lists).
+
+    \b
+    Example:
+        vecserve models history GOOGLE_W2V
+        vecserve models rollback GOOGLE_W2V
+    """
+    from .connect import open_store
+    from .errors import LoadInProgress, PermissionDenied
+    from .store.pins import collect, history
+
+    with open_store(_store_url(ctx, redis_url)) as store:
+        notes = []
+        try:
+            for info in collect(store, name):
+                notes.append(f"deleted generation {info.generation}: no pin holds it any more")
+        except (LoadInProgress, PermissionDenied) as exc:
+            notes.append(f"retired generations not collected: {exc}")
+        gens = history(store, name)
+    if as_json:
+        for g in gens:
+            click.echo(json.dumps(_generation_json(g), sort_keys=True))
+        return
+    for note in notes:
+        click.echo(f"vecserve: {note}", err=True)
+    click.echo(f"{'GEN':>4}  {'STATE':<8} {'VECTORS':>12} {'DIM':>5} {'CODEC':<5} "
+               f"{'LOADED (UTC)':<19}  PINS")  # fmt: skip
+    for g in gens:
+        m = g.info
+        state = "live" if g.live else "kept" if g.kept else "pinned" if g.pins else "retired"
+        pins = ", ".join(f"{p.holder} ({p.ttl:.0f}s left)" for p in g.pins) or "-"
+        loaded = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(m.created))
+        click.echo(f"{m.generation:>4}  {state:<8} {m.count:>12,} {m.dim:>5} {m.codec:<5} "
+                   f"{loaded:<19}  {pins}")  # fmt: skip
+
+
+def _generation_json(g) -> dict:
+    return {
+        "generation": g.info.generation,
+        "live": g.live,
+        "kept": g.kept,
+        "retired": g.retired,
+        "prefix": g.info.prefix,
+        "count": g.info.count,
+        "pins": [{"holder": p.holder, "ttl": p.ttl} for p in g.pins],
+    }
+
+
+@models.command("rollback")
+@click.argument("name")
+@click.argument("generation", type=click.IntRange(min=1), required=False)
+@redis_url_option
+@click.pass_context
+@friendly_errors
+def models_rollback(ctx, name, generation, redis_url):
+    """Make a retired GENERATION of model NAME live again (default: the one live before
+    the current one), in one step: readers move to it as after a load, never mixing.
+
+    Only retained generations can come back: pinned ones, or those kept because
+    $VECSERVE_KEEP_GENERATIONS was set when the model was loaded. The generation it
+    replaces is retired in turn (kept, pinned, or deleted).
+
+    \b
+    Example:
+        VECSERVE_KEEP_GENERATIONS=2 vecserve load new.bin --key GOOGLE_W2V
+        vecserve models rollback GOOGLE_W2V
+        vecserve models rollback GOOGLE_W2V 7
+    """
+    from .connect import open_store
+    from .store.pins import history, rollback
+
+    with open_store(_store_url(ctx, redis_url)) as store:
+        now, replaced = rollback(store, name, generation)
+        left = {g.info.generation for g in history(store, name)}
+    fate = "retired" if replaced.generation in left else "deleted (nothing keeps it)"
+    click.echo(
+        f"{name}: generation {now.generation} is live again ({now.count:,} vectors); "
+        f"generation {replaced.generation} {fate}"
+    )
 
 
 @cli.command()
@@ -407,7 +526,6 @@ def server():
 def _data_dir_option(f):
     return click.option(
         "--data-dir",
-        envvar="VECSERVE_DATA_DIR",
         default=None,
         type=click.Path(file_okay=False),
         help="Its data dir. Default: $VECSERVE_DATA_DIR, else the user data dir.",

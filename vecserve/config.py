@@ -12,6 +12,10 @@ prefix), validated by pydantic; these are the ones the library and the CLI need.
 ``VECSERVE_API_KEY``      the key RedisKeyedVectors sends to that service
 ``VECSERVE_MODEL_TTL``    seconds a model's registry entry answers metadata calls before
                           it is read again (default 1.0; every client and the service)
+``VECSERVE_KEEP_GENERATIONS``  retired generations a load keeps for rollback besides
+                          the live one, pinned or not (default 0: only the live one)
+``VECSERVE_PIN_LEASE``    seconds a pin lives unless renewed (default 30; renewed
+                          every third of it)
 ========================  ==============================================================
 
 >>> redis_url("redis://localhost:6379/0")
@@ -28,7 +32,9 @@ __all__ = [
     "cache_dir",
     "data_dir",
     "env",
+    "keep_generations",
     "model_ttl",
+    "pin_lease",
     "redis_url",
     "similarity_url",
 ]
@@ -101,3 +107,38 @@ def cache_dir(explicit: str | os.PathLike | None = None) -> Path:
     from platformdirs import user_cache_dir
 
     return Path(user_cache_dir("vecserve", appauthor=False))
+
+
+def keep_generations(explicit: int | None = None) -> int:
+    """``explicit``, else ``$VECSERVE_KEEP_GENERATIONS``, else 0: how many retired
+    generations of a model a load keeps without pins, for rollback.
+
+    >>> keep_generations(2)
+    2
+    """
+    return _number("KEEP_GENERATIONS", explicit, 0, int, "a whole number >= 0", lo=0)
+
+
+def pin_lease(explicit: float | None = None) -> float:
+    """``explicit``, else ``$VECSERVE_PIN_LEASE``, else 30: seconds a pin lives unless
+    its holder renews it.
+
+    >>> pin_lease(1.5)
+    1.5
+    """
+    return _number("PIN_LEASE", explicit, 30.0, float, "a number of seconds >= 0.1", lo=0.1)
+
+
+def _number(name, explicit, default, kind, what, *, lo):
+    """A numeric setting; a bad value raises ValueError naming the variable."""
+    raw = explicit if explicit is not None else env(name)
+    if raw is None:
+        return default
+    try:
+        value = kind(raw)
+    except (TypeError, ValueError):
+        value = None
+    if value is None or value < lo or value != value:
+        source = name.lower() if explicit is not None else PREFIX + name
+        raise ValueError(f"{source} must be {what}, got {raw!r}")
+    return value

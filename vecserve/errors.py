@@ -13,14 +13,16 @@ The hierarchy::
     ├── CodecError                   unknown codec or a value of the wrong size
     ├── LoadInProgress               another load of the same model holds the lock
     ├── StoreUnavailable             Redis unreachable or gone mid-operation
+    │   ├── GenerationChanged        a model was re-loaded under a read, again and again
+    │   └── LoadInterrupted          a load stopped by it: resumable (model, path, written)
     ├── PermissionDenied             the Redis user may not run a command (names both)
-    │   └── GenerationChanged        a model was re-loaded under a read, again and again
+    ├── PinLost                      a pinned view's lease ended: its generation may be gone
     ├── SimilarityServiceError       the vecserve HTTP service failed (unreachable, 5xx)
     ├── BadQuery                     a malformed query (the service answers 422)
     ├── QueryRejected                a well-formed query that cannot be answered (400)
     ├── RequestTooLarge              a request body over the service's limit (413)
     ├── EmbeddedServerError          the embedded valkey-server did not start
-    └── TrainingError                bad corpus or parameters for the trainer
+    └── TrainingError                the trainer cannot start or go on (corpus, parameters, run)
 
 Third-party errors (redis-py, OSError from files) are translated to these at exactly
 one boundary each, with ``raise Ours(msg) from exc`` so the cause stays attached.
@@ -37,8 +39,10 @@ __all__ = [
     "GenerationChanged",
     "InvalidModelName",
     "LoadInProgress",
+    "LoadInterrupted",
     "ModelNotFound",
     "PermissionDenied",
+    "PinLost",
     "QueryRejected",
     "RequestTooLarge",
     "SimilarityServiceError",
@@ -77,15 +81,24 @@ class TokenNotFound(VecserveError, KeyError):
     gensim words it two ways: ``Key 'x' not present in vocabulary`` from ``most_similar``
     and the calls that average vectors (the default here), and ``Key 'x' not present``
     from its lookups (``kv['x']``, ``get_index``; ``lookup=True``). The model's name is
-    the ``model`` attribute, kept out of the message so ``str(exc)`` is gensim's.
+    the ``model`` attribute, kept out of the message so ``str(exc)`` is gensim's;
+    ``missing`` lists every missing word of the request (``token`` is the first).
 
     >>> str(TokenNotFound("qwzx", "W2V")), TokenNotFound("qwzx", "W2V").model
     ("Key 'qwzx' not present in vocabulary", 'W2V')
     """
 
-    def __init__(self, token: str, model: str = "", *, lookup: bool = False):
+    def __init__(
+        self,
+        token: str,
+        model: str = "",
+        *,
+        lookup: bool = False,
+        missing: list[str] | None = None,
+    ):
         self.token = token
         self.model = model
+        self.missing = list(missing) if missing else [token]
         super().__init__(f"Key '{token}' not present" + ("" if lookup else " in vocabulary"))
 
     def __str__(self) -> str:
@@ -157,6 +170,39 @@ class GenerationChanged(StoreUnavailable):
     """A model's generation changed under a read every time it was tried: retry later."""
 
 
+class LoadInterrupted(StoreUnavailable):
+    """Redis went away during a load; what was written is kept, and nothing is visible.
+
+    The fields say what a caller needs to go on: ``model``, ``path`` (the file),
+    ``written`` (vectors already in Redis), ``reason`` (what went wrong with Redis) and
+    ``resume_command``, the command that continues the load.
+
+    >>> exc = LoadInterrupted("connection reset", model="W2V", path="w.bin", written=1200)
+    >>> exc.reason, exc.written, exc.resume_command
+    ('connection reset', 1200, 'vecserve load w.bin --key W2V --resume')
+    """
+
+    def __init__(self, reason: str, *, model: str, path: str, written: int):
+        self.reason = reason
+        self.model = model
+        self.path = str(path)
+        self.written = written
+        super().__init__(
+            f"{reason}. Load of {model!r} from {path} stopped after {written:,} vectors; "
+            f"nothing is visible. Continue with `{self.resume_command}` "
+            "or drop it with `vecserve models cleanup`."
+        )
+
+    @property
+    def resume_command(self) -> str:
+        return f"vecserve load {self.path} --key {self.model} --resume"
+
+
+class PinLost(VecserveError):
+    """A pinned view's pin is gone (it expired unrenewed, or the model was deleted): its
+    generation may be deleted, so the view reads no more. Pin again to go on."""
+
+
 class SimilarityServiceError(VecserveError, ConnectionError):
     """The vecserve HTTP service (``similarity_url``) is unreachable or answered a 5xx."""
 
@@ -182,4 +228,15 @@ class EmbeddedServerError(VecserveError):
 
 
 class TrainingError(VecserveError, ValueError):
-    """Bad corpus or parameters for the trainer, detected before any thread starts."""
+    """The trainer cannot start or go on: a bad corpus or parameters (found before any
+    thread starts), or a failure mid-run (a training thread's error, a diverged model, a
+    failed sync between ranks, a checkpoint or output file that cannot be written).
+
+    ``collective``: every rank of a distributed job raises this same error at the same
+    point (bad parameters, the merged vocabulary, a checkpoint that cannot be resumed),
+    so ``vecserve train`` prints it once, on rank 0.
+    """
+
+    def __init__(self, message: str = "", *, collective: bool = False):
+        super().__init__(message)
+        self.collective = collective

@@ -20,9 +20,9 @@ How each kind of call is answered:
 - **Whole-matrix calls** (``most_similar`` in all its forms, ``most_similar_cosmul``,
   ``similar_by_word``/``_key``/``_vector``): if ``similarity_url`` (or
   ``$VECSERVE_SIMILARITY_URL``) is set they are sent to the vecserve HTTP service (the
-  contract is in :mod:`vecserve.similarity`), which holds the matrix once for all
+  contract is in :mod:`vecserve.search.snapshot`), which holds the matrix once for all
   workers. Otherwise, and always for ``closer_than``, ``rank``, ``distances(w)`` and
-  the evaluations, a local :class:`~vecserve.similarity.SimilarityIndex` is used: a
+  the evaluations, a local :class:`~vecserve.search.snapshot.SimilarityIndex` is used: a
   memory-mapped snapshot of the current generation, streamed out of Redis in bounded
   chunks once per generation into ``$VECSERVE_CACHE_DIR`` and shared by every process
   of the machine through the page cache.
@@ -69,7 +69,7 @@ from . import config
 from .connect import connect
 from .errors import GenerationChanged, TokenNotFound
 from .reader import Reader, apply_missing, check_policy, swap_oov, unit_rows
-from .similarity import IndexManager, SimilarityIndex, mean_vector
+from .search.snapshot import IndexManager, SimilarityIndex, mean_vector
 from .store import ModelInfo, Store
 from .store.wire import AsyncConnections, Steps, arun
 from .wholematrix import WholeMatrixCalls

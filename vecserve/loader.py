@@ -36,7 +36,7 @@ import numpy as np
 
 from .codec import get_codec
 from .connect import open_store
-from .errors import StoreUnavailable, VecserveError, VectorFileError
+from .errors import LoadInterrupted, StoreUnavailable, VecserveError, VectorFileError
 from .store import LoadSession, ModelInfo, Store, begin_load, validate_model_name
 
 __all__ = ["load_arrays", "load_file"]
@@ -205,15 +205,28 @@ def load_file(
     if store is None:
         with open_store(redis_url) as st:
             return load_file(
-                path, name=name, store=st, format=format, codec=codec, limit=limit,
-                unicode_errors=unicode_errors, encoding=encoding, batch_size=batch_size,
-                resume=resume, restart=restart, progress=progress,
-            )  # fmt: skip
+                path,
+                name=name,
+                store=st,
+                format=format,
+                codec=codec,
+                limit=limit,
+                unicode_errors=unicode_errors,
+                encoding=encoding,
+                batch_size=batch_size,
+                resume=resume,
+                restart=restart,
+                progress=progress,
+            )
     fingerprint = _fingerprint(path) if path.is_file() else ""
     with open_vectors(
-        path, format=format, limit=limit, unicode_errors=unicode_errors, encoding=encoding,
+        path,
+        format=format,
+        limit=limit,
+        unicode_errors=unicode_errors,
+        encoding=encoding,
         batch_size=1,
-    ) as probe:  # fmt: skip
+    ) as probe:
         dim, fmt, declared = probe.dim, probe.format, probe.count
         sub = probe.subwords
         ngrams = sub.bucket if sub is not None and sub.max_n > 0 else 0
@@ -247,9 +260,15 @@ def load_file(
     prog.done = session.written
     try:
         with open_vectors(
-            path, format=fmt, limit=limit, unicode_errors=unicode_errors, encoding=encoding,
-            batch_size=batch, resume=resume_at, seen_tokens=seen,
-        ) as reader:  # fmt: skip
+            path,
+            format=fmt,
+            limit=limit,
+            unicode_errors=unicode_errors,
+            encoding=encoding,
+            batch_size=batch,
+            resume=resume_at,
+            seen_tokens=seen,
+        ) as reader:
             writer = _Writer(session, prog)
             try:
                 for b in reader:
@@ -270,10 +289,8 @@ def load_file(
         raise
     except StoreUnavailable as exc:
         _abort(session, keep=True)
-        raise StoreUnavailable(
-            f"{exc}. Load of {name!r} from {path} stopped after {session.written:,} vectors; "
-            f"nothing is visible. Continue with `vecserve load {path} --key {name} --resume` "
-            f"or drop it with `vecserve models cleanup`."
+        raise LoadInterrupted(
+            str(exc), model=name, path=str(path), written=session.written
         ) from exc
     except BaseException:
         _abort(session, keep=True)
@@ -282,8 +299,13 @@ def load_file(
         prog.close()
     log.info(
         "loaded %s: %s vectors x %d (%s) in %.1fs, %s vec/s",
-        name, f"{info.count:,}", info.dim, info.codec, info.load_seconds, f"{prog.rate:,.0f}",
-    )  # fmt: skip
+        name,
+        f"{info.count:,}",
+        info.dim,
+        info.codec,
+        info.load_seconds,
+        f"{prog.rate:,.0f}",
+    )
     return info
 
 
@@ -328,14 +350,27 @@ def load_arrays(
     if store is None:
         with open_store(redis_url) as st:
             return load_arrays(
-                tokens, vectors, name=name, store=st, codec=codec, counts=counts,
-                source=source, batch_size=batch_size, progress=progress,
-            )  # fmt: skip
+                tokens,
+                vectors,
+                name=name,
+                store=st,
+                codec=codec,
+                counts=counts,
+                source=source,
+                batch_size=batch_size,
+                progress=progress,
+            )
     dim = vectors.shape[1]
-    session = begin_load(store,
-        name, dim=dim, codec=codec, source=source, source_format="arrays",
-        declared_count=len(tokens), restart=True,
-    )  # fmt: skip
+    session = begin_load(
+        store,
+        name,
+        dim=dim,
+        codec=codec,
+        source=source,
+        source_format="arrays",
+        declared_count=len(tokens),
+        restart=True,
+    )
     batch = batch_size or max(64, DEFAULT_BATCH_BYTES // (4 * max(dim, 1)))
     prog = Progress(total=len(tokens), desc=f"writing {name}", enabled=progress)
     try:

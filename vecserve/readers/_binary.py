@@ -65,7 +65,7 @@ def binary_batches(
                     error = CorruptVectorFile(
                         src.path, bad, record=done + 1, offset=base + int(starts[len(got)])
                     )
-                    sp, p = sp[: len(got)], int(starts[len(got)])  # fmt: skip
+                    sp, p = sp[: len(got)], int(starts[len(got)])
                 rows = np.ndarray((len(buf) - vb + 1,), row, buffer=buf, strides=(1,))
                 out[len(tokens) : len(tokens) + len(got)] = rows[sp + 1]
                 tokens += got
@@ -82,8 +82,11 @@ def binary_batches(
                 break
             if len(buf) - pos > vb + MAX_TOKEN:
                 error = CorruptVectorFile(
-                    src.path, f"no complete record within {len(buf) - pos} bytes; not word2vec "
-                    "binary?", record=records + len(tokens) + 1, offset=base + pos)  # fmt: skip
+                    src.path,
+                    f"no complete record within {len(buf) - pos} bytes; not word2vec binary?",
+                    record=records + len(tokens) + 1,
+                    offset=base + pos,
+                )
                 break
             data = src.read(src.chunk_size)
             if not data:

@@ -47,8 +47,13 @@ from ._source import Source
 from ._types import ResumePoint, VectorBatch
 
 __all__ = [
-    "MAGIC", "FastTextBin", "fasttext_batches", "ngram_batches", "old_header", "open_fasttext",
-]  # fmt: skip
+    "MAGIC",
+    "FastTextBin",
+    "fasttext_batches",
+    "ngram_batches",
+    "old_header",
+    "open_fasttext",
+]
 
 MAGIC = 793712314
 _ARGS = struct.Struct("<2i12id")  # magic, version, 12 int args, t
@@ -91,10 +96,6 @@ class FastTextBin:
     def vectors_offset(self) -> int:
         return self.matrix_offset + self.matrix_header.size
 
-    @property
-    def ngrams_offset(self) -> int:
-        return self.vectors_offset + 4 * self.dim * self.nwords
-
 
 class _File:
     """``pread`` with errors that name the file and the offset."""
@@ -103,8 +104,10 @@ class _File:
         self.path = src.path
         if src.compression is not None:
             raise VectorFileError(
-                self.path, f"a {src.compression}-compressed fastText .bin: decompress it first "
-                "(its n-gram rows are read at random)")  # fmt: skip
+                self.path,
+                f"a {src.compression}-compressed fastText .bin: decompress it first "
+                "(its n-gram rows are read at random)",
+            )
         self.fd = os.open(self.path, os.O_RDONLY)
         self.size = os.fstat(self.fd).st_size
         self.done = 0  # bytes consumed, for progress
@@ -113,8 +116,10 @@ class _File:
         data = os.pread(self.fd, n, offset) if offset < self.size else b""
         if len(data) < n:
             raise CorruptVectorFile(
-                self.path, f"the file ends inside the {what} ({len(data)} of its {n} bytes)",
-                offset=offset + len(data))  # fmt: skip
+                self.path,
+                f"the file ends inside the {what} ({len(data)} of its {n} bytes)",
+                offset=offset + len(data),
+            )
         return data
 
     def close(self) -> None:
@@ -139,18 +144,24 @@ def _entries(
             z = buf.find(b"\0", pos)
             if z >= 0 and z - pos > MAX_TOKEN:
                 raise CorruptVectorFile(
-                    f.path, f"a dictionary word longer than {MAX_TOKEN} bytes: corrupt?",
-                    offset=offset + pos)  # fmt: skip
+                    f.path,
+                    f"a dictionary word longer than {MAX_TOKEN} bytes: corrupt?",
+                    offset=offset + pos,
+                )
             if z < 0 or z + 10 > len(buf):
                 if len(buf) < _CHUNK + MAX_TOKEN + 9:  # the end of the file
                     what = "a word" if z < 0 else "a word's count"
                     raise CorruptVectorFile(
-                        f.path, f"the file ends inside the dictionary ({what}; entry "
+                        f.path,
+                        f"the file ends inside the dictionary ({what}; entry "
                         f"{first + done + len(tokens) + 1} of {count + first})",
-                        offset=offset + pos)  # fmt: skip
+                        offset=offset + pos,
+                    )
                 raise CorruptVectorFile(
-                    f.path, f"a dictionary word longer than {MAX_TOKEN} bytes: corrupt?",
-                    offset=offset + pos)  # fmt: skip
+                    f.path,
+                    f"a dictionary word longer than {MAX_TOKEN} bytes: corrupt?",
+                    offset=offset + pos,
+                )
             tokens.append(buf[pos:z])
             ends.append(z)
             pos = z + 10
@@ -207,21 +218,25 @@ def _check(f: _File, *, encoding: str, errors: str) -> FastTextBin:
     if versioned:
         _magic, version, *args = _ARGS.unpack(f.read(0, _ARGS.size, "header"))
         if version not in (11, 12):
-            raise CorruptVectorFile(path, f"fastText format version {version}; 11 or 12 are "
-                                    "read", offset=4)  # fmt: skip
+            raise CorruptVectorFile(
+                path, f"fastText format version {version}; 11 or 12 are read", offset=4
+            )
         off, base, dict_struct = _ARGS.size, 8, _DICT
     else:
         args = old_header(head)
         if args is None:
-            raise UnknownFormat(path, "not a fastText .bin (no magic number 793712314 at byte "
-                                "0, nor a pre-2017 header)")  # fmt: skip
+            raise UnknownFormat(
+                path,
+                "not a fastText .bin (no magic number 793712314 at byte 0, nor a pre-2017 header)",
+            )
         off, base, dict_struct = _OLD_ARGS.size, 0, _OLD_DICT
     dim, _ws, _ep, _mc, _neg, _wng, _loss, model, bucket, minn, maxn, _lr, _t = args
     if not 1 <= dim <= _MAX_DIM:
         raise CorruptVectorFile(path, f"dimension {dim} in the header", offset=base)
     if model == 3:
-        raise UnknownFormat(path, "a supervised fastText model (classifier): it has no "
-                            "word vectors to serve")  # fmt: skip
+        raise UnknownFormat(
+            path, "a supervised fastText model (classifier): it has no word vectors to serve"
+        )
     if model not in (1, 2):
         raise CorruptVectorFile(path, f"model type {model} (1 cbow, 2 skipgram)", offset=base + 28)
     if bucket < 0 or minn < 0 or maxn < 0 or (maxn and minn > maxn) or maxn > 64 or minn > 64:
@@ -241,8 +256,9 @@ def _check(f: _File, *, encoding: str, errors: str) -> FastTextBin:
     if ntokens < 0:
         raise CorruptVectorFile(path, f"the dictionary declares {ntokens} tokens", offset=off + 12)
     if pruneidx > 0:
-        raise UnknownFormat(path, "a pruned (quantized) fastText model: load the .bin it was "
-                            "quantized from")  # fmt: skip
+        raise UnknownFormat(
+            path, "a pruned (quantized) fastText model: load the .bin it was quantized from"
+        )
     off += dict_struct.size
     dict_offset = off
     n = 0
@@ -261,38 +277,60 @@ def _check(f: _File, *, encoding: str, errors: str) -> FastTextBin:
         if len(bad):
             i = int(bad[0])
             raise CorruptVectorFile(
-                path, f"dictionary entry {n + i + 1} has type {int(types[i])} and count "
-                f"{int(counts[i])}", record=n + i + 1, offset=ends[i] - 9)  # fmt: skip
+                path,
+                f"dictionary entry {n + i + 1} has type {int(types[i])} and count {int(counts[i])}",
+                record=n + i + 1,
+                offset=ends[i] - 9,
+            )
         n += len(tokens)
         off = ends[-1]
         f.done = off
     matrix = _MATRIX if versioned else _OLD_MATRIX
     quantized, rows, cols = _matrix_header(f, off, matrix, "input")
     if quantized:
-        raise UnknownFormat(path, "a quantized fastText model (.ftz): its vectors are "
-                            "compressed; load the .bin it was quantized from")  # fmt: skip
+        raise UnknownFormat(
+            path,
+            "a quantized fastText model (.ftz): its vectors are "
+            "compressed; load the .bin it was quantized from",
+        )
     if rows != nwords + bucket or cols != dim:
         raise CorruptVectorFile(
-            path, f"the input matrix is {rows} x {cols}, expected {nwords} words + {bucket} "
-            f"buckets = {nwords + bucket} x {dim}", offset=off + matrix.size - 16)  # fmt: skip
-    layout = FastTextBin(dim=dim, min_n=minn, max_n=maxn, bucket=bucket, nwords=nwords,
-                         dict_offset=dict_offset, matrix_offset=off, model=model,
-                         versioned=versioned)  # fmt: skip
+            path,
+            f"the input matrix is {rows} x {cols}, expected {nwords} words + {bucket} "
+            f"buckets = {nwords + bucket} x {dim}",
+            offset=off + matrix.size - 16,
+        )
+    layout = FastTextBin(
+        dim=dim,
+        min_n=minn,
+        max_n=maxn,
+        bucket=bucket,
+        nwords=nwords,
+        dict_offset=dict_offset,
+        matrix_offset=off,
+        model=model,
+        versioned=versioned,
+    )
     out = layout.vectors_offset + 4 * rows * cols
     if out + matrix.size > f.size:
         raise CorruptVectorFile(
-            path, f"the file is truncated: {f.size} bytes, the input matrix alone needs "
-            f"{out}", offset=min(f.size, out))  # fmt: skip
+            path,
+            f"the file is truncated: {f.size} bytes, the input matrix alone needs {out}",
+            offset=min(f.size, out),
+        )
     _q, orows, ocols = _matrix_header(f, out, matrix, "output")
     end = out + matrix.size + 4 * orows * ocols
     if orows < 0 or ocols != dim:
-        raise CorruptVectorFile(path, f"the output matrix header ({orows} x {ocols}) is corrupt",
-                                offset=out)  # fmt: skip
+        raise CorruptVectorFile(
+            path, f"the output matrix header ({orows} x {ocols}) is corrupt", offset=out
+        )
     if end != f.size:
         raise CorruptVectorFile(
-            path, f"the file has {f.size} bytes, its matrices end at byte {end}: "
+            path,
+            f"the file has {f.size} bytes, its matrices end at byte {end}: "
             f"{'truncated' if f.size < end else 'trailing data'}",
-            offset=min(f.size, end))  # fmt: skip
+            offset=min(f.size, end),
+        )
     return layout
 
 
@@ -302,8 +340,9 @@ def _matrix_header(f: _File, off: int, matrix: struct.Struct, which: str) -> tup
     if matrix is _OLD_MATRIX:
         return (False, *matrix.unpack(raw))
     if raw[0] > 1:
-        raise CorruptVectorFile(f.path, f"the {which} matrix's quantized flag is not 0 or 1",
-                                offset=off)  # fmt: skip
+        raise CorruptVectorFile(
+            f.path, f"the {which} matrix's quantized flag is not 0 or 1", offset=off
+        )
     return matrix.unpack(raw)
 
 
@@ -314,9 +353,16 @@ def _matrix(f: _File, layout: FastTextBin) -> tuple[mmap.mmap, np.ndarray]:
 
 
 def fasttext_batches(
-    f: _File, layout: FastTextBin, *, count: int, records: int, resume_offset: int | None,
-    batch_size: int, encoding: str, errors: str,
-) -> Generator[VectorBatch, None, None]:  # fmt: skip
+    f: _File,
+    layout: FastTextBin,
+    *,
+    count: int,
+    records: int,
+    resume_offset: int | None,
+    batch_size: int,
+    encoding: str,
+    errors: str,
+) -> Generator[VectorBatch, None, None]:
     """Word batches of words ``records`` to ``count`` (from dictionary byte ``resume_offset``)."""
     mm, mat = _matrix(f, layout)
     ngram_rows = mat[layout.nwords :]
@@ -328,8 +374,13 @@ def fasttext_batches(
             for lo in range(0, len(words), batch_size):
                 hi = min(lo + batch_size, len(words))
                 yield _word_batch(
-                    words[lo:hi], counts[lo:hi], mat[records : records + hi - lo], ngram_rows,
-                    layout, ResumePoint(ends[hi - 1], records + hi - lo))  # fmt: skip
+                    words[lo:hi],
+                    counts[lo:hi],
+                    mat[records : records + hi - lo],
+                    ngram_rows,
+                    layout,
+                    ResumePoint(ends[hi - 1], records + hi - lo),
+                )
                 records += hi - lo
                 f.done = layout.vectors_offset + 4 * layout.dim * records
     finally:

@@ -92,10 +92,13 @@ class VectorReader:
                     if self.duplicates <= _MAX_DUP_LOGGED:
                         logger.warning(
                             "duplicate word %r in %s (vector #%d), ignoring all but the first%s",
-                            batch.tokens[i], self.path, first + i,
+                            batch.tokens[i],
+                            self.path,
+                            first + i,
                             "; further duplicates are counted, not logged"
-                            if self.duplicates == _MAX_DUP_LOGGED else "",
-                        )  # fmt: skip
+                            if self.duplicates == _MAX_DUP_LOGGED
+                            else "",
+                        )
                 counts = None if batch.counts is None else batch.counts[keep]
                 batch = VectorBatch(
                     [batch.tokens[i] for i in keep], batch.vectors[keep], counts, batch.resume
@@ -144,10 +147,13 @@ class _Subwords:
     """
 
     def __init__(
-        self, min_n: int, max_n: int, bucket: int,
+        self,
+        min_n: int,
+        max_n: int,
+        bucket: int,
         rows: Callable[[int], Iterator[tuple[int, np.ndarray]]],
         close: Callable[[], None] = lambda: None,
-    ):  # fmt: skip
+    ):
         self.min_n, self.max_n, self.bucket = min_n, max_n, bucket
         self._rows = rows
         self._close = close
@@ -240,9 +246,15 @@ def open_vectors(
     src = Source(path)
     try:
         return _open(
-            src, format, limit=limit or None, unicode_errors=unicode_errors, encoding=encoding,
-            batch_size=batch_size, resume=resume, seen_tokens=seen_tokens,
-        )  # fmt: skip
+            src,
+            format,
+            limit=limit or None,
+            unicode_errors=unicode_errors,
+            encoding=encoding,
+            batch_size=batch_size,
+            resume=resume,
+            seen_tokens=seen_tokens,
+        )
     except BaseException:
         src.close()
         raise
@@ -274,22 +286,36 @@ def _open(
             f.close()
             raise ValueError(f"{resume} is not a point in the dictionary of {path}")
         sub = _Subwords(
-            layout.min_n, layout.max_n, layout.bucket,
-            lambda size: ngram_batches(f, layout, batch_size=size), f.close,
-        )  # fmt: skip
+            layout.min_n,
+            layout.max_n,
+            layout.bucket,
+            lambda size: ngram_batches(f, layout, batch_size=size),
+            f.close,
+        )
         batches = fasttext_batches(
-            f, layout, count=count, records=records,
-            resume_offset=resume.offset if resume else None, batch_size=batch_size,
-            encoding=encoding, errors=unicode_errors,
-        )  # fmt: skip
+            f,
+            layout,
+            count=count,
+            records=records,
+            resume_offset=resume.offset if resume else None,
+            batch_size=batch_size,
+            encoding=encoding,
+            errors=unicode_errors,
+        )
         seen = TokenSet()
         it = iter(seen_tokens)
         while chunk := list(islice(it, 1 << 16)):
             seen.add_new(chunk)
         return VectorReader(
-            src, batches, format=fmt, dim=layout.dim, count=count, seen=seen,
-            bytes_read=lambda: f.done, subwords=sub,
-        )  # fmt: skip
+            src,
+            batches,
+            format=fmt,
+            dim=layout.dim,
+            count=count,
+            seen=seen,
+            bytes_read=lambda: f.done,
+            subwords=sub,
+        )
     if fmt == "gensim":
         kv = load_keyed_vectors(path, compressed=src.compression is not None)
         count = min(len(kv), limit) if limit else len(kv)
@@ -300,11 +326,18 @@ def _open(
         extra = side_files(path)
         ngrams = gensim_subwords(kv)
         return VectorReader(
-            src, batches, format=fmt, dim=int(kv.vector_size), count=count, seen=None,
-            extra_files=extra, subwords=_Subwords(*ngrams) if ngrams else None,
-            bytes_read=lambda: (src.size_bytes + sum(map(os.path.getsize, extra))) * done[0]
-            // max(count, 1),
-        )  # fmt: skip
+            src,
+            batches,
+            format=fmt,
+            dim=int(kv.vector_size),
+            count=count,
+            seen=None,
+            extra_files=extra,
+            subwords=_Subwords(*ngrams) if ngrams else None,
+            bytes_read=lambda: (
+                (src.size_bytes + sum(map(os.path.getsize, extra))) * done[0] // max(count, 1)
+            ),
+        )
     first, newline, _ = prefix.partition(b"\n")
     if fmt == "glove":
         dim, count, header = glove_dim(first, encoding), None, False
@@ -314,8 +347,11 @@ def _open(
         parsed = parse_header(first, encoding)
         if parsed is None or (not newline and len(prefix) >= SNIFF):
             raise CorruptVectorFile(
-                path, f"{first[:60]!r} is not a 'count dim' header of two integers",
-                line=1, offset=0)  # fmt: skip
+                path,
+                f"{first[:60]!r} is not a 'count dim' header of two integers",
+                line=1,
+                offset=0,
+            )
         count, dim = parsed
         count, header = min(count, limit) if limit else count, True
         src.skip(len(first) + len(newline))
@@ -325,22 +361,30 @@ def _open(
         src.start_readahead()  # hash and decompress what is skipped on another thread
         if not src.skip(resume.offset - src.offset):
             raise CorruptVectorFile(
-                path, f"the file ends before the resume point {resume}; did it change?",
-                offset=src.offset)  # fmt: skip
+                path,
+                f"the file ends before the resume point {resume}; did it change?",
+                offset=src.offset,
+            )
     seen = TokenSet()
     it = iter(seen_tokens)
     while chunk := list(islice(it, 1 << 16)):
         seen.add_new(chunk)
     options: dict[str, Any] = {
-        "records": records, "batch_size": batch_size, "encoding": encoding,
+        "records": records,
+        "batch_size": batch_size,
+        "encoding": encoding,
         "errors": unicode_errors,
-    }  # fmt: skip
+    }
     if fmt == "w2v-bin":
         assert count is not None
         batches = binary_batches(src, dim=dim, count=count, **options)
     else:
         batches = text_batches(
-            src, dim=dim, count=count if header else limit, header=header,
-            glove=fmt == "glove", **options,
-        )  # fmt: skip
+            src,
+            dim=dim,
+            count=count if header else limit,
+            header=header,
+            glove=fmt == "glove",
+            **options,
+        )
     return VectorReader(src, batches, format=fmt, dim=dim, count=count, seen=seen)

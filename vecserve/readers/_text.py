@@ -82,13 +82,17 @@ def text_batches(
         if len(batch) < n:  # the end of the file, or of what could be read
             if too_long:
                 raise CorruptVectorFile(
-                    src.path, f"a line longer than {max_line} bytes: not a {dim}-d vector "
-                    "text file?", **where)  # fmt: skip
+                    src.path,
+                    f"a line longer than {max_line} bytes: not a {dim}-d vector text file?",
+                    **where,
+                )
             break
     if header and count is not None and records < count:
         raise CorruptVectorFile(
-            src.path, f"the header promises {count} vectors but the file ends after {records}",
-            **where)  # fmt: skip
+            src.path,
+            f"the header promises {count} vectors but the file ends after {records}",
+            **where,
+        )
 
 
 def _parse_lines(

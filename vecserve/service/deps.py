@@ -32,7 +32,7 @@ from starlette.concurrency import run_in_threadpool
 from ..cache import VectorCache
 from ..errors import ModelNotFound, StoreUnavailable
 from ..reader import Lookup, Reader
-from ..similarity import IndexManager, SimilarityIndex
+from ..search.snapshot import IndexManager, SimilarityIndex
 from ..store import ModelInfo, Store, validate_model_name
 from .metrics import Metrics
 from .settings import Settings
@@ -144,7 +144,7 @@ class AppContext:
     stores: StoreHandle
     metrics: Metrics
     models: ModelCache
-    ann: Any = None  # vecserve.ann.AnnManager
+    ann: Any = None  # vecserve.search.ann.AnnManager
     _inline_ok: bool = False
     _indexes: IndexManager | None = None
     _seen: dict[str, SimilarityIndex] = field(default_factory=dict)

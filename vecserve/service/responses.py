@@ -93,9 +93,13 @@ def install_error_handlers(app: FastAPI, settings: Settings, metrics: Metrics) -
         if isinstance(exc, ModelNotFound):
             return error_response(404, "ModelNotFound", str(exc), model=exc.name)
         if isinstance(exc, TokenNotFound):
-            missing = getattr(exc, "missing", [exc.token])
             return error_response(
-                404, "TokenNotFound", str(exc), token=exc.token, model=exc.model, missing=missing
+                404,
+                "TokenNotFound",
+                str(exc),
+                token=exc.token,
+                model=exc.model,
+                missing=exc.missing,
             )
         if isinstance(exc, InvalidModelName):
             return error_response(422, "InvalidModelName", str(exc))
@@ -207,9 +211,7 @@ def negotiate(accept: str | None, fmt: str | None) -> str:
 
 
 def missing_error(name: str, missing: list[str]) -> TokenNotFound:
-    exc = TokenNotFound(missing[0], name)
-    exc.missing = missing
-    return exc
+    return TokenNotFound(missing[0], name, missing=missing)
 
 
 def vectors_response(

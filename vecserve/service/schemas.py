@@ -2,10 +2,10 @@
 
 A most_similar query item is a word, an int (a position in the vocabulary), a vector,
 or ``[item, weight]`` -- the forms gensim accepts, in the JSON of
-:func:`vecserve.similarity.encode_items`: a vector is ``{"vector": [...], "dtype": "<f4"}``
+:func:`vecserve.search.snapshot.encode_items`: a vector is ``{"vector": [...], "dtype": "<f4"}``
 (``dtype`` optional, default ``<f8``, kept so the arithmetic is gensim's); a bare list of
 ``dim`` numbers is accepted too (as ``<f8``). :func:`parse_item` turns the JSON form into
-what :mod:`vecserve.similarity` takes, and raises :class:`BadQuery` (-> 422) naming the
+what :mod:`vecserve.search.snapshot` takes, and raises :class:`BadQuery` (-> 422) naming the
 item otherwise.
 
 >>> parse_item(["king", 2.0], dim=3)

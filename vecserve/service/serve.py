@@ -1,9 +1,11 @@
 """``vecserve serve``: run the HTTP API (:mod:`vecserve.api`) under uvicorn.
 
-Flags become ``VECSERVE_*`` environment variables, read by :class:`.settings.Settings`
-in each worker (uvicorn starts workers from the import string
-``vecserve.api:create_app``), so flags and the environment configure the service the same
-way; a flag wins over a variable already set. Registered by the CLI with
+The service's options are the fields of :class:`.settings.Settings`, and so are the flags:
+each flag in :data:`FLAGS` is made from its field (name, type, bounds, description,
+default), so the two cannot disagree. A flag given becomes the field's ``VECSERVE_*``
+variable, read by :class:`.settings.Settings` in each worker (uvicorn starts workers from
+the import string ``vecserve.api:create_app``), so flags and the environment configure the
+service the same way; a flag wins over a variable already set. Registered by the CLI with
 ``cli.add_command(serve)``.
 """
 
@@ -12,23 +14,46 @@ from __future__ import annotations
 import contextlib
 import os
 import tempfile
+import types
+import typing
+from pathlib import Path
 
 import click
 
-__all__ = ["serve", "settings_env"]
+from ..clioptions import redis_url_option
 
-_OPTION_ENV = {
-    "redis_url": "VECSERVE_REDIS_URL",
-    "default_model": "VECSERVE_DEFAULT_MODEL",
-    "cache_dir": "VECSERVE_CACHE_DIR",
-    "preload": "VECSERVE_PRELOAD",
-    "ann": "VECSERVE_ANN",
-    "max_words": "VECSERVE_MAX_WORDS",
-    "max_topn": "VECSERVE_MAX_TOPN",
-    "max_body_bytes": "VECSERVE_MAX_BODY_BYTES",
-    "vector_cache": "VECSERVE_VECTOR_CACHE",
-    "api_keys_file": "VECSERVE_API_KEYS_FILE",
-}
+try:
+    from .settings import Settings
+except ImportError:  # the api extra is not installed: `serve` says so when run
+    Settings = None
+
+__all__ = ["FLAGS", "env_name", "serve", "settings_env"]
+
+#: The :class:`.settings.Settings` fields that are ``vecserve serve`` flags besides
+#: ``--redis-url`` (the option every command shares). The others are set in the
+#: environment only: ``api_keys`` is a secret, which a command line shows to every user of
+#: the machine (``ps``); ``metrics_dir`` is made by ``serve --workers N`` itself.
+FLAGS = (
+    "default_model",
+    "cache_dir",
+    "preload",
+    "ann",
+    "ann_recall",
+    "max_words",
+    "max_topn",
+    "max_body_bytes",
+    "vector_cache",
+    "api_keys_file",
+)
+
+
+def env_name(field: str) -> str:
+    """The variable :class:`.settings.Settings` reads a field from.
+
+    >>> env_name("max_words")
+    'VECSERVE_MAX_WORDS'
+    """
+    return Settings.model_config["env_prefix"] + field.upper()
 
 
 def settings_env(**options) -> dict[str, str]:
@@ -37,12 +62,49 @@ def settings_env(**options) -> dict[str, str]:
     >>> settings_env(redis_url="redis://r:6379/0", ann=True, max_words=None)
     {'VECSERVE_REDIS_URL': 'redis://r:6379/0', 'VECSERVE_ANN': 'true'}
     """
-    env = {}
-    for key, value in options.items():
-        if value is None or key not in _OPTION_ENV:
-            continue
-        env[_OPTION_ENV[key]] = str(value).lower() if isinstance(value, bool) else str(value)
-    return env
+    return {
+        env_name(key): str(value).lower() if isinstance(value, bool) else str(value)
+        for key, value in options.items()
+        if value is not None and key in Settings.model_fields
+    }
+
+
+def _option(name: str):
+    """A click option made from the settings field ``name``; its value is None unless given,
+    so the field's default (and the environment) decide."""
+    field = Settings.model_fields[name]
+    kind = field.annotation
+    if isinstance(kind, types.UnionType) or typing.get_origin(kind) is typing.Union:
+        kind = next(t for t in typing.get_args(kind) if t is not type(None))
+    flag = "--" + name.replace("_", "-")
+    help = f"{field.description} [${env_name(name)}"
+    help += "]" if field.default is None else f"; default: {field.default!r}]"
+    if kind is bool:
+        return click.option(f"{flag}/--no-{flag[2:]}", name, default=None, help=help)
+    if kind is int:
+        low = next((m.ge for m in field.metadata if hasattr(m, "ge")), None)
+        kind, metavar = click.IntRange(min=low), "N"
+    elif kind is float:
+        bounds = {k: getattr(m, k) for m in field.metadata for k in ("gt", "ge", "lt", "le")
+                  if getattr(m, k, None) is not None}  # fmt: skip
+        kind = click.FloatRange(
+            min=bounds.get("gt", bounds.get("ge")), max=bounds.get("lt", bounds.get("le")),
+            min_open="gt" in bounds, max_open="lt" in bounds,
+        )  # fmt: skip
+        metavar = "X"
+    elif kind is Path:  # a *_dir field names a directory, a *_file field a file
+        directory = name.endswith("_dir")
+        kind = click.Path(file_okay=not directory, dir_okay=directory)
+        metavar = "DIR" if directory else "FILE"
+    else:
+        kind, metavar = str, "TEXT"
+    return click.option(flag, name, type=kind, default=None, metavar=metavar, help=help)
+
+
+def _settings_options(f):
+    for name in reversed(FLAGS if Settings is not None else ()):
+        f = _option(name)(f)
+    return f
 
 
 @click.command("serve")
@@ -55,47 +117,8 @@ def settings_env(**options) -> dict[str, str]:
     type=click.IntRange(min=1),
     help="uvicorn worker processes (they share the memory-mapped similarity index).",
 )
-@click.option(
-    "--redis-url",
-    envvar="VECSERVE_REDIS_URL",
-    default=None,
-    metavar="URL",
-    help="Redis/Valkey URL. Default: $VECSERVE_REDIS_URL, else the embedded server.",
-)
-@click.option("--default-model", default=None, metavar="NAME", help="Model when none is given.")
-@click.option(
-    "--cache-dir",
-    default=None,
-    type=click.Path(file_okay=False),
-    help="Local directory for memory-mapped similarity indexes.",
-)
-@click.option(
-    "--preload/--no-preload",
-    default=None,
-    help="Build the default model's index at start-up; /readyz waits for it.",
-)
-@click.option("--ann/--no-ann", default=None, help="Build approximate (IVF or HNSW) indexes too.")
-@click.option("--max-words", type=click.IntRange(min=1), default=None, help="Words per request.")
-@click.option("--max-topn", type=click.IntRange(min=1), default=None, help="Largest topn.")
-@click.option(
-    "--max-body-bytes", type=click.IntRange(min=1024), default=None, help="Largest request body."
-)
-@click.option(
-    "--vector-cache",
-    type=click.IntRange(min=0),
-    default=None,
-    metavar="N",
-    help="Hot vectors per model kept in each worker's memory, invalidated by Redis "
-    "(default 20000; 0 = off).",
-)
-@click.option(
-    "--api-keys-file",
-    type=click.Path(dir_okay=False),
-    default=None,
-    help="Require `Authorization: Bearer <key>` with one of the keys in FILE (one a line) "
-    "on every endpoint but /healthz, /readyz and the explorer page; or set "
-    "VECSERVE_API_KEYS=k1,k2.",
-)
+@redis_url_option
+@_settings_options
 @click.option("--ssl-certfile", type=click.Path(dir_okay=False, exists=True), default=None,
               help="Serve HTTPS with this certificate (PEM).")  # fmt: skip
 @click.option("--ssl-keyfile", type=click.Path(dir_okay=False, exists=True), default=None,
@@ -147,7 +170,7 @@ def serve(host, port, workers, log_level, ssl_certfile, ssl_keyfile, **options):
     with contextlib.ExitStack() as stack:
         if workers > 1 and settings.metrics_dir is None:  # /metrics answers for every worker
             shared = stack.enter_context(tempfile.TemporaryDirectory(prefix="vecserve-metrics-"))
-            os.environ["VECSERVE_METRICS_DIR"] = shared
+            os.environ[env_name("metrics_dir")] = shared
         try:
             uvicorn.run(
                 "vecserve.api:create_app",

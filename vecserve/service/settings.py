@@ -40,6 +40,14 @@ class Settings(BaseSettings):
         False, description="Build/open the default model's similarity index at start-up."
     )
     ann: bool = Field(False, description="Also build an approximate (IVF or HNSW) index per model.")
+    ann_recall: float = Field(
+        0.95,
+        gt=0,
+        le=1,
+        description="recall@10 the approximate index is built to meet, measured on the "
+        "model's own queries; where no setting meets it within the latency budget, "
+        "approximate queries are answered exactly (and say so).",
+    )
     vector_cache: int = Field(
         20_000,
         ge=0,
@@ -65,7 +73,10 @@ class Settings(BaseSettings):
         "/readyz and the explorer page's files needs `Authorization: Bearer <key>`.",
     )
     api_keys_file: Path | None = Field(
-        None, description="A file of API keys, one a line (# comments and blanks ignored)."
+        None,
+        description="A file of API keys, one a line (# comments and blanks ignored); as with "
+        "`api_keys`, every endpoint but /healthz, /readyz and the explorer page's files then "
+        "needs `Authorization: Bearer <key>`.",
     )
     model_ttl: float = Field(
         DEFAULT_MODEL_TTL,

@@ -6,17 +6,20 @@
 - :mod:`.registry` — :class:`Store`: the model registry, reads of vectors and
   vocabularies, deletes; works with ``redis.Redis`` and ``redis.RedisCluster`` alike.
 - :mod:`.lease` — :class:`Lease`: one loader per model at a time.
+- :mod:`.pins` — :class:`Pin`: a reader's lease on one generation; the retired
+  generations a model keeps (pinned, or for rollback), their collection, rollback.
 - :mod:`.session` — :func:`begin_load` and :class:`LoadSession`: writes one generation
   batch by batch, then commits it; :func:`drop_load`, :func:`cleanup_loads`.
 
-Imports go one way: layout <- registry <- lease <- session.
+Imports go one way: layout <- registry <- lease <- pins <- session.
 
 Visibility: readers look a model up in ``vecserve:models`` only, so a load is invisible
 until :meth:`LoadSession.commit` writes that one hash field. Every load writes a new
 generation; its prefix ``P`` is the model name itself when no other generation of the
 name uses it (so a model loaded once lives at exactly ``NAME:token``), and
 ``NAME~<generation>`` otherwise. Re-loading therefore writes next to the live generation,
-flips the registry in one ``HSET``, then deletes the old one: readers never see a mix.
+flips the registry in one ``HSET``, then retires the old one, deleted at once unless a
+pin holds it or it is kept for rollback (:mod:`.pins`): readers never see a mix.
 
 >>> store = Store.from_url("redis://localhost:6379/0")     # doctest: +SKIP
 >>> [m.name for m in store.list_models()]                  # doctest: +SKIP
@@ -34,6 +37,7 @@ from .layout import (
     validate_model_name,
 )
 from .lease import Lease
+from .pins import Pin
 from .registry import Store
 from .session import LoadSession, begin_load, cleanup_loads, drop_load
 
@@ -47,6 +51,7 @@ __all__ = [
     "LoadSession",
     "LoadState",
     "ModelInfo",
+    "Pin",
     "Store",
     "begin_load",
     "cleanup_loads",

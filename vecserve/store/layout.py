@@ -19,6 +19,13 @@ of one generation of a model; see :mod:`vecserve.store`)::
                              (set before the first is written, so a delete finds them)
     vecserve:trash           set     prefixes whose keys are being deleted
     vecserve:lock:name       string  lease of the process loading ``name``
+    vecserve:history:name    hash    generation -> JSON {"retired", "info"} of each retired
+                             generation of ``name`` still kept (pinned, or kept for
+                             rollback), and "keep": how many its last load keeps unpinned
+    vecserve:pins:name       set     pin ids ``GEN:host:pid:nonce`` of ``name`` (pruned by
+                             collectors; a pin is live only while its key exists)
+    vecserve:pin:name:ID     string  one pin of a generation, a lease: set ``PX``, renewed
+                             with ``SET XX PX`` by its holder (see :mod:`.pins`)
     vecserve:events          pub/sub JSON on every commit and delete
 
 The vocabulary (``index_to_key``) is kept as one blob per batch rather than one list
@@ -104,8 +111,8 @@ def model_key_patterns(name: str) -> list[str]:
     """Glob patterns of every key a load of model ``name`` writes (for Redis ACLs).
 
     Its generations' vectors (``name:...`` and ``name~<gen>:...``), their vocabulary
-    and counts, and its lease; not the registry hashes every load shares
-    (:data:`SHARED_METADATA`). Model names hold no glob characters.
+    and counts, its lease, its retired generations and pins; not the registry hashes
+    every load shares (:data:`SHARED_METADATA`). Model names hold no glob characters.
 
     >>> model_key_patterns("W2V")[:3]
     ['W2V:*', 'W2V~*', 'W2V#*']
@@ -114,11 +121,52 @@ def model_key_patterns(name: str) -> list[str]:
     out = [f"{name}:*", f"{name}~*", f"{name}#*"]
     for key in (vocab_key, vocab_sizes_key, counts_key, ngrams_key, vocab_hashes_key):
         out += [key(name), key(f"{name}~*")]
-    return [*out, lock_key(name)]
+    return [*out, lock_key(name), history_key(name), *pin_key_patterns(name)]
 
 
 def lock_key(name: str) -> str:
     return f"{NS}:lock:{name}"
+
+
+def history_key(name: str) -> str:
+    return f"{NS}:history:{name}"
+
+
+def pins_key(name: str) -> str:
+    return f"{NS}:pins:{name}"
+
+
+def pin_key(name: str, pin_id: str) -> str:
+    return f"{NS}:pin:{name}:{pin_id}"
+
+
+def pin_id(generation: int, holder: str) -> str:
+    """The id of a pin of ``generation`` held by ``holder`` (``host:pid:nonce``).
+
+    >>> pin_id(3, "web1:42:9f2c"), pin_generation(pin_id(3, "web1:42:9f2c"))
+    ('3:web1:42:9f2c', (3, 'web1:42:9f2c'))
+    """
+    return f"{generation}:{holder}"
+
+
+def pin_generation(pid: str | bytes) -> tuple[int, str]:
+    """``(generation, holder)`` of a pin id; ``(-1, id)`` for one vecserve did not write."""
+    text = pid.decode() if isinstance(pid, bytes) else pid
+    gen, _, holder = text.partition(":")
+    return (int(gen), holder) if gen.isdigit() else (-1, text)
+
+
+def pin_key_patterns(name: str | None = None) -> list[str]:
+    """Glob patterns of the keys that taking, renewing and releasing pins write: the pin
+    keys and the pin index of model ``name`` (of every model when None).
+
+    >>> pin_key_patterns("W2V")
+    ['vecserve:pins:W2V', 'vecserve:pin:W2V:*']
+    """
+    if name is None:
+        return [pins_key("*"), f"{NS}:pin:*"]
+    validate_model_name(name)
+    return [pins_key(name), pin_key(name, "*")]
 
 
 def encode_tokens(tokens: Sequence[str]) -> list[bytes]:

@@ -42,6 +42,7 @@ from .layout import (
     vocab_sizes_key,
 )
 from .lease import Lease
+from .pins import collect, keep_setting, retained_prefixes, retire
 from .registry import Store
 
 log = logging.getLogger("vecserve.load")
@@ -85,6 +86,8 @@ class LoadSession:
         self.lease = lease
         self._last_refresh = time.monotonic()
         self.committed: ModelInfo | None = None
+        # retired generations kept unpinned for rollback (VECSERVE_KEEP_GENERATIONS)
+        self.keep = keep_setting()
 
     @property
     def written(self) -> int:
@@ -285,7 +288,8 @@ class LoadSession:
         )
 
     def commit(self, *, sha256: str = "", duplicates: int = 0) -> ModelInfo:
-        """Flip the registry to this generation (one HSET), then delete the previous one."""
+        """Flip the registry to this generation (one HSET), then retire the previous one:
+        it is deleted unless a pin holds it or it is kept for rollback (:mod:`.pins`)."""
         s = self.state
         store = self.store
         info = self._as_info(
@@ -310,7 +314,7 @@ class LoadSession:
             raw_old = store.client.hget(MODELS, s.name)
             old = ModelInfo.from_json(raw_old) if raw_old is not None else None
             if old is not None:
-                store.client.sadd(TRASH, old.prefix)
+                retire(store, old)
             store.client.hset(MODELS, s.name, info.to_json())  # the flip
             store.client.hdel(LOADS, s.name)
             store.client.publish(
@@ -318,8 +322,7 @@ class LoadSession:
                 json.dumps({"event": "commit", "model": s.name, "generation": s.generation}),
             )
         self.committed = info
-        if old is not None and old.prefix != info.prefix:
-            store.delete_generation(old.prefix, old.buckets)
+        collect(store, s.name, keep=self.keep, lease=self.lease)
         self.lease.release()
         if store.after_commit is not None:
             store.after_commit()
@@ -398,11 +401,13 @@ def begin_load(
                 )
             drop_load(store, name, lease=lease)
         store.purge_trash(name)
+        collect(store, name, lease=lease)  # retired generations whose pins expired
         with store.errors(f"starting a load of {name!r}"):
             generation = int(store.client.hincrby(GENERATION, name, 1))
             busy = {m.prefix for m in store.list_models()}
             busy |= {s.prefix for s in store.list_loads()}
             busy |= {p.decode() for p in store.client.smembers(TRASH)}
+        busy |= retained_prefixes(store, name)
         prefix = name if name not in busy else f"{name}~{generation}"
         now = time.time()
         state = LoadState(

@@ -17,9 +17,9 @@ sigmoid table clamped at +-6 (negative sampling) or skip the node (hierarchical 
 
 Skip-gram with ``batch=1`` (the default of :class:`~vecserve.train.Word2Vec`): for one
 centre, its contexts share the centre and K negatives as outputs (HogBatch's sharing)
-but run pair after pair like the per-pair kernel, as an output chain (below); measured
-2.3x faster per CPU-second than the ``sgemm`` form (see BENCHMARKS.md for quality).
-``batch=2`` keeps the ``sgemm`` form (HogBatch proper) for comparison.
+but run pair after pair like the per-pair kernel, as an output chain (below), which
+does less arithmetic a pair than the ``sgemm`` form of such small matrices.
+``batch=2`` runs the ``sgemm`` form (HogBatch proper), kept for comparison.
 
 Output chains (:c:func:`out_chain`): inputs (a centre's contexts, or CBOW's mean) against
 output rows (a Huffman path, or the centre and its negatives), in output-major order:
@@ -27,9 +27,9 @@ each output row meets the inputs one after another, each pair seeing the row as 
 pairs before it left it, and an input's row changes only after the chain (as a pair's
 input changes after its outputs). Output rows are independent of each other, so up to 4
 run interleaved in one pass over the vectors (which also computes the next input's
-scores); the passes are plain C loops built for AVX2+FMA and for baseline x86-64, the
-CPU picking once at load time. For skip-gram HS the chain is exactly the pairs of a
-window run one after another.
+scores); the passes are the C loops of ``_w2v.h`` (built for AVX2+FMA and for baseline
+x86-64, the CPU picking once at load time). For skip-gram HS the chain is exactly the
+pairs of a window run one after another.
 
 HogBatch (Ji et al., 2016): for one centre word, its ``B`` context rows of syn0 and the
 ``1 + K`` output rows of syn1neg (the centre and K negatives shared by all contexts) are
@@ -53,256 +53,16 @@ from scipy.linalg.cython_blas cimport saxpy, sgemm, sscal
 
 cnp.import_array()
 
-cdef extern from *:
-    """
-    static inline void vecserve_prefetch(const void *p, int nbytes) {
-        const char *c = (const char *)p;
-        for (int k = 0; k < nbytes; k += 64) __builtin_prefetch(c + k, 1, 3);
-    }
-
-    /* The inner loops of the output chains (see out_chain). Plain C that the compiler
-       vectorises (-O3 -ffast-math); with GCC on x86-64 each is also built for AVX2+FMA
-       and the CPU picks its version once, at load time. */
-    #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__)
-    #define VS_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
-    #else
-    #define VS_CLONES
-    #endif
-
-    VS_CLONES static void vs_axpy(int n, float a, const float *restrict x, float *restrict y) {
-        for (int d = 0; d < n; d++) y[d] += a * x[d];
-    }
-
-    /* The gradient of one pair from its score f: hierarchical softmax (hs) skips a
-       score outside +-max_exp (0), negative sampling clamps it; label < 0: none. */
-    static inline float vs_grad(float f, float label, float alpha, int hs,
-                                const float *table, float max_exp, int scale) {
-        if (label < 0.0f) return 0.0f;
-        if (f >= max_exp) return hs ? 0.0f : (label - 1.0f) * alpha;
-        if (f <= -max_exp) return hs ? 0.0f : label * alpha;
-        return (label - table[(int)((f + max_exp) * scale)]) * alpha;
-    }
-
-    /* vs_chainR: a group of R distinct output rows o[0..R-1] (labels lab) against
-       the inputs in[0..B-1], input by input: input c's scores are taken with the rows
-       as the inputs before it left them; then work[c] += sum_r g[r] o[r] and
-       o[r] += g[r] in[c], and the same pass computes input c+1's scores. The R rows'
-       chains are independent of each other, so they run interleaved (latency hidden).
-       One function per R, the rows as separate restrict pointers (so GCC vectorises). */
-    static inline void vs_pass1(int n, float g0, const float *restrict x,
-                                  const float *restrict y, float *restrict w,
-                                  float *restrict o0, float *restrict f) {
-        float a0 = 0.0f;
-        for (int d = 0; d < n; d++) {
-            float xd = x[d], yd = y[d], wd = w[d];
-            float v0 = o0[d];
-            wd += g0 * v0;
-            v0 += g0 * xd;
-            o0[d] = v0;
-            a0 += yd * v0;
-            w[d] = wd;
-        }
-        f[0] = a0;
-    }
-    static inline void vs_upd1(int n, float g0, const float *restrict x,
-                                 float *restrict w, float *restrict o0) {
-        for (int d = 0; d < n; d++) {
-            float xd = x[d];
-            float v0 = o0[d];
-            w[d] += g0 * v0;
-            o0[d] = v0 + g0 * xd;
-        }
-    }
-    static inline void vs_dots1(int n, const float *restrict y, float *restrict o0,
-                                  float *restrict f) {
-        float a0 = 0.0f;
-        for (int d = 0; d < n; d++) {
-            a0 += y[d] * o0[d];
-        }
-        f[0] = a0;
-    }
-    static inline void vs_group1(int n, int B, const float *const *in,
-                                   float *const *o, const float *lab, float *work,
-                                   float alpha, int hs, const float *table,
-                                   float max_exp, int scale) {
-        float f[1], g[1];
-        vs_dots1(n, in[0], o[0], f);
-        for (int c = 0; c < B; c++) {
-            int any = 0;
-            for (int r = 0; r < 1; r++) {
-                g[r] = vs_grad(f[r], lab[r], alpha, hs, table, max_exp, scale);
-                any |= g[r] != 0.0f;
-            }
-            float *w = work + (long)c * n;
-            if (c + 1 == B) {
-                if (any) vs_upd1(n, g[0], in[c], w, o[0]);
-            } else if (any) {
-                vs_pass1(n, g[0], in[c], in[c + 1], w, o[0], f);
-            } else {
-                vs_dots1(n, in[c + 1], o[0], f);
-            }
-        }
-    }
-    static inline void vs_pass2(int n, float g0, float g1, const float *restrict x,
-                                  const float *restrict y, float *restrict w,
-                                  float *restrict o0, float *restrict o1, float *restrict f) {
-        float a0 = 0.0f; float a1 = 0.0f;
-        for (int d = 0; d < n; d++) {
-            float xd = x[d], yd = y[d], wd = w[d];
-            float v0 = o0[d]; float v1 = o1[d];
-            wd += g0 * v0 + g1 * v1;
-            v0 += g0 * xd; v1 += g1 * xd;
-            o0[d] = v0; o1[d] = v1;
-            a0 += yd * v0; a1 += yd * v1;
-            w[d] = wd;
-        }
-        f[0] = a0; f[1] = a1;
-    }
-    static inline void vs_upd2(int n, float g0, float g1, const float *restrict x,
-                                 float *restrict w, float *restrict o0, float *restrict o1) {
-        for (int d = 0; d < n; d++) {
-            float xd = x[d];
-            float v0 = o0[d]; float v1 = o1[d];
-            w[d] += g0 * v0 + g1 * v1;
-            o0[d] = v0 + g0 * xd; o1[d] = v1 + g1 * xd;
-        }
-    }
-    static inline void vs_dots2(int n, const float *restrict y, float *restrict o0, float *restrict o1,
-                                  float *restrict f) {
-        float a0 = 0.0f; float a1 = 0.0f;
-        for (int d = 0; d < n; d++) {
-            a0 += y[d] * o0[d]; a1 += y[d] * o1[d];
-        }
-        f[0] = a0; f[1] = a1;
-    }
-    static inline void vs_group2(int n, int B, const float *const *in,
-                                   float *const *o, const float *lab, float *work,
-                                   float alpha, int hs, const float *table,
-                                   float max_exp, int scale) {
-        float f[2], g[2];
-        vs_dots2(n, in[0], o[0], o[1], f);
-        for (int c = 0; c < B; c++) {
-            int any = 0;
-            for (int r = 0; r < 2; r++) {
-                g[r] = vs_grad(f[r], lab[r], alpha, hs, table, max_exp, scale);
-                any |= g[r] != 0.0f;
-            }
-            float *w = work + (long)c * n;
-            if (c + 1 == B) {
-                if (any) vs_upd2(n, g[0], g[1], in[c], w, o[0], o[1]);
-            } else if (any) {
-                vs_pass2(n, g[0], g[1], in[c], in[c + 1], w, o[0], o[1], f);
-            } else {
-                vs_dots2(n, in[c + 1], o[0], o[1], f);
-            }
-        }
-    }
-    static inline void vs_pass4(int n, float g0, float g1, float g2, float g3, const float *restrict x,
-                                  const float *restrict y, float *restrict w,
-                                  float *restrict o0, float *restrict o1, float *restrict o2, float *restrict o3, float *restrict f) {
-        float a0 = 0.0f; float a1 = 0.0f; float a2 = 0.0f; float a3 = 0.0f;
-        for (int d = 0; d < n; d++) {
-            float xd = x[d], yd = y[d], wd = w[d];
-            float v0 = o0[d]; float v1 = o1[d]; float v2 = o2[d]; float v3 = o3[d];
-            wd += g0 * v0 + g1 * v1 + g2 * v2 + g3 * v3;
-            v0 += g0 * xd; v1 += g1 * xd; v2 += g2 * xd; v3 += g3 * xd;
-            o0[d] = v0; o1[d] = v1; o2[d] = v2; o3[d] = v3;
-            a0 += yd * v0; a1 += yd * v1; a2 += yd * v2; a3 += yd * v3;
-            w[d] = wd;
-        }
-        f[0] = a0; f[1] = a1; f[2] = a2; f[3] = a3;
-    }
-    static inline void vs_upd4(int n, float g0, float g1, float g2, float g3, const float *restrict x,
-                                 float *restrict w, float *restrict o0, float *restrict o1, float *restrict o2, float *restrict o3) {
-        for (int d = 0; d < n; d++) {
-            float xd = x[d];
-            float v0 = o0[d]; float v1 = o1[d]; float v2 = o2[d]; float v3 = o3[d];
-            w[d] += g0 * v0 + g1 * v1 + g2 * v2 + g3 * v3;
-            o0[d] = v0 + g0 * xd; o1[d] = v1 + g1 * xd; o2[d] = v2 + g2 * xd; o3[d] = v3 + g3 * xd;
-        }
-    }
-    static inline void vs_dots4(int n, const float *restrict y, float *restrict o0, float *restrict o1, float *restrict o2, float *restrict o3,
-                                  float *restrict f) {
-        float a0 = 0.0f; float a1 = 0.0f; float a2 = 0.0f; float a3 = 0.0f;
-        for (int d = 0; d < n; d++) {
-            a0 += y[d] * o0[d]; a1 += y[d] * o1[d]; a2 += y[d] * o2[d]; a3 += y[d] * o3[d];
-        }
-        f[0] = a0; f[1] = a1; f[2] = a2; f[3] = a3;
-    }
-    static inline void vs_group4(int n, int B, const float *const *in,
-                                   float *const *o, const float *lab, float *work,
-                                   float alpha, int hs, const float *table,
-                                   float max_exp, int scale) {
-        float f[4], g[4];
-        vs_dots4(n, in[0], o[0], o[1], o[2], o[3], f);
-        for (int c = 0; c < B; c++) {
-            int any = 0;
-            for (int r = 0; r < 4; r++) {
-                g[r] = vs_grad(f[r], lab[r], alpha, hs, table, max_exp, scale);
-                any |= g[r] != 0.0f;
-            }
-            float *w = work + (long)c * n;
-            if (c + 1 == B) {
-                if (any) vs_upd4(n, g[0], g[1], g[2], g[3], in[c], w, o[0], o[1], o[2], o[3]);
-            } else if (any) {
-                vs_pass4(n, g[0], g[1], g[2], g[3], in[c], in[c + 1], w, o[0], o[1], o[2], o[3], f);
-            } else {
-                vs_dots4(n, in[c + 1], o[0], o[1], o[2], o[3], f);
-            }
-        }
-    }
-
-    /* The output chain (see out_chain in the Cython source): the rows o[0..n_out-1] in
-       groups of 4, 2 or 1 distinct rows. */
-    VS_CLONES static void vs_chain(int n, int B, const float *const *in, float *const *o,
-                                   const float *lab, int n_out, float *work, float alpha,
-                                   int hs, const float *table, float max_exp, int scale) {
-        int k = 0;
-        while (k < n_out) {
-            float *const *g = o + k;
-            int left = n_out - k;
-            if (left >= 4 && g[0] != g[1] && g[0] != g[2] && g[0] != g[3] && g[1] != g[2]
-                    && g[1] != g[3] && g[2] != g[3]) {
-                vs_group4(n, B, in, g, lab + k, work, alpha, hs, table, max_exp, scale);
-                k += 4;
-            } else if (left >= 2 && g[0] != g[1]) {
-                vs_group2(n, B, in, g, lab + k, work, alpha, hs, table, max_exp, scale);
-                k += 2;
-            } else {
-                vs_group1(n, B, in, g, lab + k, work, alpha, hs, table, max_exp, scale);
-                k += 1;
-            }
-        }
-    }
-
-    static inline void vs_add(int n, const float *restrict x, float *restrict y) {
-        for (int d = 0; d < n; d++) y[d] += x[d];
-    }
-
-    /* out = sum of the rows (times 1/m if mean and m > 1). */
-    VS_CLONES static void vs_sum_rows(int n, int m, float *const *rows, int mean,
-                                      float *restrict out) {
-        memcpy(out, rows[0], n * sizeof(float));
-        for (int c = 1; c < m; c++) vs_add(n, rows[c], out);
-        if (mean && m > 1) {
-            float inv = 1.0f / m;
-            for (int d = 0; d < n; d++) out[d] *= inv;
-        }
-    }
-
-    /* rows[c] += work (+ c * n if per_row) for every c < m. */
-    VS_CLONES static void vs_add_rows(int n, int m, float *const *rows, const float *work,
-                                      int per_row) {
-        for (int c = 0; c < m; c++) vs_add(n, work + (per_row ? (long)c * n : 0), rows[c]);
-    }
-    """
-    void prefetch "vecserve_prefetch"(const void *p, int nbytes) noexcept nogil
-    void vs_axpy(int n, real a, const real *x, real *y) noexcept nogil
+cdef extern from "_w2v.h" nogil:
+    void prefetch "vs_prefetch"(const void *p, int nbytes) noexcept
+    real vs_grad(real f, real label, real alpha, int hs, const real *table, real max_exp,
+                 int scale) noexcept
+    void vs_axpy(int n, real a, const real *x, real *y) noexcept
     void vs_chain(int n, int B, const real **inp, real **o, const real *lab, int n_out,
                   real *work, real alpha, int hs, const real *table, real max_exp,
-                  int scale) noexcept nogil
-    void vs_sum_rows(int n, int m, real **rows, int mean, real *out) noexcept nogil
-    void vs_add_rows(int n, int m, real **rows, const real *work, int per_row) noexcept nogil
+                  int scale) noexcept
+    void vs_sum_rows(int n, int m, real **rows, int mean, real *out) noexcept
+    void vs_add_rows(int n, int m, real **rows, const real *work, int per_row) noexcept
 
 cdef int ONE = 1
 cdef real ONEF = 1.0
@@ -310,21 +70,16 @@ cdef real ZEROF = 0.0
 cdef char TRANS = b"T"
 cdef char NOTRANS = b"N"
 
+#: the sigmoid over [-MAX_EXP, MAX_EXP), EXP_SCALE entries per unit
 cdef real EXP_TABLE[EXP_TABLE_SIZE]
+cdef int EXP_SCALE = EXP_TABLE_SIZE // MAX_EXP // 2
 for _i in range(EXP_TABLE_SIZE):
     _e = np.exp((_i / <double>EXP_TABLE_SIZE * 2.0 - 1.0) * MAX_EXP)
     EXP_TABLE[_i] = <real>(_e / (_e + 1.0))
 
-cdef inline real sigmoid(real f) noexcept nogil:
-    """Table sigmoid for |f| < MAX_EXP (callers clamp or skip outside)."""
-    return EXP_TABLE[<int>((f + MAX_EXP) * (EXP_TABLE_SIZE // MAX_EXP // 2))]
-
 cdef inline real neg_gradient(real f, real label, real alpha) noexcept nogil:
-    if f >= MAX_EXP:
-        return (label - 1.0) * alpha
-    if f <= -MAX_EXP:
-        return label * alpha
-    return (label - sigmoid(f)) * alpha
+    """A negative-sampling pair's gradient from its score (clamped at +-MAX_EXP)."""
+    return vs_grad(f, label, alpha, 0, EXP_TABLE, MAX_EXP, EXP_SCALE)
 
 
 # ---------------------------------------------------------------- random numbers
@@ -375,7 +130,7 @@ cdef void out_chain(W2VState *s, int n_in, int n_out, real *work, bint hs) noexc
     gradient is clamped there (negative sampling). A label < 0 skips the output.
     """
     vs_chain(s.size, n_in, s.inp, s.outr, s.labels, n_out, work, s.alpha, hs, EXP_TABLE,
-             MAX_EXP, EXP_TABLE_SIZE // MAX_EXP // 2)
+             MAX_EXP, EXP_SCALE)
 
 cdef inline int hs_outputs(W2VState *s, int32_t target) noexcept nogil:
     """s.outr / s.labels = target's Huffman path (root first) and its labels 1 - code."""
@@ -444,10 +199,10 @@ cdef void cbow_window(W2VState *s, int n_ctx, int32_t target, int n_out) noexcep
     s.inp[2 * s.window] = s.neu1
     if s.hs:
         vs_chain(D, 1, &s.inp[2 * s.window], s.outr, s.labels, hs_outputs(s, target),
-                 s.work, s.alpha, True, EXP_TABLE, MAX_EXP, EXP_TABLE_SIZE // MAX_EXP // 2)
+                 s.work, s.alpha, True, EXP_TABLE, MAX_EXP, EXP_SCALE)
     if n_out > 0:
         vs_chain(D, 1, &s.inp[2 * s.window], s.outr, s.labels, neg_outputs(s, n_out),
-                 s.work, s.alpha, False, EXP_TABLE, MAX_EXP, EXP_TABLE_SIZE // MAX_EXP // 2)
+                 s.work, s.alpha, False, EXP_TABLE, MAX_EXP, EXP_SCALE)
     # like word2vec.c and gensim, every context row gets the whole error (mean or sum)
     vs_add_rows(D, n_ctx, <real **>s.inp, s.work, 0)
 
@@ -541,7 +296,7 @@ cdef inline void cbow_batch_add(W2VState *s, int m, int n_ctx, int32_t target) n
     s.outs[m] = target
 
 cdef inline void cbow_batch_flush(W2VState *s, int m) noexcept nogil:
-    cdef int d
+    """Run the queued CBOW HogBatch of m centres with the negatives drawn ahead."""
     if m == 0:
         return
     memcpy(&s.outs[m], s.ahead, s.negative * sizeof(int32_t))

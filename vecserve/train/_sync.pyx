@@ -1,14 +1,13 @@
 # cython: language_level=3
 """The per-coordinate passes of a sync between ranks, one pass over the rows each.
 
-:class:`~vecserve.train.distributed.Synchronizer` ran these as chains of NumPy
-operations (a change, its scaled copy, the touch flags, the squared norms, the
-largest change; then the gains and two updates): eight to ten passes over the
-synchronised rows with a temporary array each, on the main thread, while the training
-threads waited for the next group of words. Here each step is one pass without the
-GIL, with the same float32 arithmetic coordinate by coordinate (squared norms are
-summed in float32 in row order, so they may differ from NumPy's pairwise sums in the
-last bits; every rank runs this same code, so ranks stay in agreement).
+:class:`~vecserve.train.distributed.Synchronizer` runs these on the main thread while
+the training threads wait, so each step (the change, the touch flag, the squared norm
+and the largest change of a row; then the gain and the two updates) is one pass
+without the GIL and without temporary arrays, where NumPy would take a pass and an
+array per operation. The float32 arithmetic is NumPy's, coordinate by coordinate;
+squared norms are summed in row order, so they may differ from NumPy's pairwise sums
+in the last bits (every rank runs this same code, so ranks stay in agreement).
 
 Rows are C-contiguous float32; ``out`` rows hold the ``d`` coordinates, then the touch
 flag, then (``coherent``) the squared norm.

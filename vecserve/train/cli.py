@@ -2,8 +2,11 @@
 
 The lead's ``vecserve.cli`` registers :func:`train` (lazily); the command only parses
 flags, calls :class:`~vecserve.train.Word2Vec` and the loader, and turns vecserve's errors
-into one line and a non-zero exit. Progress goes through the ``vecserve`` logger, which
-the ``vecserve`` group sends to stderr.
+into one line and a non-zero exit. Its training options are the library's parameters
+(:mod:`vecserve.train.params`: names, defaults, help), so the two cannot disagree; the
+one deliberate difference is declared there too: the command trains skip-gram unless
+``--cbow``. Progress goes through the ``vecserve`` logger, which the ``vecserve`` group
+sends to stderr.
 
 Started by ``mpiexec -n N`` (or ``srun``), every rank runs this same command and they
 train together (:mod:`vecserve.train.distributed`); rank 0 alone logs, writes ``--save``
@@ -14,76 +17,84 @@ ranks, stopped by the launcher's SIGTERM, say in one line that nothing was commi
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import signal
 import sys
+from collections.abc import Callable
+from typing import Any
 
 import click
 
-from ..cli import friendly_errors, redis_url_option
-from ..errors import VecserveError
+from ..cli import friendly_errors
+from ..clioptions import redis_url_option
+from ..errors import TrainingError, VecserveError
+from .params import option_fields
 
 __all__ = ["train"]
+
+
+def _param_option(f: dataclasses.Field) -> Callable:
+    """The ``vecserve train`` option of one parameter: its name, default and help from
+    :mod:`vecserve.train.params` (a boolean is a ``--x/--no-x`` switch)."""
+    meta = f.metadata
+    name = f.name.replace("_", "-")
+    default = meta.get("cli_default", f.default)
+    flags = meta.get("flags") or (
+        (f"--{name}/--no-{name}",) if isinstance(default, bool) else (f"--{name}",)
+    )
+    kwargs: dict[str, Any] = {"default": default, "help": meta["help"]}
+    if meta.get("is_flag"):
+        kwargs.update(is_flag=True, default=bool(default))
+    elif "/" in flags[0]:
+        kwargs["default"] = None if default is None else bool(default)
+    elif "choices" in meta:
+        kwargs["type"] = click.Choice(meta["choices"])
+    elif "min" in meta:
+        kwargs["type"] = click.IntRange(min=meta["min"])
+    else:
+        kwargs["type"] = meta.get("type") or type(default)
+    if "metavar" in meta:
+        kwargs["metavar"] = meta["metavar"]
+    kwargs["show_default"] = default is not None and not meta.get("is_flag")
+    return click.option(*flags, f.name, **kwargs)
+
+
+def _param_options(command: Callable) -> Callable:
+    for f in reversed(option_fields()):
+        command = _param_option(f)(command)
+    return command
 
 
 @click.command("train")
 @click.argument("corpus", type=click.Path(path_type=str))
 @click.option("--key", "-k", "name", default=None, help="Model name to commit in Redis.")
-@click.option("--save", type=click.Path(dir_okay=False, path_type=str), default=None,
-              help="Also write the vectors to this file in word2vec format.")  # fmt: skip
+@click.option(
+    "--save",
+    type=click.Path(dir_okay=False, path_type=str),
+    default=None,
+    help="Also write the vectors to this file in word2vec format.",
+)
 @click.option("--binary/--text", default=True, show_default=True, help="Format for --save.")
-@click.option("--codec", type=click.Choice(["f32", "f16", "i8"]), default="f32",
-              show_default=True, help="How vectors are stored in Redis.")  # fmt: skip
-@click.option("--vector-size", "--size", default=100, show_default=True, type=int)
-@click.option("--window", default=5, show_default=True, type=int)
-@click.option("--min-count", default=5, show_default=True, type=int)
-@click.option("--max-vocab-size", default=None, type=int, help="Prune while counting.")
-@click.option("--max-final-vocab", default=None, type=int, help="Keep at most N words.")
-@click.option("--sg/--cbow", default=True, show_default=True, help="Skip-gram or CBOW.")
-@click.option("--hs", is_flag=True, help="Hierarchical softmax.")
-@click.option("--negative", default=5, show_default=True, type=int)
-@click.option("--cbow-mean/--cbow-sum", default=True, show_default=True)
-@click.option("--sample", default=1e-3, show_default=True, type=float)
-@click.option("--alpha", default=None, type=float,
-              help="Initial learning rate [default: 0.025 skip-gram, 0.05 CBOW].")  # fmt: skip
-@click.option("--min-alpha", default=0.0001, show_default=True, type=float)
-@click.option("--epochs", "--iter", default=5, show_default=True, type=int)
-@click.option("--workers", "-j", default=None, type=int,
-              help="Threads [default: the cores this process may use].")  # fmt: skip
-@click.option("--seed", default=1, show_default=True, type=int)
-@click.option("--batch/--no-batch", default=None,
-              help="HogBatch (sgemm) updates [default: on for skip-gram].")  # fmt: skip
-@click.option("--checkpoint-dir", type=click.Path(file_okay=False, path_type=str),
-              default=None, help="Save the model there after every epoch.")  # fmt: skip
+@click.option(
+    "--codec",
+    type=click.Choice(["f32", "f16", "i8"]),
+    default="f32",
+    show_default=True,
+    help="How vectors are stored in Redis.",
+)
+@_param_options
+@click.option(
+    "--checkpoint-dir",
+    type=click.Path(file_okay=False, path_type=str),
+    default=None,
+    help="Save the model there after every epoch.",
+)
 @click.option("--resume", is_flag=True, help="Continue from --checkpoint-dir's checkpoint.")
-@click.option("--sync-words", default=50_000, show_default=True, type=int,
-              help="Under mpiexec: words a rank trains between two model syncs.")  # fmt: skip
-@click.option("--sync-min-per-epoch", default=128, show_default=True, type=int,
-              help="Under mpiexec: at least this many syncs an epoch (short runs).")  # fmt: skip
-@click.option("--sync-budget", default=2.0, show_default=True, type=float,
-              help="Under mpiexec: bytes a rank sends per epoch, in float32 models.")  # fmt: skip
-@click.option("--sync-cap", default=2.0, show_default=True, type=float,
-              help="Under mpiexec: 1 averages ranks' changes to a row, N adds them.")  # fmt: skip
-@click.option("--sync-coherent/--no-sync-coherent", default=True, show_default=True,
-              help="Under mpiexec: add changes the ranks disagree on.")  # fmt: skip
-@click.option("--sync-dtype", default="int16", show_default=True,
-              type=click.Choice(["float32", "float16", "int16", "int8"]),
-              help="Under mpiexec: the changes' precision on the wire.")  # fmt: skip
-@click.option("--sync-schedule", default="doubling", show_default=True,
-              type=click.Choice(["doubling", "rates"]),
-              help="Under mpiexec: rows synced by frequency rank or by update rate.")  # fmt: skip
-@click.option("--sync-warmup", default=0.25, show_default=True, type=float,
-              help="Under mpiexec: share of the first epoch synced 4x as often.")  # fmt: skip
-@click.option("--sync-scale-alpha", default=0.8, show_default=True, type=float, metavar="POWER",
-              help="Under mpiexec: alpha x (ranks / sync cap) ** POWER (0: off).")  # fmt: skip
-@click.option("--overlap/--no-overlap", default=True, show_default=True,
-              help="Under mpiexec: exchange a sync's changes while training on.")  # fmt: skip
-@click.option("--sync-depth", default=1, show_default=True, type=click.IntRange(min=1),
-              help="Under mpiexec: syncs under way at once while training on.")  # fmt: skip
 @redis_url_option
 @friendly_errors
-def train(corpus, name, save, binary, codec, redis_url, alpha, sg, **options):
+def train(corpus, name, save, binary, codec, redis_url, **options):
     """Train word2vec on CORPUS on all cores; commit the vectors as model --key.
 
     CORPUS is a text file (one sentence per line, or text8-style one huge line), a .gz or
@@ -102,30 +113,28 @@ def train(corpus, name, save, binary, codec, redis_url, alpha, sg, **options):
 
     if not name and not save:
         raise click.UsageError("give --key NAME (Redis) and/or --save PATH")
-    if alpha is None:
-        alpha = 0.025 if sg else 0.05
     group = Group.from_environment()
     if group.size == 1:
-        _train(group, corpus, name, save, binary, codec, redis_url, alpha, sg, options)
+        _train(group, corpus, name, save, binary, codec, redis_url, options)
         return
     state = {"committed": False}
     _on_sigterm(group, state)
     if group.rank != 0:
         logging.getLogger("vecserve").setLevel(logging.WARNING)
     try:
-        _train(group, corpus, name, save, binary, codec, redis_url, alpha, sg, options, state)
+        _train(group, corpus, name, save, binary, codec, redis_url, options, state)
     except VecserveError as exc:
-        if group.rank == 0 or not getattr(exc, "collective", False):
+        if group.rank == 0 or not (isinstance(exc, TrainingError) and exc.collective):
             click.echo(f"Error: rank {group.rank} of {group.size}: {exc}", err=True)
         _leave(1)
     except KeyboardInterrupt:
         _leave(130)
 
 
-def _train(group, corpus, name, save, binary, codec, redis_url, alpha, sg, options, state=None):
+def _train(group, corpus, name, save, binary, codec, redis_url, options, state=None):
     from .model import Word2Vec
 
-    model = Word2Vec(corpus, sg=int(sg), alpha=alpha, comm=group, **options)
+    model = Word2Vec(corpus, comm=group, **options)
     if group.rank != 0:
         return
     if save:

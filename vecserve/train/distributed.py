@@ -61,6 +61,7 @@ from ..errors import TrainingError
 from . import _sync
 
 __all__ = [
+    "Exchange",
     "Group",
     "Synchronizer",
     "head_for_budget",
@@ -98,9 +99,8 @@ class Group:
         if not launched_by_mpi():
             return cls()
         # Open MPI busy-polls a blocking collective unless a node is oversubscribed: a
-        # rank's exchange thread waiting for the slowest rank then takes a core from the
-        # training threads (8 ranks x 2 threads on 16 cores: 10% more words/s, sync wait
-        # 23% -> 16%, with yielding). Read once, when MPI starts; the user's value wins.
+        # rank's exchange thread waiting for the slowest rank would take a core from the
+        # training threads. Read once, when MPI starts; the user's value wins.
         os.environ.setdefault("OMPI_MCA_mpi_yield_when_idle", "1")
         try:
             from mpi4py import MPI
@@ -154,8 +154,9 @@ class Group:
 
         ring = 2 * (self.size - 1) * buf.nbytes // self.size
         if buf.dtype == np.float16:  # MPI has no half-precision sum: our own operation
-            self._timed(self.comm.Allreduce, MPI.IN_PLACE, [buf, MPI.UINT16_T], _half_sum(),
-                        nbytes=ring)  # fmt: skip
+            self._timed(
+                self.comm.Allreduce, MPI.IN_PLACE, [buf, MPI.UINT16_T], _half_sum(), nbytes=ring
+            )
         else:
             self._timed(self.comm.Allreduce, MPI.IN_PLACE, buf, nbytes=ring)
         return buf
@@ -193,10 +194,6 @@ class Group:
         if self.size == 1:
             return x
         return self._timed(self.comm.allreduce, x, _mpi_max())
-
-    def barrier(self) -> None:
-        if self.size > 1:
-            self._timed(self.comm.Barrier)
 
 
 def _mpi_max():
@@ -274,8 +271,11 @@ def head_for_budget(n_rows: int, syncs_per_epoch: int | list[int], budget: float
     return lo
 
 
-def tier_tables(rates: list[np.ndarray], syncs_per_epoch: int | list[int], budget: float = 1.0,
-                ) -> list[np.ndarray]:  # fmt: skip
+def tier_tables(
+    rates: list[np.ndarray],
+    syncs_per_epoch: int | list[int],
+    budget: float = 1.0,
+) -> list[np.ndarray]:
     """Per-row sync periods by update rate, as prefix tables within *budget* rows.
 
     *rates* holds, per matrix, each row's expected updates per word trained, its most
@@ -360,8 +360,6 @@ def _reuse(arena: dict[str, np.ndarray], key: str, shape: tuple, dtype) -> np.nd
     return have[:size].view(dtype).reshape(shape)
 
 
-#: the changes' types on the wire (:class:`Synchronizer`)
-SYNC_DTYPES = ("float32", "float16", "int16", "int8")
 #: integer payloads: each rank's value of a coordinate is at most this / N in magnitude
 _UNITS = {np.dtype(np.int16): 32767, np.dtype(np.int8): 127}
 
@@ -392,12 +390,7 @@ class Synchronizer:
         dtype: str = "float32",
         depth: int = 1,
     ):
-        if not cap >= 1:
-            raise TrainingError(f"sync_cap={cap!r}: must be >= 1")
-        if isinstance(depth, bool) or not isinstance(depth, int) or depth < 1:
-            raise TrainingError(f"sync_depth={depth!r}: must be an integer >= 1")
-        if dtype not in SYNC_DTYPES:
-            raise TrainingError(f"sync_dtype={dtype!r}: must be one of {', '.join(SYNC_DTYPES)}")
+        # cap, dtype and depth are checked once, in SyncParams; the ranks only here
         if dtype == "int8" and _UNITS[np.dtype(dtype)] // group.size < 4:
             raise TrainingError(
                 f"sync_dtype='int8' at {group.size} ranks leaves fewer than 4 steps a "
@@ -459,8 +452,9 @@ class Synchronizer:
                 delta = _reuse(arena, f"delta{i}", (len(part), d), np.float32)
                 top = peak[at : at + len(part)] if self.quantized else peak
                 sent = m.sent[sl]  # depth 1: no rows, nothing under way
-                _sync.snapshot_rows(m.weights[sl], m.base[sl], sent, delta, part,
-                                    self.coherent, top)  # fmt: skip
+                _sync.snapshot_rows(
+                    m.weights[sl], m.base[sl], sent, delta, part, self.coherent, top
+                )
             else:
                 delta = m.weights[sl] - m.base[sl]
                 if self.depth > 1:
@@ -525,14 +519,16 @@ class Synchronizer:
         other exchange under way, so set each row to the agreed value itself (every rank
         then holds the same bits). Payloads are applied in the order they were taken."""
         at = 0
-        for i, (m, sl, delta) in enumerate(zip(self.mats, payload.slices, payload.deltas,
-                                                strict=True)):  # fmt: skip
+        for i, (m, sl, delta) in enumerate(
+            zip(self.mats, payload.slices, payload.deltas, strict=True)
+        ):
             n = len(delta)
             part = payload.buf[at : at + n]
             at += n
             if self.fused:  # one pass a row
-                ok = _sync.apply_rows(part, delta, m.base[sl], m.weights[sl], self.cap,
-                                      self.coherent, exact)  # fmt: skip
+                ok = _sync.apply_rows(
+                    part, delta, m.base[sl], m.weights[sl], self.cap, self.coherent, exact
+                )
             else:
                 ok = self._apply_numpy(m, sl, delta, part, exact)
             if not ok:

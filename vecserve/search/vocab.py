@@ -1,6 +1,6 @@
 """A vocabulary in one memory-mappable file: word -> row and row -> word, shared by processes.
 
-A model's snapshot (:mod:`vecserve.similarity`) answers two vocabulary questions on every
+A model's snapshot (:mod:`vecserve.search.snapshot`) answers two vocabulary questions on every
 query: the row of each input word, and the word of each answer row. A Python ``list`` of
 3M ``str`` and a ``dict`` over it cost ~500 MB in *every* process that serves the model;
 :class:`SharedVocab` keeps both structures as NumPy arrays over one read-only ``mmap`` of

@@ -1,0 +1,280 @@
+"""Planning a run: the jobs of an epoch, its sync groups, the learning rate along the global
+word count, and which rows each sync between ranks carries.
+
+An epoch's encoded corpus is cut into *jobs* (whole sentences, about ``job_words``
+words: one kernel call each) and the jobs into *sync groups*: the threads of a rank meet
+at the end of each group, where the ranks combine their changes. Every rank trains the
+same number of groups, so the global word count at each group's end, which the learning
+rate follows, is known before training starts (each rank's words per group are summed
+once). One process alone trains one group an epoch.
+
+>>> bounds = np.array([0, 4, 9, 12, 20])  # 4 sentences, 20 words
+>>> [tuple(j) for j in cut_jobs(bounds, 10)]
+[(0, 3, 0, 12), (3, 4, 12, 8)]
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from ..errors import TrainingError
+from .distributed import head_for_budget, sync_rows, tier_tables
+from .params import SyncParams
+
+__all__ = [
+    "MIN_SYNC_WORDS",
+    "WARMUP_PARTS",
+    "EpochPlan",
+    "Job",
+    "RunPlan",
+    "cut_groups",
+    "cut_jobs",
+    "groups_needed",
+    "head_rows_budget",
+    "plan_epoch",
+    "row_schedule",
+    "update_rates",
+]
+
+#: A warm-up's groups are cut into this many: syncs that often in the first epoch's start.
+WARMUP_PARTS = 4
+
+#: ``sync_min_per_epoch`` never cuts a rank's epoch into groups smaller than this.
+MIN_SYNC_WORDS = 1000
+
+
+class Job(NamedTuple):
+    """Sentences ``[first, end)`` of the encoded corpus: ``words`` words from ``start``."""
+
+    first: int
+    end: int
+    start: int
+    words: int
+
+
+def cut_jobs(bounds: np.ndarray, size: int, extra_cuts: Any = ()) -> list[Job]:
+    """Jobs of about *size* words (cut at the sentence end at or after every *size*-th
+    word), also cut at the words *extra_cuts*."""
+    at = np.arange(size, bounds[-1], size)
+    cuts = np.searchsorted(bounds, np.concatenate((at, np.asarray(extra_cuts, np.int64))))
+    edges = np.unique(np.concatenate(([0], cuts, [len(bounds) - 1])))
+    return [
+        Job(int(a), int(b), int(bounds[a]), int(bounds[b] - bounds[a]))
+        for a, b in itertools.pairwise(edges)
+        if b > a
+    ]
+
+
+def groups_needed(n_words: int, ranks: int, sync: SyncParams) -> int:
+    """The sync groups a rank of *n_words* words needs an epoch: one every
+    ``sync_words`` words, and a short epoch ``sync_min_per_epoch`` of them (never
+    fewer than ``MIN_SYNC_WORDS`` words a group); one process alone: one.
+
+    >>> groups_needed(30_000, 2, SyncParams(sync_words=5000, sync_min_per_epoch=0))
+    6
+    """
+    if ranks == 1:
+        return 1
+    by_words = -(-n_words // sync.sync_words)
+    return max(by_words, min(sync.sync_min_per_epoch, n_words // MIN_SYNC_WORDS))
+
+
+def cut_groups(
+    bounds: np.ndarray, n_groups: int, *, workers: int, job_words: int, split: int = 0
+) -> list[list[Job]]:
+    """The jobs of an epoch in *n_groups* sync groups; the first *split* groups cut
+    again into ``WARMUP_PARTS`` (a warm-up: more frequent syncs).
+
+    Every thread needs work in each group (the threads meet at its end): two jobs a
+    thread (one job for one thread), or as near as whole sentences allow.
+    """
+    n_words = int(bounds[-1])
+    split = min(split, n_groups)
+    parts = WARMUP_PARTS
+    cuts = [
+        (i * parts + q) * n_words // (n_groups * parts)
+        for i in range(split)
+        for q in range(1, parts + 1)
+    ]
+    groups: list[list[Job]] = [[] for _ in range(split * parts + n_groups - split)]
+    per_group = 2 * workers if workers > 1 else 1
+    size = min(job_words, max(1, n_words // (n_groups * per_group)))
+    for job in cut_jobs(bounds, size, cuts):
+        x = job.start * n_groups * parts // max(n_words, 1)  # in parts of a group
+        i = x if x < split * parts else split * parts + x // parts - split
+        groups[min(i, len(groups) - 1)].append(job)
+    return groups
+
+
+@dataclass(frozen=True)
+class EpochPlan:
+    """An epoch's sync groups; this rank's words in each (``mine``), all ranks' words
+    in each (``global_words``) and where each group starts in the global count."""
+
+    groups: list[list[Job]]
+    mine: np.ndarray
+    global_words: np.ndarray
+    starts: np.ndarray
+
+    @property
+    def words(self) -> int:
+        """All ranks' words in the epoch."""
+        return int(self.global_words.sum())
+
+
+def plan_epoch(
+    group: Any,
+    bounds: np.ndarray,
+    *,
+    workers: int,
+    job_words: int,
+    sync: SyncParams,
+    split: int = 0,
+) -> EpochPlan:
+    """This rank's plan of an epoch: as many groups as the rank that needs the most
+    (``group.max``), the words of all ranks summed once (``group.allreduce``)."""
+    n_groups = groups_needed(int(bounds[-1]), group.size, sync)
+    n_groups = max(1, int(group.max(n_groups)))
+    groups = cut_groups(bounds, n_groups, workers=workers, job_words=job_words, split=split)
+    mine = np.array([sum(j.words for j in grp) for grp in groups], np.int64)
+    global_words = group.allreduce(mine.copy())
+    starts = np.concatenate(([0], np.cumsum(global_words)))
+    return EpochPlan(groups, mine, global_words, starts)
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    """The whole run: every epoch's plan (a warm-up's first epoch has its own) and the
+    learning rate, falling linearly from ``start_alpha`` to ``min_alpha`` along the
+    global word count of all epochs."""
+
+    plan: EpochPlan
+    warm: EpochPlan | None
+    epochs: int
+    start_alpha: float
+    min_alpha: float
+
+    @property
+    def epoch_words(self) -> int:
+        return self.plan.words
+
+    @property
+    def total(self) -> int:
+        """All ranks' words in all epochs."""
+        return self.epoch_words * self.epochs
+
+    def epoch(self, epoch: int) -> EpochPlan:
+        return self.warm if self.warm is not None and epoch == 0 else self.plan
+
+    def alphas(self, epoch: int, grp_i: int, offset: int, n: int) -> tuple[float, float]:
+        """The learning rate at the start and end of a job of *n* words *offset* words
+        into this rank's share of group *grp_i*: the rank's share is spread over the
+        group's global words."""
+        plan = self.epoch(epoch)
+        local = int(plan.mine[grp_i])
+        frac0 = offset / local if local else 0.0
+        frac1 = (offset + n) / local if local else 0.0
+        at = epoch * self.epoch_words + plan.starts[grp_i]
+        p0 = (at + frac0 * plan.global_words[grp_i]) / self.total
+        p1 = (at + frac1 * plan.global_words[grp_i]) / self.total
+        span = self.start_alpha - self.min_alpha
+        return self.start_alpha - span * p0, self.start_alpha - span * p1
+
+
+# ---------------------------------------------------------------- the rows each sync carries
+
+
+def head_rows_budget(sync: SyncParams, ranks: int, row_bytes: float, vector_size: int) -> float:
+    """The head syncs' rows per epoch, in models, that keep each rank's bytes sent per
+    epoch within ``sync_budget`` float32 models: each row costs *row_bytes* (the change,
+    the touch count, the squared norm in the payload's precision) x a ring allreduce's
+    ``2 (N-1) / N``; each epoch's last sync carries the whole model."""
+    n = ranks
+    per_model = 2 * (n - 1) / n * row_bytes / (4 * vector_size)
+    head = sync.sync_budget / per_model - 1.0
+    if head <= 0:
+        raise TrainingError(
+            f"sync_budget={sync.sync_budget!r}: each epoch's whole-model sync alone "
+            f"sends {per_model:.2f} models a rank at {n} ranks; give more",
+            collective=True,
+        )
+    return head
+
+
+def update_rates(
+    counts: np.ndarray,
+    sample_int: np.ndarray,
+    *,
+    negative: int,
+    ns_exponent: float,
+    tree: Any,
+    n_inner: int,
+) -> list[np.ndarray]:
+    """Each synchronised matrix's rows' expected updates per word trained, most frequent
+    row first: a word's kept frequency (after subsampling) for its input vector, plus
+    ``negative`` x its noise probability for its output weights; a Huffman node's
+    (``tree``, ``n_inner`` nodes), the kept frequency of the words below it."""
+    counts = counts.astype(np.float64)
+    kept = counts * (sample_int / float(2**32 - 1))
+    kept /= max(kept.sum(), 1e-300)
+    rates = [kept]
+    if negative:
+        noise = counts**ns_exponent
+        rates.append(kept + negative * noise / noise.sum())
+    if tree is not None:
+        on_path = np.arange(tree.points.shape[1]) < tree.codelens[:, None]
+        node = np.zeros(n_inner)
+        np.add.at(
+            node, tree.points[on_path], np.broadcast_to(kept[:, None], on_path.shape)[on_path]
+        )
+        rates.append(node[::-1])  # the tree's top nodes are its last rows
+    return rates
+
+
+@dataclass(frozen=True)
+class DoublingRows:
+    """pWord2Vec's doubling schedule: sync *k* carries ``head`` x the largest power of
+    two dividing *k* rows of every matrix."""
+
+    head: int
+    n_rows: int
+
+    def __call__(self, k: int) -> int:
+        return sync_rows(k, head=self.head, n_rows=self.n_rows)
+
+
+@dataclass(frozen=True)
+class RateRows:
+    """Per-row periods by update rate (:func:`~vecserve.train.distributed.tier_tables`):
+    sync *k* carries a matrix's first ``table[tz(k)]`` rows."""
+
+    tables: list[np.ndarray]
+
+    @property
+    def head(self) -> int:
+        return int(self.tables[0][0])
+
+    def __call__(self, k: int) -> list[int]:
+        tz = (k & -k).bit_length() - 1
+        return [int(t[min(tz, len(t) - 1)]) for t in self.tables]
+
+
+def row_schedule(
+    sync: SyncParams,
+    *,
+    n_vocab: int,
+    n_rows: int,
+    syncs: list[int],
+    rows_budget: float,
+    rates: Callable[[], list[np.ndarray]],
+) -> DoublingRows | RateRows:
+    """The rows each head sync carries, within *rows_budget* models an epoch (*syncs*:
+    each epoch's syncs); *rates* gives the rows' update rates (``"rates"`` only)."""
+    if sync.sync_schedule == "rates":
+        return RateRows(tier_tables(rates(), syncs, rows_budget))
+    return DoublingRows(head_for_budget(n_vocab, syncs, rows_budget), n_rows)
