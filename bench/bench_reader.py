@@ -40,18 +40,20 @@ from vecserve.store import Store
 from vecserve.store.wire import Round
 
 
-def per_call(fn, args, *, seconds=1.0) -> float:
-    """Median seconds of ``fn(a)`` over ``args`` (cycled) in rounds of 50 calls."""
-    samples = []
+def compare(calls: dict, *, seconds: float) -> dict[str, float]:
+    """Median seconds a call of each ``name: (fn, args)``, measured in interleaved rounds
+    of 20 calls (``args`` cycled), so a busy machine slows every contender alike."""
+    samples: dict[str, list[float]] = {name: [] for name in calls}
     start = time.perf_counter()
     i = 0
-    while time.perf_counter() - start < seconds or len(samples) < 5:
-        t = time.perf_counter()
-        for _ in range(50):
-            fn(args[i % len(args)])
-            i += 1
-        samples.append((time.perf_counter() - t) / 50)
-    return statistics.median(samples)
+    while time.perf_counter() - start < seconds or len(samples[next(iter(calls))]) < 5:
+        for name, (fn, args) in calls.items():
+            t = time.perf_counter()
+            for k in range(20):
+                fn(args[(i + k) % len(args)])
+            samples[name].append((time.perf_counter() - t) / 20)
+        i += 20
+    return {name: statistics.median(v) for name, v in samples.items()}
 
 
 def sync_throughput(kv, batches, callers: int, seconds: float) -> float:
@@ -148,13 +150,31 @@ def main() -> None:
             return np.frombuffer(b"".join(vals), "<f4").reshape(len(words), args.dim)
 
         np.testing.assert_array_equal(kv[thousands[0]], raw_mget(thousands[0]))
-        for _ in range(2):  # the second pass is the one reported (warm)
-            out["get_raw"] = per_call(raw_get, singles)
-            out["get_redispy"] = per_call(lambda w: client.get(b"BENCH:" + w.encode()), singles)
-            out["kv_single"] = per_call(kv.__getitem__, singles)
-            out["mget_raw"] = per_call(raw_mget, thousands, seconds=2.0)
-            out["mget_redispy"] = per_call(redispy_mget, thousands, seconds=2.0)
-            out["kv_batch"] = per_call(kv.__getitem__, thousands, seconds=2.0)
+
+        def redispy_get(word):
+            return client.get(b"BENCH:" + word.encode())
+
+        compare({"w": (kv.__getitem__, singles), "g": (raw_get, singles)}, seconds=0.5)  # warm
+        out.update(
+            compare(
+                {
+                    "kv_single": (kv.__getitem__, singles),
+                    "get_raw": (raw_get, singles),
+                    "get_redispy": (redispy_get, singles),
+                },
+                seconds=3 * args.seconds,
+            )
+        )
+        out.update(
+            compare(
+                {
+                    "kv_batch": (kv.__getitem__, thousands),
+                    "mget_raw": (raw_mget, thousands),
+                    "mget_redispy": (redispy_mget, thousands),
+                },
+                seconds=3 * args.seconds,
+            )
+        )
 
         akv = AsyncRedisKeyedVectors("BENCH", store=store)
         loop = asyncio.new_event_loop()

@@ -681,6 +681,15 @@ class RedisKeyedVectors(_Calls, WholeMatrixCalls):
                 v = reader.cached(key_or_keys)
                 if v is not None:
                     return v
+                plain = reader.plain_round([key_or_keys])
+                if plain is not None:  # one hand-written round trip, no steps
+                    got = reader.plain_lookup(
+                        plain[0], [key_or_keys], reader.store.execute(plain[1])
+                    )
+                    if got is not None and got.found[0]:
+                        v = got.rows[0]
+                        v.setflags(write=False)
+                        return v
         return self._getitem(key_or_keys)
 
     def __len__(self) -> int:

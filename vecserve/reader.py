@@ -56,7 +56,7 @@ from .cache import VectorCache, stack_rows, topology, tracking_nodes
 from .errors import ModelNotFound, TokenNotFound
 from .store import ModelInfo, Store
 from .store.layout import encode_tokens
-from .store.wire import Steps
+from .store.wire import Round, Steps
 from .subwords import in_vocabulary
 
 __all__ = [
@@ -211,6 +211,29 @@ class Reader:
                 self._cache = None
 
     # -- rows ---------------------------------------------------------------------------
+
+    def plain_round(self, tokens: Sequence[str]) -> tuple[ModelInfo, Round] | None:
+        """A lookup's one round trip where it needs no steps (no cache, no pin, no
+        n-grams, one server, the entry known), with the entry it reads against; None
+        otherwise. :meth:`plain_lookup` reads the replies. The hot path of a single word.
+        """
+        info = self._info
+        if info is None or self.cache_size or self.pin is not None or info.subwords:
+            return None
+        rnd = self.store.plain_round(info, tokens)
+        return None if rnd is None else (info, rnd)
+
+    def plain_lookup(self, info: ModelInfo, tokens: Sequence[str], replies: list) -> Lookup | None:
+        """The :class:`Lookup` of :meth:`plain_round`'s replies; None when a reload
+        committed meanwhile (then :meth:`lookup_steps` reads and follows it)."""
+        try:
+            got = self.store.plain_rows(info, tokens, replies)
+        except ModelNotFound:
+            self._info = None
+            raise
+        if got is None:
+            return None
+        return Lookup(info, got[1], got[2], [], 0)
 
     def lookup_steps(self, tokens: Sequence[str]) -> Steps[Lookup]:
         """Rows of ``tokens``, cache first, all of one generation (:class:`Lookup`).

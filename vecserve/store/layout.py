@@ -342,32 +342,40 @@ def _url_user(url: str) -> str:
 def translate_errors(url: str, what: str) -> Iterator[None]:
     """The one boundary where redis-py's errors become StoreUnavailable / PermissionDenied.
 
-    Messages never carry a password: ``url`` is redacted.
+    Messages never carry a password: ``url`` is redacted. Nothing is computed unless an
+    error passes (the read path enters this once a round trip).
     """
-    user, url = _url_user(url), redact_url(url)
     try:
         yield
-    except redis.exceptions.NoPermissionError as exc:
-        raise PermissionDenied(
+    except (redis.RedisError, OSError) as exc:
+        ours = translated(exc, url, what)
+        if ours is None:
+            raise
+        raise ours from exc
+
+
+def translated(exc: Exception, url: str, what: str) -> Exception | None:
+    """Our exception for redis-py's ``exc`` (None: not ours to translate); what
+    :func:`translate_errors` raises."""
+    user, url = _url_user(url), redact_url(url)
+    if isinstance(exc, redis.exceptions.NoPermissionError):
+        return PermissionDenied(
             f"Redis user {user!r} at {url} may not do this ({what}): {exc}. "
             "Grant it to the user (`vecserve acl --help` prints least-privilege roles)"
-        ) from exc
-    except redis.AuthenticationError as exc:
-        raise StoreUnavailable(
-            f"Redis at {url} refused our credentials while {what}: {exc}"
-        ) from exc
-    except redis.BusyLoadingError as exc:
-        raise StoreUnavailable(f"Redis at {url} is still loading its data ({what})") from exc
-    except _REDIS_ERRORS as exc:
-        raise StoreUnavailable(f"Redis at {url} is unreachable while {what}: {exc}") from exc
-    except _CLUSTER_ERRORS as exc:
-        raise StoreUnavailable(
+        )
+    if isinstance(exc, redis.AuthenticationError):
+        return StoreUnavailable(f"Redis at {url} refused our credentials while {what}: {exc}")
+    if isinstance(exc, redis.BusyLoadingError):
+        return StoreUnavailable(f"Redis at {url} is still loading its data ({what})")
+    if isinstance(exc, _REDIS_ERRORS):
+        return StoreUnavailable(f"Redis at {url} is unreachable while {what}: {exc}")
+    if isinstance(exc, _CLUSTER_ERRORS):
+        return StoreUnavailable(
             f"Redis Cluster at {url} is failing over or moving slots ({what}): {exc}; retry"
-        ) from exc
-    except redis.ResponseError as exc:
-        if "OOM" in str(exc):
-            raise StoreUnavailable(f"Redis at {url} is out of memory while {what}: {exc}") from exc
-        raise
+        )
+    if isinstance(exc, redis.ResponseError) and "OOM" in str(exc):
+        return StoreUnavailable(f"Redis at {url} is out of memory while {what}: {exc}")
+    return None
 
 
 def vector_keys(prefix: str, raw: Sequence[bytes], buckets: int = 0) -> list[bytes]:

@@ -37,7 +37,7 @@ from .layout import (
     vocab_key,
     vocab_sizes_key,
 )
-from .wire import Connections, Round, Steps, drive, executor
+from .wire import Connections, Round, Steps, drive, executor, packed
 
 T = TypeVar("T")
 
@@ -99,6 +99,7 @@ class Store:
         #: sends one round of read steps (:mod:`vecserve.store.wire`) and returns its replies
         self.execute = executor(client, self.url, self._connections)
         self._entries: dict[str, tuple[bytes, ModelInfo]] = {}  # model_from_entry
+        self._entry_requests: dict[str, bytes] = {}  # HGET of a registry entry, packed
         # vocab_hashes, by (prefix, generation): a later generation may reuse a prefix
         self._vocab_hashes: dict[tuple[str, int], np.ndarray | None] = {}
         # False once the server refused SUBWORD_READ (no EVAL_RO: Redis < 7, or an ACL
@@ -275,23 +276,31 @@ class Store:
         :mod:`vecserve.reader`); its rows are read without the registry entry and never
         followed to another generation.
         """
-        extra = np.zeros(0, np.int64) if ngrams is None else np.asarray(ngrams, np.int64)
+        extra = _NO_IDS if ngrams is None else np.asarray(ngrams, np.int64)
         if pinned:
-            ids = extra if model.ngram_buckets else extra[:0]
+            ids = extra if model.ngram_buckets or not len(extra) else _NO_IDS
             values = yield from self._fetch_steps(model, tokens, ids, needs)
             rows, found = _decode(model, values, _Names(tokens, ids))
             return model, rows, found
         for _ in range(attempts):
-            ids = extra if model.ngram_buckets else extra[:0]
-            if not tokens and not len(ids):
-                values: list[bytes | None] = []
-                raw = yield from self.registry_entry_steps(model.name)
+            ids = extra if model.ngram_buckets or not len(extra) else _NO_IDS
+            rnd = self.plain_round(model, tokens) if not len(ids) else None
+            if rnd is not None:  # the common read: words only, one server
+                replies = yield rnd
+                got = self.plain_rows(model, tokens, replies)
+                if got is not None:
+                    return got
+                current = self.model_from_entry(model.name, replies[1])
             else:
-                values, raw = yield from self._fetch_with_entry_steps(model, tokens, ids, needs)
-            current = self.model_from_entry(model.name, raw)
-            if current.generation == model.generation and current.prefix == model.prefix:
-                rows, found = _decode(model, values, _Names(tokens, ids))
-                return model, rows, found
+                if not tokens and not len(ids):
+                    values: list[bytes | None] = []
+                    raw = yield from self.registry_entry_steps(model.name)
+                else:
+                    values, raw = yield from self._fetch_with_entry_steps(model, tokens, ids, needs)
+                current = self.model_from_entry(model.name, raw)
+                if current.generation == model.generation and current.prefix == model.prefix:
+                    rows, found = _decode(model, values, _Names(tokens, ids))
+                    return model, rows, found
             settings = (current.min_n, current.max_n, current.ngram_buckets)
             if not follow or (
                 len(extra) and settings != (model.min_n, model.max_n, model.ngram_buckets)
@@ -301,6 +310,37 @@ class Store:
         raise GenerationChanged(
             f"model {model.name!r} changed generation while it was being read; retry"
         )
+
+    def plain_round(self, model: ModelInfo, tokens: Sequence[str]) -> Round | None:
+        """The one round trip of a plain read of ``tokens`` (their MGET and the model's
+        registry entry, pipelined) on a single server; None where a read needs more (a
+        cluster, no tokens). :meth:`plain_rows` reads its replies. The two are the hot path
+        of :meth:`read_rows_steps`, also driven directly by a client's single-word lookup.
+        """
+        if self.is_cluster or not tokens:
+            return None
+        entry = self._entry_requests.get(model.name)
+        if entry is None:
+            entry = self._entry_requests[model.name] = packed("HGET", MODELS, model.name)
+        keys = vector_keys(model.prefix, encode_tokens(tokens), model.buckets)
+        return Round([("MGET", *keys), entry], f"reading {len(keys)} vectors of {model.name!r}")
+
+    def plain_rows(
+        self, model: ModelInfo, tokens: Sequence[str], replies: list
+    ) -> tuple[ModelInfo, np.ndarray, np.ndarray] | None:
+        """``(model, rows, found)`` from the replies of :meth:`plain_round`, or None when
+        the entry read after the rows names another generation (read again). A model
+        deleted meanwhile raises ModelNotFound."""
+        values, raw = replies
+        hit = self._entries.get(model.name)
+        if hit is None or hit[0] != raw:
+            current = self.model_from_entry(model.name, raw)
+            if current.generation != model.generation or current.prefix != model.prefix:
+                return None
+        elif hit[1].generation != model.generation or hit[1].prefix != model.prefix:
+            return None
+        rows, found = _decode(model, values, tokens)
+        return model, rows, found
 
     def read_rows_subwords(
         self, model: ModelInfo, tokens: Sequence[str]
@@ -450,7 +490,10 @@ class Store:
         if self.is_cluster:
             values = yield from self._mget_steps(keys, what)
             return values, (yield from self.registry_entry_steps(model.name))
-        values, raw = yield Round([("MGET", *keys), ("HGET", MODELS, model.name)], what)
+        entry = self._entry_requests.get(model.name)
+        if entry is None:
+            entry = self._entry_requests[model.name] = packed("HGET", MODELS, model.name)
+        values, raw = yield Round([("MGET", *keys), entry], what)
         return values, raw
 
     def _fetch_subwords(
@@ -648,10 +691,26 @@ class _Names(Sequence[str]):
         return self.tokens[i] if i < n else f"n-gram bucket {int(self.ids[i - n])}"
 
 
+# every value found: the mask of a read of up to this many (a read-only slice, no alloc)
+_ALL_FOUND = np.ones(4096, dtype=bool)
+_ALL_FOUND.setflags(write=False)
+_NO_IDS = np.zeros(0, np.int64)
+_NO_IDS.setflags(write=False)
+
+
+def _found_all(n: int) -> np.ndarray:
+    return _ALL_FOUND[:n] if n <= len(_ALL_FOUND) else np.ones(n, dtype=bool)
+
+
 def _decode(model: ModelInfo, values: list[bytes | None], tokens: Sequence[str]):
     codec = model.codec_obj
     if values and None not in values:  # the common case: no mask, no scatter
         buf = b"".join(values)  # type: ignore[arg-type]
-        if len(buf) == len(values) * codec.nbytes(model.dim):
-            return codec.decode(buf, len(values), model.dim), np.ones(len(values), dtype=bool)
+        n = len(values)
+        if codec.name == "f32" and len(buf) == 4 * n * model.dim:
+            # little-endian float32 as stored: one writable copy, no conversion
+            rows = np.frombuffer(bytearray(buf), dtype="<f4").reshape(n, model.dim)
+            return rows, _found_all(n)
+        if len(buf) == n * codec.nbytes(model.dim):
+            return codec.decode(buf, n, model.dim), _found_all(n)
     return codec.decode_values(values, model.dim, what=tokens)

@@ -34,7 +34,7 @@ import redis.asyncio
 from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
 from redis.cluster import RedisCluster
 
-from .layout import translate_errors
+from .layout import translated
 
 __all__ = [
     "AsyncConnections",
@@ -67,23 +67,32 @@ class Round:
         self.commands = commands
         self.what = what
         self.tolerate = tolerate
-        self.keys = sum(len(c) for c in commands)
+        self.keys = sum(len(c) for c in commands if type(c) is not bytes)
 
 
-def pack(commands: Sequence[tuple]) -> bytes:
-    """The RESP request of ``commands`` (arguments: bytes, str or int).
+def pack(commands: Sequence[tuple | bytes]) -> bytes:
+    """The RESP request of ``commands`` (arguments: bytes, str or int; a ``bytes``
+    command is one already packed, sent as it is).
 
     >>> pack([("GET", b"k")])
-    b'*2\\r\\n$3\\r\\nGET\\r\\n$1\\r\\nk\\r\\n'
+    b'*2\r\n$3\r\nGET\r\n$1\r\nk\r\n'
     """
     out = []
     for cmd in commands:
-        out.append(b"*%d\r\n" % len(cmd))
-        for a in cmd:
-            if type(a) is not bytes:
-                a = a.encode() if isinstance(a, str) else b"%d" % a if isinstance(a, int) else a
-            out.append(b"$%d\r\n%s\r\n" % (len(a), a))
+        if type(cmd) is bytes:
+            out.append(cmd)
+            continue
+        args = [
+            a if type(a) is bytes else a.encode() if isinstance(a, str) else b"%d" % a for a in cmd
+        ]
+        out.append(b"*%d\r\n" % len(args))
+        out.append(b"".join([b"$%d\r\n%b\r\n" % (len(a), a) for a in args]))
     return b"".join(out)
+
+
+def packed(*args) -> bytes:
+    """One command packed once (a request sent again and again)."""
+    return pack([args])
 
 
 def drive(steps: Steps[T], execute: Callable[[Round], list]) -> T:
@@ -150,7 +159,7 @@ class Connections:
 
 
 def _execute_pipeline(client, rnd: Round) -> list:
-    pipe = client.pipeline(transaction=False)
+    pipe = client.pipeline(transaction=False)  # a cluster's rounds hold no packed commands
     for cmd in rnd.commands:
         pipe.execute_command(*cmd)
     return _check(pipe.execute(raise_on_error=False), rnd)
@@ -163,10 +172,15 @@ def executor(client: redis.Redis | RedisCluster, url: str,
     each round on the calling thread's own raw connection; without: a pipeline."""
 
     def execute(rnd: Round) -> list:
-        with translate_errors(url, rnd.what):
+        try:
             if connections is not None:
                 return connections.execute(rnd)
             return _execute_pipeline(client, rnd)
+        except (redis.RedisError, OSError) as exc:
+            ours = translated(exc, url, rnd.what)
+            if ours is None:
+                raise
+            raise ours from exc
 
     return execute
 
@@ -236,8 +250,13 @@ async def arun(steps: Steps[T], client: redis.asyncio.Redis | AsyncRedisCluster,
 
     done, rnd = _send(steps, None)
     while not done:
-        with translate_errors(url, rnd.what):
+        try:
             replies = await execute(rnd)
+        except (redis.RedisError, OSError) as exc:
+            ours = translated(exc, url, rnd.what)
+            if ours is None:
+                raise
+            raise ours from exc
         if rnd.keys >= HEAVY_KEYS:
             done, rnd = await asyncio.to_thread(_send, steps, replies)
         else:
