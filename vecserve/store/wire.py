@@ -75,7 +75,7 @@ def pack(commands: Sequence[tuple | bytes]) -> bytes:
     command is one already packed, sent as it is).
 
     >>> pack([("GET", b"k")])
-    b'*2\r\n$3\r\nGET\r\n$1\r\nk\r\n'
+    b'*2\\r\\n$3\\r\\nGET\\r\\n$1\\r\\nk\\r\\n'
     """
     out = []
     for cmd in commands:
