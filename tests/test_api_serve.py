@@ -61,7 +61,8 @@ def test_bad_setting_is_one_line_error(captured, monkeypatch):
     monkeypatch.setenv("VECSERVE_MAX_WORDS", "lots")
     result = CliRunner().invoke(serve, [])
     assert result.exit_code == 1 and not captured
-    assert result.output.startswith("Error: invalid setting")
+    assert result.output.startswith("Error: invalid setting: $VECSERVE_MAX_WORDS: Input should")
+    assert "lots" not in result.output  # values are never echoed: some are secrets
     assert "Traceback" not in result.output
 
 

@@ -23,11 +23,11 @@ import numpy as np
 from .errors import ModelNotFound, SimilarityServiceError, TokenNotFound
 from .search.snapshot import (
     SimilarityIndex,
-    encode_items,
     ensure_list,
     mean_vector,
     split_weights,
 )
+from .search.wire import encode_items
 
 __all__ = ["WholeMatrixCalls"]
 

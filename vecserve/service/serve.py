@@ -107,6 +107,23 @@ def _settings_options(f):
     return f
 
 
+def redis_memory_line(redis_url: str | None) -> str:
+    """One line on the server's memory and eviction policy (a policy that evicts keys
+    without a TTL can damage models), or why it is unknown; never raises."""
+    from ..connect import open_store
+    from ..errors import VecserveError
+
+    try:
+        with open_store(redis_url) as store:
+            facts = store.memory_facts()
+            where = store.url
+    except VecserveError as exc:
+        return f"Redis not reachable yet ({exc}); the service answers 503 until it is"
+    if facts is None:
+        return f"Redis at {where}: eviction policy unknown (this user may not run INFO)"
+    return f"Redis at {where}: " + "; ".join(f.describe() for f in facts)
+
+
 @click.command("serve")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Interface to bind.")
 @click.option("--port", default=8000, show_default=True, type=click.IntRange(0, 65535))
@@ -144,6 +161,7 @@ def serve(host, port, workers, log_level, ssl_certfile, ssl_keyfile, **options):
     """
     try:
         import uvicorn
+        from pydantic import ValidationError
 
         from ..errors import VecserveError
         from .auth import load_keys
@@ -155,9 +173,14 @@ def serve(host, port, workers, log_level, ssl_certfile, ssl_keyfile, **options):
     os.environ.update(settings_env(**options))
     try:
         settings = Settings()
-    except ValueError as exc:
-        first = str(exc).splitlines()
-        raise click.ClickException(f"invalid setting: {' '.join(first[:3])}") from exc
+    except ValidationError as exc:  # named from its fields; the value is left out (secrets)
+        raise click.ClickException(
+            "invalid setting: "
+            + "; ".join(
+                f"{'$' + env_name(str(e['loc'][0])) if e['loc'] else 'settings'}: {e['msg']}"
+                for e in exc.errors()
+            )
+        ) from exc
     if bool(ssl_certfile) != bool(ssl_keyfile):
         raise click.ClickException("--ssl-certfile and --ssl-keyfile go together")
     try:  # a bad key file fails here, in one line, not in every worker
@@ -167,6 +190,7 @@ def serve(host, port, workers, log_level, ssl_certfile, ssl_keyfile, **options):
         )
     except VecserveError as exc:
         raise click.ClickException(str(exc)) from exc
+    click.echo(f"vecserve: {redis_memory_line(settings.redis_url)}", err=True)
     with contextlib.ExitStack() as stack:
         if workers > 1 and settings.metrics_dir is None:  # /metrics answers for every worker
             shared = stack.enter_context(tempfile.TemporaryDirectory(prefix="vecserve-metrics-"))
