@@ -16,7 +16,8 @@
 - the **fastText n-gram fill** (every word of a model with n-gram buckets gets a row;
   ``built`` names the words whose row was built from n-grams) and the **missing-word
   policy** (:func:`apply_missing`) and the **out-of-vocabulary swap** of ``most_similar``
-  terms (:func:`swap_oov`).
+  terms (:func:`swap_oov`, kept in :mod:`vecserve.subwords` so the search planner, a layer
+  below, uses the same one).
 
 It does no I/O itself: its reads are *steps* (:mod:`vecserve.store.wire`), generators
 that yield the commands of each round trip and read the replies. A client only drives
@@ -57,7 +58,7 @@ from .errors import ModelNotFound, TokenNotFound
 from .store import ModelInfo, Store
 from .store.layout import encode_tokens
 from .store.wire import Round, Steps
-from .subwords import in_vocabulary
+from .subwords import in_vocabulary, swap_oov, unit_rows
 
 __all__ = [
     "MISSING_POLICIES",
@@ -355,26 +356,3 @@ def apply_missing(
         first = next(k for k, ok in zip(keys, found.tolist(), strict=True) if not ok)
         raise TokenNotFound(first, name, lookup=True)
     return rows[found] if policy == "skip" else rows
-
-
-def unit_rows(rows: np.ndarray) -> np.ndarray:
-    """Rows at unit length (zero rows stay zero), gensim's per-word normalisation."""
-    norms = np.linalg.norm(rows, axis=1)
-    return rows / np.where(norms > 0, norms, 1)[:, None]
-
-
-def swap_oov(items: Sequence, vectors: dict) -> list:
-    """``most_similar`` terms with the words in ``vectors`` (a fastText model's
-    out-of-vocabulary words -> their unit vectors) replaced by their vectors; a
-    ``(word, weight)`` pair keeps its weight.
-
-    >>> swap_oov(["a", ("b", 2.0), "c"], {"b": "B", "c": "C"})
-    ['a', ('B', 2.0), 'C']
-    """
-
-    def swap(item):
-        if isinstance(item, tuple) and isinstance(item[0], str) and item[0] in vectors:
-            return (vectors[item[0]], *item[1:])
-        return vectors[item] if isinstance(item, str) and item in vectors else item
-
-    return [swap(i) for i in items]
