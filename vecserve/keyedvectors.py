@@ -42,7 +42,9 @@ registry entry in the same round trip; if it changed, the batch is re-read from 
 generation (the MGET runs before the HGET, so an unchanged entry proves the values came
 from one live generation). Metadata (``len``, ``vector_size``) trusts the entry for
 ``model_ttl`` seconds (``$VECSERVE_MODEL_TTL``, default 1.0). With the cache on,
-invalidations of the registry key flush it (see :mod:`vecserve.cache`).
+invalidations of the registry key flush it (see :mod:`vecserve.cache`). ``kv.pin()``
+gives a view that reads the generation live at that moment through reloads, held by a
+lease in Redis (:mod:`vecserve.store.pins`) until the view is closed.
 
 asyncio: :class:`AsyncRedisKeyedVectors` has the same calls, answers, errors and cache,
 with ``await`` on each call that does I/O (``await kv.get_vectors(words)``,
@@ -359,7 +361,7 @@ class RedisKeyedVectors(Calls, WholeMatrixCalls):
         vocab: list[str] = []
         pinned = reader.pin is not None
         for tokens in store.iter_vocab(info, chunk=chunk):
-            got, mat, found = store.run(store.read_rows_steps(info, tokens, pinned=pinned))
+            got, mat, found = self._run(store.read_rows_steps(info, tokens, pinned=pinned))
             if not found.all() or got.generation != info.generation:
                 raise GenerationChanged(f"model {self.name!r} changed while being copied")
             kv.vectors[len(vocab) : len(vocab) + len(tokens)] = mat

@@ -26,16 +26,17 @@ them: ``store.run(reader.lookup_steps(words))`` on a sync client,
 Clients must not read rows or the registry around the core, keep their own registry
 entry, or build or parse key names (``vecserve/store/layout.py`` does).
 
-Pinned mode (the shape issue 25b's ``kv.pin()`` builds on; ready)
------------------------------------------------------------------
+Pinned mode (``kv.pin()``)
+--------------------------
 ``reader.pinned(info)`` returns a Reader of the same store and model that reads
 generation ``info`` and only it: :meth:`info_steps` answers ``info`` without I/O, rows
 are read with ``pinned=True`` (no registry entry in the round trip, never followed to
 another generation, so a reload does not move it), and it has no vector cache (the
 cache follows the live generation). Keeping the generation's keys alive (the lease in
-Redis, its renewal, the release) is the pin's holder's job, not the reader's; a pinned
-generation whose keys are gone reads as missing/damaged rows. A client builds its
-pinned view with ``client._view(reader.pinned(info))``: same API, same cache-less reads.
+Redis, its renewal, the release) is the pin's holder's job, not the reader's
+(:class:`vecserve.store.Pin`): a client's pinned view (``client._view(reader.pinned(info))``:
+same API, cache-less reads) drives every read followed by ``Pin.confirm_steps``, so a
+read the pin did not live through raises PinLost instead of answering.
 
 >>> reader = Reader(store, "GOOGLE_W2V", cache_size=10_000)   # doctest: +SKIP
 >>> got = store.run(reader.lookup_steps(["king", "queen"]))   # doctest: +SKIP
