@@ -8,6 +8,7 @@ a loader) and refused what it must not do, with a clear error naming command and
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 
 import httpx
 import numpy as np
@@ -94,7 +95,11 @@ def test_worker_reads_fasttext_words_it_never_saw(server, user):
         store = kv._get_store()
         assert hashes and store.vocab_hashes(kv.info) is not None
         admin.delete(key)  # as a generation loaded before the hashes existed
-        store._vocab_hashes.clear()
+        entry = admin.hget("vecserve:models", "FT")
+        admin.hset("vecserve:models", "FT", replace(kv.info, word_hashes=False).to_json())
+        kv.close()  # a reader of that older generation
+        kv = RedisKeyedVectors("FT", redis_url=url(server, user, {"w": "wpw", "old": "opw"}[user]))
+        store = kv._get_store()
         np.testing.assert_allclose(kv[["raskolnikovish", "the", "dostoevskyish"]],
                                    np.vstack([want[w] for w in ["raskolnikovish", "the",
                                                                 "dostoevskyish"]]),
@@ -107,6 +112,8 @@ def test_worker_reads_fasttext_words_it_never_saw(server, user):
             store.client.execute_command("EVAL_RO", "return redis.call('SET', 'x', 1)", 0)
     finally:
         admin.set(key, hashes)
+        if "entry" in locals():
+            admin.hset("vecserve:models", "FT", entry)
         admin.close()
         kv.close()
 

@@ -10,6 +10,7 @@ read too; the supervised ``pang_lee_polarity_fasttext.bin`` is refused.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -426,6 +427,8 @@ def test_buckets_are_read_only_for_missing_words(store):
     words = ["the", "raskolnikovish", "of", "日本語"]
     _, via_hashes, _ = store.read_rows_subwords(info, words)
     store.client.delete("vecserve:vocabh:FT")  # as a model loaded by an older vecserve
+    info = dataclasses.replace(info, word_hashes=False)  # (whose entry says so)
+    store.client.hset("vecserve:models", "FT", info.to_json())
     store._vocab_hashes.clear()
     flat, bounds = ngram_buckets_flat(words, info.min_n, info.max_n, info.ngram_buckets)
     uniq, inverse = np.unique(flat, return_inverse=True)

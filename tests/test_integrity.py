@@ -182,6 +182,21 @@ def test_rows_missing_before_the_commit_leave_nothing_visible(store):
     resumed.abort(keep=False)
 
 
+def test_lost_word_hashes_are_damage_too(store, model_file):
+    """The hashes that tell a lost row from an unknown word are written at every commit;
+    gone (evicted, lost in a failover), a miss is damage, not a KeyError."""
+    path, _, _ = model_file
+    info = load_file(path, name="M", store=store, progress=False)
+    assert info.word_hashes and store.vocab_hashes(info) is not None
+    store.client.delete(f"vecserve:vocabh:{info.prefix}")
+    kv = RedisKeyedVectors("M", store=Store.from_url(store.url))
+    assert kv["w1"].shape == (50,)  # found rows need no hashes
+    with pytest.raises(ModelDamaged, match="its vocabulary's word hashes are gone"):
+        kv["never-a-word"]
+    line = error_line(cli(store.url, "models", "check", "M"))
+    assert "M (generation 1) is damaged: 1 of its 20,000 rows are missing" in line
+
+
 def test_the_check_goes_by_slot_group_on_a_cluster(cluster_store):
     tokens = [f"c{i}" for i in range(2000)]
     rng = np.random.default_rng(2)

@@ -7,6 +7,8 @@ exactly; the estimate, its interval and the setting are reported."""
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
@@ -116,3 +118,41 @@ def test_hnsw_raises_expansion_search_to_the_target():
     assert target["met"] and ann.recall_at_10 >= 0.99
     assert target["setting"] == {"expansion_search": ann.index.expansion_search}
     assert ann.meta["params"]["expansion_search"] == ann.index.expansion_search
+
+
+def test_an_index_built_before_recall_targets_is_rebuilt_to_one(tmp_path):
+    sim = _spread(n=3_000, dim=16, intrinsic=8, seed=5)
+    sim.path = tmp_path
+    params = AnnParams(kind="ivf", nlist=16)
+    path = tmp_path / params.resolved(sim.count).filename
+    AnnIndex.build(sim, path=path, params=AnnParams(kind="ivf", nlist=16, recall=None))
+    meta = path.with_suffix(".json")
+    old = json.loads(meta.read_text())
+    meta.write_text(json.dumps({k: v for k, v in old.items() if k != "target"}))
+
+    assert AnnManager(enabled=False, params=params).get(sim) is not None  # used as it is
+    rebuilt = AnnManager(enabled=True, params=params).get(sim, wait=True)
+    assert rebuilt is not None and rebuilt.meta["target"]["recall"] == 0.95
+    assert "target" in json.loads(meta.read_text())
+
+
+@pytest.mark.parametrize("kind", ["auto", "ivf"])
+def test_real_vectors_gensim_ships_meet_the_target(kind):
+    """fastText vectors trained on real text (gensim's test data, 1,694 x 100)."""
+    import gensim
+    from gensim.models import KeyedVectors
+
+    path = gensim.__file__.replace("__init__.py", "test/test_data/pang_lee_polarity_fasttext.vec")
+    kv = KeyedVectors.load_word2vec_format(path, unicode_errors="ignore")
+    sim = SimilarityIndex.from_arrays(list(kv.index_to_key), kv.vectors.astype(np.float32))
+    ann = AnnIndex.build(sim, params=AnnParams(kind=kind))
+    target = ann.meta["target"]
+    if not target["met"]:  # allowed only when the cheapest setting is not cheap enough
+        assert "no faster than" in target["reason"] or "over the budget" in target["reason"]
+        return
+    assert ann.recall_at_10 >= 0.95
+    rows = np.arange(0, sim.count, 7)  # any rows: the answers meet the target
+    truth = recall.exact_neighbours(sim, rows)
+    got = [[sim.get_index(w) for w, _ in ann.most_similar(sim, [int(r)], [], 10)] for r in rows]
+    low, high = ann.meta["recall_interval"]
+    assert recall.per_query_recall(truth, got).mean() >= 0.95 - (high - low)

@@ -355,8 +355,10 @@ def models_check(ctx, name, redis_url):
     Example:
         vecserve models check GOOGLE_W2V
     """
+    from dataclasses import replace
+
     from .connect import open_store
-    from .errors import PermissionDenied
+    from .errors import ModelDamaged, PermissionDenied
 
     start = time.monotonic()
     last = [start]
@@ -371,6 +373,11 @@ def models_check(ctx, name, redis_url):
     with open_store(_store_url(ctx, redis_url)) as store:
         info = store.get_model(name)
         check = store.check_rows(info, progress=progress)
+        try:
+            store.vocab_hashes(info)
+        except ModelDamaged as exc:  # the hashes written at its commit are gone
+            check = replace(check, missing=check.missing + 1)
+            click.echo(f"vecserve: {exc}", err=True)
         try:
             store.record_check(info, check)
         except PermissionDenied as exc:

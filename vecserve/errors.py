@@ -241,14 +241,16 @@ class ModelDamaged(VecserveError):
     asked words) and ``words`` (a few of them) say what was found.
     """
 
-    def __init__(self, model: str, generation: int, lost: list[str], asked: int):
+    def __init__(self, model: str, generation: int, lost: list[str], asked: int, *, what: str = ""):
         self.model, self.generation, self.lost, self.words = model, generation, len(lost), lost[:5]
         shown = ", ".join(repr(w) for w in lost[:3]) + (", ..." if len(lost) > 3 else "")
+        what = what or (
+            f"{len(lost)} of the {asked} words asked are in its vocabulary but their vectors "
+            f"are gone from Redis ({shown}; evicted, or deleted by hand)"
+        )
         super().__init__(
-            f"model {model!r} (generation {generation}) is damaged: {len(lost)} of the "
-            f"{asked} words asked are in its vocabulary but their vectors are gone from "
-            f"Redis ({shown}; evicted, or deleted by hand); run `vecserve models check "
-            f"{model}`, then load the model again"
+            f"model {model!r} (generation {generation}) is damaged: {what}; run `vecserve "
+            f"models check {model}`, then load the model again"
         )
 
 

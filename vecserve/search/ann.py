@@ -769,6 +769,12 @@ class AnnManager:
                 if not self.enabled and key not in self._failed:
                     log.error("%s; not used (the ANN index is disabled here)", exc)
                     self._failed[key] = str(exc)
+            if ann is not None and self.enabled and self._untargeted(ann):
+                log.info("%s was built to a fixed setting, before recall targets; "
+                         "rebuilding it to recall@10 %s", path, self.params.recall)  # fmt: skip
+                for stale in (path, path.with_suffix(".json")):
+                    stale.unlink(missing_ok=True)
+                ann = None
             if ann is not None:
                 return self._keep(key, ann)
             if not self.enabled or key in self._failed:
@@ -784,6 +790,11 @@ class AnnManager:
             thread.join()
             return self._ready.get(key)
         return None
+
+    def _untargeted(self, ann: AnnIndex) -> bool:
+        """Whether ``ann`` has no recall target where this manager sets one (an index
+        built before targets existed: its fixed ``nprobe`` may miss any target)."""
+        return self.params.recall is not None and "target" not in ann.meta
 
     def _keep(self, key, ann: AnnIndex) -> AnnIndex:
         self._ready = {k: v for k, v in self._ready.items() if k[0] != key[0]}

@@ -327,6 +327,9 @@ class ModelInfo(_JsonRecord):
     min_n: int = 0
     max_n: int = 0
     ngram_buckets: int = 0
+    # the vocabulary's word hashes were written at commit (vocab_hashes_key): a lost row
+    # is told from an unknown word, and the hashes missing are damage themselves
+    word_hashes: bool = False
 
     @property
     def subwords(self) -> bool:

@@ -486,8 +486,9 @@ class Store:
         raise AssertionError("unreachable")
 
     def vocab_hashes(self, model: ModelInfo) -> np.ndarray | None:
-        """The sorted word hashes of a fastText generation (None if it has none), read
-        once per generation and kept (8 bytes a word)."""
+        """The sorted word hashes of a generation (None if committed before every
+        generation had them; ModelDamaged if they were written and are gone), read once per
+        generation and kept (8 bytes a word)."""
         return self.run(self.vocab_hashes_steps(model))
 
     def vocab_hashes_steps(self, model: ModelInfo) -> Steps[np.ndarray | None]:
@@ -500,6 +501,15 @@ class Store:
             [("GET", vocab_hashes_key(model.prefix))],
             f"reading the vocabulary hashes of {model.name!r}",
         )
+        if raw is None and model.word_hashes:  # written at its commit, gone since
+            raise ModelDamaged(
+                model.name,
+                model.generation,
+                [],
+                0,
+                what="its vocabulary's word hashes are gone from Redis (evicted, lost in a "
+                "failover, or deleted by hand), so lost rows cannot be told from unknown words",
+            )
         # a view of the reply where uint64 is little-endian: 8 bytes a word, no copy
         known = None if raw is None else np.frombuffer(raw, "<u8").astype(np.uint64, copy=False)
         if len(self._vocab_hashes) >= 8:  # old generations' sets go (threads may race)

@@ -344,7 +344,7 @@ class LoadSession:
             )
         hashes = check.hashes
         assert hashes is not None
-        info = replace(info, load_seconds=round(time.time() - s.started, 3))
+        info = replace(info, load_seconds=round(time.time() - s.started, 3), word_hashes=True)
         with store.errors(f"committing {s.name!r}"):
             # which words are in the vocabulary: damage is told from an unknown word by it
             store.client.set(vocab_hashes_key(s.prefix), hashes.astype("<u8").tobytes())
