@@ -1,8 +1,11 @@
 """Shared fixtures: real Redis-protocol servers started by the tests themselves.
 
-- ``redis_url``: ``$VECSERVE_REDIS_URL`` if set (it is FLUSHED between tests: point it at a
-  throw-away server), else vecserve's own embedded valkey-server in a temporary data dir,
-  started through the same :class:`vecserve.embedded.EmbeddedServer` that the CLI uses.
+- ``redis_url``: vecserve's own embedded valkey-server in a temporary data dir, started
+  through the same :class:`vecserve.embedded.EmbeddedServer` that the CLI uses; or the
+  throw-away server given by ``pytest --redis-url URL`` / ``$VECSERVE_TEST_REDIS_URL``
+  (it is FLUSHED between tests). Never ``$VECSERVE_REDIS_URL``: that is where users point
+  vecserve at their real data, so the suite removes it from its environment at start
+  (the library, and every command a test runs, then never reaches that server).
 - ``cluster_url``: a 3-node Redis Cluster of valkey-server processes on loopback, formed
   with CLUSTER ADDSLOTSRANGE + CLUSTER MEET (no valkey-cli needed).
 - ``store``: a :class:`vecserve.store.Store` on ``redis_url``, flushed after each test.
@@ -21,10 +24,27 @@ import redis
 from vecserve.embedded import EmbeddedServer, ValkeyProcess, free_port
 from vecserve.store import Store
 
+TEST_URL_ENV = "VECSERVE_TEST_REDIS_URL"
+
+
+def pytest_addoption(parser):
+    parser.addoption(
+        "--redis-url",
+        default=None,
+        metavar="URL",
+        help="a THROW-AWAY Redis/Valkey for the tests (FLUSHALL between tests); default "
+        f"${TEST_URL_ENV}, else a server the suite starts. $VECSERVE_REDIS_URL is never used.",
+    )
+
+
+def pytest_configure(config):
+    # $VECSERVE_REDIS_URL names a user's own server: nothing in the suite may reach it
+    os.environ.pop("VECSERVE_REDIS_URL", None)
+
 
 @pytest.fixture(scope="session")
-def redis_url(tmp_path_factory):
-    url = os.environ.get("VECSERVE_REDIS_URL")
+def redis_url(tmp_path_factory, pytestconfig):
+    url = pytestconfig.getoption("--redis-url") or os.environ.get(TEST_URL_ENV)
     if url:
         yield url
         return

@@ -157,6 +157,8 @@ def test_server_start_is_idempotent_and_status_says_where_and_how_much(data_dir)
     text = vecserve(data_dir, "server", "status").stdout
     assert f"pid       {st['pid']}" in text and f"data dir  {data_dir}" in text
     assert "models    0" in text and "saved     yes" in text
+    assert "policy    no maxmemory (" in text and "policy noeviction" in text
+    assert st["maxmemory_policy"] == "noeviction" and st["maxmemory"] == 0
 
 
 def test_serve_and_commands_share_one_server(data_dir, tmp_path, monkeypatch):

@@ -268,3 +268,40 @@ def test_pins_on_a_cluster(cluster_store):
     pin.release()
     assert collect(cluster_store, "M") == [first]
     assert cluster_store.fetch(first, WORDS) == [None] * 3
+
+
+def test_an_asyncio_task_keeps_a_pin_and_confirm_async_tells_when_it_is_gone(store, redis_url):
+    import asyncio
+
+    import redis.asyncio
+
+    from vecserve.store.pins import confirm_async, keep_alive_async
+
+    load(store, "M", vecs(1))
+    pin = Pin.take(store, "M", lease=0.3)
+
+    async def main():
+        aclient = redis.asyncio.Redis.from_url(redis_url)
+        task = asyncio.create_task(keep_alive_async(pin, aclient.execute_command))
+        await asyncio.sleep(1.0)  # three leases: renewed all along
+        assert pin.holds() and store.client.exists(pin.key)
+        await confirm_async(pin, aclient.execute_command)
+        task.cancel()
+        await asyncio.sleep(0.4)
+        assert not store.client.exists(pin.key)
+        with pytest.raises(PinLost):
+            await confirm_async(pin, aclient.execute_command)
+        await aclient.aclose()
+
+    asyncio.run(main())
+
+
+def test_cleanup_collects_what_no_pin_holds(store, redis_url):
+    load(store, "M", vecs(1))
+    pin = Pin.take(store, "M")
+    load(store, "M", vecs(2))
+    assert cli(redis_url, "models", "cleanup").stdout.strip() == "nothing to clean up"
+    pin.release()
+    out = cli(redis_url, "models", "cleanup").stdout.strip()
+    assert out == "deleted generation 1 of M (no pin holds it)"
+    assert gens(store, "M") == {2: "live"}

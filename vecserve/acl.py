@@ -14,7 +14,15 @@
   ``%W~vecserve:pins:*``, one model's with ``--model``): never a vector, the registry
   or another model's pins.
 - ``loader`` (``vecserve load``, ``vecserve train``): reads and writes one model's keys
-  and the shared registry hashes, publishes commit events, runs the lease's one script.
+  and the shared registry hashes, publishes commit events, runs the lease's one script,
+  and writes each batch in one ``MULTI``/``EXEC`` (``@transaction``: all or nothing, so
+  a refused write never counts as written). It also gets ``INFO`` (and only that of
+  ``@dangerous``): the load's pre-flight reads ``maxmemory``, ``used_memory`` and
+  ``maxmemory_policy`` from ``INFO memory`` to refuse, in one line before writing
+  anything, a model that cannot fit or a server whose policy may evict its keys. INFO
+  shows server statistics and settings, no data and no secrets; the loader is an
+  operator's tool, and without it a load that does not fit stops half-way instead
+  (``check skipped``, the writes then catch it). Readers never get it: they load nothing.
 
 vecserve detects a cluster with ``HELLO``, never ``INFO``, so these users suffice.
 
@@ -65,7 +73,8 @@ def setuser_line(
         if not model:
             raise VecserveError("a loader writes one model: name it with --model NAME")
         keys = [f"~{p}" for p in (*model_key_patterns(model), *SHARED_METADATA)]
-        rights = ["-@all", "+@read", "+@write", "+@connection", "-@dangerous", "+eval"]
+        rights = ["-@all", "+@read", "+@write", "+@connection", "+@transaction", "-@dangerous",
+                  "+eval", "+info"]  # fmt: skip
         return " ".join([*head, f"&{EVENTS}", *keys, *rights, "+publish", *_CLUSTER])
     if model:
         keys = [f"%R~{p}" for p in (*model_key_patterns(model), *SHARED_METADATA)]

@@ -134,21 +134,38 @@ def cli(quiet: bool) -> None:
     "after 2, 4, 8... seconds.",
 )
 @click.option(
+    "--allow-eviction",
+    is_flag=True,
+    help="Load even into a server whose maxmemory-policy is allkeys-* (it may evict parts "
+    "of the model later: lookups then raise ModelDamaged); refused otherwise.",
+)
+@click.option(
     "--ann",
     is_flag=True,
     help="Then build the similarity snapshot and the approximate index (IVF or HNSW) into the "
     "cache dir ($VECSERVE_CACHE_DIR), so `vecserve serve --ann` only maps them.",
 )
+@click.option(
+    "--ann-recall",
+    type=click.FloatRange(0, 1, min_open=True),
+    default=0.95,
+    show_default=True,
+    metavar="R",
+    help="With --ann: the recall@10 the approximate index is built to meet (serve with "
+    "the same --ann-recall to use it).",
+)
 @redis_url_option
 @friendly_errors
 def load(file, name, fmt, codec, limit, unicode_errors, encoding, resume, restart, batch_size,
-         progress, retries, ann, redis_url):  # fmt: skip
+         progress, retries, allow_eviction, ann, ann_recall, redis_url):  # fmt: skip
     """Load a vector FILE into Redis as model --key.
 
     Streams word2vec .bin/.txt (also .gz/.bz2), GloVe, fastText .vec, native fastText
     .bin (with its n-gram buckets: unknown words then get vectors) and gensim
     KeyedVectors files in constant memory. The model becomes visible only when every
-    vector is in; re-loading an existing model replaces it atomically.
+    vector is in (every row is checked present before the commit); re-loading an
+    existing model replaces it atomically. Where the server shows its memory (INFO), a
+    model that cannot fit is refused before anything is written.
 
     \b
     Example:
@@ -175,10 +192,11 @@ def load(file, name, fmt, codec, limit, unicode_errors, encoding, resume, restar
                 file, name=name, redis_url=redis_url, format=fmt, codec=codec, limit=limit,
                 unicode_errors=unicode_errors, encoding=encoding, batch_size=batch_size,
                 resume=resume, restart=restart, progress=progress,
+                allow_eviction=allow_eviction,
             )  # fmt: skip
             break
         except StoreUnavailable as exc:
-            if attempt == retries:
+            if attempt == retries or not exc.transient:  # OOM, READONLY...: retrying won't help
                 raise
             wait = 2 ** (attempt + 1)
             why = exc.reason if isinstance(exc, LoadInterrupted) else str(exc)
@@ -194,13 +212,13 @@ def load(file, name, fmt, codec, limit, unicode_errors, encoding, resume, restar
         + (f"; {info.duplicates} duplicate tokens skipped" if info.duplicates else "")
     )
     if ann:
-        _build_ann(info, redis_url)
+        _build_ann(info, redis_url, ann_recall)
 
 
-def _build_ann(info, redis_url) -> None:
+def _build_ann(info, redis_url, recall: float) -> None:
     """Snapshot the committed generation and build its approximate index, as the service would."""
     from .connect import open_store
-    from .search.ann import AnnManager
+    from .search.ann import AnnManager, AnnParams
     from .search.snapshot import IndexManager
 
     start = time.perf_counter()
@@ -208,14 +226,29 @@ def _build_ann(info, redis_url) -> None:
         indexes = IndexManager(store)
         try:
             sim = indexes.get(info.name, info=info)
-            built = AnnManager(enabled=True).get(sim, wait=True)
+            manager = AnnManager(enabled=True, params=AnnParams(recall=recall))
+            built = manager.get(sim, wait=True)
         finally:
             indexes.close()
     if built is None:
         raise VecserveError(f"building the approximate index of {info.name} failed (see above)")
+    took = f"{time.perf_counter() - start:.1f}s"
+    if not built.usable:
+        click.echo(
+            f"{info.name}: approximate index of generation {info.generation} built in {took}, "
+            f"but approximate queries will be answered exactly: {built.fallback_reason} "
+            f"({sim.path})"
+        )
+        return
+    target = built.meta.get("target", {})
+    setting = ", ".join(f"{k} {v}" for k, v in target.get("setting", {}).items())
+    low, high = built.meta.get("recall_interval") or (None, None)
+    interval = f" (95% CI {low:.3f}-{high:.3f})" if low is not None else ""
     click.echo(
-        f"{info.name}: approximate index of generation {info.generation} ready in "
-        f"{time.perf_counter() - start:.1f}s, recall@10 {built.recall_at_10:.3f} ({sim.path})"
+        f"{info.name}: approximate index of generation {info.generation} ready in {took}, "
+        f"recall@10 {built.recall_at_10:.3f}{interval}"
+        + (f" at {setting}, target {target['recall']}" if setting else "")
+        + f" ({sim.path})"
     )
 
 
@@ -224,13 +257,14 @@ def _build_ann(info, redis_url) -> None:
 @click.pass_context
 @friendly_errors
 def models(ctx, redis_url):
-    """List models and unfinished loads (subcommands: info, delete, cleanup, history,
-    rollback).
+    """List models and unfinished loads (subcommands: info, check, delete, cleanup,
+    history, rollback).
 
     \b
     Example:
         vecserve models
         vecserve models info GOOGLE_W2V
+        vecserve models check GOOGLE_W2V
         vecserve models delete OLD_MODEL
         vecserve models cleanup
         vecserve models history GOOGLE_W2V
@@ -290,9 +324,70 @@ def models_info(ctx, name, redis_url):
     with open_store(_store_url(ctx, redis_url)) as store:
         info = store.get_model(name)
         data = asdict(info)
-        data["created_iso"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(info.created))
+        data["created_iso"] = _iso(info.created)
         data["ann"] = _ann_on_disk(info)
+        check = store.last_check(name)
+        if check is not None:
+            check["checked_at_iso"] = _iso(check["checked_at"])
+            check["current"] = check["generation"] == info.generation
+        data["last_check"] = check
         click.echo(json.dumps(data, indent=2, sort_keys=True))
+
+
+def _iso(t: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t))
+
+
+@models.command("check")
+@click.argument("name")
+@redis_url_option
+@click.pass_context
+@friendly_errors
+def models_check(ctx, name, redis_url):
+    """Verify that every row of a model's live generation is in Redis.
+
+    Asks the server whether each key exists (pipelined multi-key EXISTS, no vectors
+    travel), with progress on stderr; prints what is missing and exits 1 when the model
+    is damaged (evicted keys, keys deleted by hand). The result is kept: `vecserve
+    models info` shows the last check.
+
+    \b
+    Example:
+        vecserve models check GOOGLE_W2V
+    """
+    from .connect import open_store
+    from .errors import PermissionDenied
+
+    start = time.monotonic()
+    last = [start]
+
+    def progress(done: int, total: int) -> None:
+        now = time.monotonic()
+        if now - last[0] >= 2 or done == total:
+            last[0] = now
+            share = 100 * done / max(total, 1)
+            click.echo(f"checking {name}: {done:,}/{total:,} rows ({share:.0f}%)", err=True)
+
+    with open_store(_store_url(ctx, redis_url)) as store:
+        info = store.get_model(name)
+        check = store.check_rows(info, progress=progress)
+        try:
+            store.record_check(info, check)
+        except PermissionDenied as exc:
+            click.echo(f"vecserve: the result was not recorded: {exc}", err=True)
+    took = time.monotonic() - start
+    head = f"{name} (generation {info.generation})"
+    if not check.missing:
+        click.echo(f"{head}: all {check.checked:,} rows present ({took:.1f}s)")
+        return
+    words = ", ".join(repr(w) for w in check.words)
+    raise click.ClickException(
+        f"{head} is damaged: {check.missing:,} of its {check.checked:,} rows are missing"
+        + (f" (e.g. {words})" if words else "")
+        + "; load it again (vecserve load FILE --key "
+        + name
+        + ")"
+    )
 
 
 def _ann_on_disk(info) -> dict:
@@ -554,7 +649,8 @@ def server_stop(data_dir):
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @friendly_errors
 def server_status(data_dir, as_json):
-    """Pid, socket, data dir, memory, models, and whether everything is saved.
+    """Pid, socket, data dir, memory and its eviction policy, models, and whether
+    everything is saved.
 
     Exits 3 when the server is not running.
 
@@ -576,9 +672,12 @@ def server_status(data_dir, as_json):
     store = Store.from_url(srv.url)
     try:
         models = [m.name for m in store.list_models()]
+        facts = store.memory_facts()
     finally:
         store.close()
     up = {"running": True, **up, "models": models}
+    if facts:
+        up.update(maxmemory=facts[0].maxmemory, maxmemory_policy=facts[0].policy)
     if as_json:
         click.echo(json.dumps(up))
         return
@@ -592,6 +691,7 @@ def server_status(data_dir, as_json):
         f"socket    {up['socket']}\n"
         f"data dir  {up['data_dir']}\n"
         f"memory    {up['used_memory_human']} ({up['used_memory']:,} bytes)\n"
+        f"policy    {facts[0].describe() if facts else 'unknown (INFO refused)'}\n"
         f"models    {len(models)}{': ' + ', '.join(models) if models else ''}\n"
         f"saved     {saved}"
     )
@@ -605,8 +705,9 @@ def server_status(data_dir, as_json):
 def acl(role, user, model):
     """Print the ACL SETUSER line of a least-privilege Redis user for ROLE.
 
-    worker and api are read-only (no INFO, no @dangerous commands); a loader writes only
-    the keys of its --model and vecserve's registry. The password is a fresh random one:
+    worker and api are read-only (no INFO, no @dangerous commands), but a worker may hold
+    pins (`kv.pin()`: SET, SADD, SREM, DEL on vecserve's pin keys only); a loader writes
+    only the keys of its --model and vecserve's registry. The password is a fresh random one:
     run the line with redis-cli, then put the user and password in the URL.
 
     \b

@@ -14,9 +14,20 @@ The hierarchy::
     ├── LoadInProgress               another load of the same model holds the lock
     ├── StoreUnavailable             Redis unreachable or gone mid-operation
     │   ├── GenerationChanged        a model was re-loaded under a read, again and again
-    │   └── LoadInterrupted          a load stopped by it: resumable (model, path, written)
+    │   ├── LoadInterrupted          a load stopped by it: resumable (model, path, written)
+    │   └── ServerRefused            an error reply: what the server said, what to do
+    │       ├── OutOfMemory          OOM: ``maxmemory`` reached
+    │       ├── ReadOnlyServer       READONLY: a replica
+    │       ├── PersistenceFailing   MISCONF: it cannot save, so it refuses writes
+    │       ├── ServerLoading        LOADING: still reading its data (retry)
+    │       ├── ServerBusy           BUSY: a script or function runs (retry)
+    │       ├── AuthenticationFailed NOAUTH / WRONGPASS: the URL's credentials
+    │       └── TooManyClients       ``maxclients`` reached (retry)
     ├── PermissionDenied             the Redis user may not run a command (names both)
     ├── PinLost                      a pinned view's lease ended: its generation may be gone
+    ├── ModelDamaged                 a model's word lost its vector (NOT a KeyError)
+    ├── LoadRefused                  a load that cannot fit, or a server that evicts
+    ├── LoadIncomplete               keys missing before the commit: not committed
     ├── SimilarityServiceError       the vecserve HTTP service failed (unreachable, 5xx)
     ├── BadQuery                     a malformed query (the service answers 422)
     ├── QueryRejected                a well-formed query that cannot be answered (400)
@@ -31,6 +42,7 @@ one boundary each, with ``raise Ours(msg) from exc`` so the cause stays attached
 from __future__ import annotations
 
 __all__ = [
+    "AuthenticationFailed",
     "BadQuery",
     "CodecError",
     "CorruptVectorFile",
@@ -39,15 +51,25 @@ __all__ = [
     "GenerationChanged",
     "InvalidModelName",
     "LoadInProgress",
+    "LoadIncomplete",
     "LoadInterrupted",
+    "LoadRefused",
+    "ModelDamaged",
     "ModelNotFound",
+    "OutOfMemory",
     "PermissionDenied",
+    "PersistenceFailing",
     "PinLost",
     "QueryRejected",
+    "ReadOnlyServer",
     "RequestTooLarge",
+    "ServerBusy",
+    "ServerLoading",
+    "ServerRefused",
     "SimilarityServiceError",
     "StoreUnavailable",
     "TokenNotFound",
+    "TooManyClients",
     "TrainingError",
     "UnknownFormat",
     "VecserveError",
@@ -155,7 +177,87 @@ class LoadInProgress(VecserveError):
 
 
 class StoreUnavailable(VecserveError, ConnectionError):
-    """The Redis server cannot be reached, or went away in the middle of an operation."""
+    """The Redis server cannot be reached, or went away in the middle of an operation.
+
+    ``transient``: whether trying again later may succeed (a load retries only then).
+    """
+
+    transient = True
+
+
+class ServerRefused(StoreUnavailable):
+    """The server answered a command with an error reply.
+
+    ``reply`` is the reply's code (``OOM``, ``READONLY``, ``MISCONF``, ...); the message
+    says what the server said and what to do about it.
+    """
+
+    transient = False
+
+    def __init__(self, message: str, *, reply: str = ""):
+        self.reply = reply
+        super().__init__(message)
+
+
+class OutOfMemory(ServerRefused):
+    """OOM: the server reached its ``maxmemory`` and refuses writes (policy noeviction)."""
+
+
+class ReadOnlyServer(ServerRefused):
+    """READONLY: the server is a replica; writes go to its primary."""
+
+
+class PersistenceFailing(ServerRefused):
+    """MISCONF: the server cannot save its snapshot and refuses writes until it can."""
+
+
+class ServerLoading(ServerRefused):
+    """LOADING: the server is still reading its dataset into memory."""
+
+    transient = True
+
+
+class ServerBusy(ServerRefused):
+    """BUSY: a script or function is running; every other command waits for its end."""
+
+    transient = True
+
+
+class AuthenticationFailed(ServerRefused):
+    """NOAUTH / WRONGPASS: the server refused the credentials of the URL (or none)."""
+
+
+class TooManyClients(ServerRefused):
+    """The server reached ``maxclients`` and refused the connection."""
+
+    transient = True
+
+
+class ModelDamaged(VecserveError):
+    """Words of a model's vocabulary whose vectors are gone (evicted, deleted by hand).
+
+    Deliberately NOT a ``KeyError``: gensim-style ``except KeyError`` code must not take a
+    lost word for an unknown one. ``model``, ``generation``, ``lost`` (how many of the
+    asked words) and ``words`` (a few of them) say what was found.
+    """
+
+    def __init__(self, model: str, generation: int, lost: list[str], asked: int):
+        self.model, self.generation, self.lost, self.words = model, generation, len(lost), lost[:5]
+        shown = ", ".join(repr(w) for w in lost[:3]) + (", ..." if len(lost) > 3 else "")
+        super().__init__(
+            f"model {model!r} (generation {generation}) is damaged: {len(lost)} of the "
+            f"{asked} words asked are in its vocabulary but their vectors are gone from "
+            f"Redis ({shown}; evicted, or deleted by hand); run `vecserve models check "
+            f"{model}`, then load the model again"
+        )
+
+
+class LoadRefused(VecserveError):
+    """A load refused before writing: it cannot fit, or the server may evict its keys."""
+
+
+class LoadIncomplete(VecserveError):
+    """Vectors missing from a load's new generation before the commit: not committed."""
 
 
 class PermissionDenied(VecserveError, PermissionError):

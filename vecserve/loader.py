@@ -36,15 +36,102 @@ import numpy as np
 
 from .codec import get_codec
 from .connect import open_store
-from .errors import LoadInterrupted, StoreUnavailable, VecserveError, VectorFileError
+from .errors import (
+    LoadInterrupted,
+    LoadRefused,
+    StoreUnavailable,
+    VecserveError,
+    VectorFileError,
+)
 from .store import LoadSession, ModelInfo, Store, begin_load, validate_model_name
+from .store.registry import gb
 
-__all__ = ["load_arrays", "load_file"]
+__all__ = ["estimate_bytes", "load_arrays", "load_file", "preflight"]
 
 log = logging.getLogger(__name__)
 
 QUEUE_DEPTH = 4
 DEFAULT_BATCH_BYTES = 2 << 20  # ~2 MB of float32 per batch: ~1,700 x 300-d vectors
+# Server memory of a row beyond its value's bytes: the key's own bytes, then ~100 B of
+# dict entry, object and allocation overhead, its vocabulary entry and hash (measured on
+# valkey 9.1: 61-109 B beside 8-byte tokens, by codec and dim; BENCHMARKS.md).
+PER_KEY_BYTES = 100
+TOKEN_BYTES = 12  # a typical token's UTF-8 bytes (GoogleNews: ~11)
+
+
+def estimate_bytes(count: int, dim: int, codec: str, *, ngram_rows: int = 0) -> int:
+    """Server memory ``count`` words (and ``ngram_rows`` fastText n-gram rows) take.
+
+    >>> estimate_bytes(3_000_000, 300, "f32") / 1e9
+    3.936
+    """
+    value = get_codec(codec).nbytes(dim)
+    return count * (value + PER_KEY_BYTES + TOKEN_BYTES) + ngram_rows * (value + PER_KEY_BYTES)
+
+
+def preflight(
+    store: Store,
+    name: str,
+    *,
+    count: int | None,
+    dim: int,
+    codec: str,
+    ngram_rows: int = 0,
+    allow_eviction: bool = False,
+) -> None:
+    """Refuse, before writing anything, a load the server cannot hold or may evict.
+
+    Reads ``INFO memory`` (``maxmemory``, ``used_memory``, ``maxmemory_policy``; on a
+    cluster every primary, each taking its share): a policy that evicts keys without a
+    TTL (``allkeys-*``) raises :class:`LoadRefused` unless ``allow_eviction`` (then a
+    warning); a model whose :func:`estimate_bytes` exceed the free memory raises it too
+    (with ``allow_eviction``: only what exceeds ``maxmemory`` itself). Where INFO is
+    refused, or the file does not say how many vectors it holds, the check is skipped
+    with a log line; the verified writes still stop a load that runs out of memory.
+    """
+    facts = store.memory_facts()
+    if facts is None:
+        log.info(
+            "pre-flight check skipped: the Redis user may not run INFO (grant +info, as "
+            "`vecserve acl loader` does, to learn up front whether %s fits)", name
+        )  # fmt: skip
+        return
+    evicting = sorted({f.policy for f in facts if f.evicts})
+    if evicting:
+        if not allow_eviction:
+            raise LoadRefused(
+                f"Redis at {store.url} has maxmemory-policy {', '.join(evicting)}: it may "
+                f"evict parts of {name!r} at any time (vecserve's keys have no TTL); set "
+                "maxmemory-policy noeviction (or a volatile-* one), or pass "
+                "--allow-eviction to load anyway"
+            )
+        log.warning(
+            "loading %s into a server whose maxmemory-policy is %s (--allow-eviction): "
+            "evicted vectors are reported as ModelDamaged; `vecserve models check %s` "
+            "finds them", name, ", ".join(evicting), name,
+        )  # fmt: skip
+    if count is None:
+        log.info("memory check skipped: the file does not say how many vectors it holds")
+        return
+    need = estimate_bytes(count, dim, codec, ngram_rows=ngram_rows)
+    share = -(-need // len(facts))
+    for f in facts:
+        room = (f.maxmemory or None) if allow_eviction and f.evicts else f.free
+        if room is None or share <= room:
+            continue
+        smaller = ", ".join(
+            f"--codec {c} (~{gb(estimate_bytes(count, dim, c, ngram_rows=ngram_rows))})"
+            for c in ("f16", "i8")
+            if get_codec(c).nbytes(dim) < get_codec(codec).nbytes(dim)
+        )
+        where = f"each of its {len(facts)} primaries" if len(facts) > 1 else "it"
+        raise LoadRefused(
+            f"{name!r} needs about {gb(need)} in Redis ({count:,} vectors x {dim} {codec}"
+            + (f" and {ngram_rows:,} n-gram rows" if ngram_rows else "")
+            + f") but Redis at {store.url} has {gb(room)} free for {where} "
+            f"({f.describe()}): raise maxmemory (CONFIG SET maxmemory), free memory"
+            + (f", or load with {smaller}" if smaller else "")
+        )
 
 
 class Progress:
@@ -166,6 +253,7 @@ def load_file(
     resume: bool = False,
     restart: bool = False,
     progress: bool | None = None,
+    allow_eviction: bool = False,
 ) -> ModelInfo:
     """Load a vector file into Redis as model ``name``; return the committed metadata.
 
@@ -191,6 +279,12 @@ def load_file(
     progress : bool, optional
         Report progress: a bar on a terminal, an INFO log line every 5 s otherwise
         (default on; False silences it).
+    allow_eviction : bool
+        Load even into a server whose ``maxmemory-policy`` may evict keys without a TTL
+        (``allkeys-*``; refused otherwise, see :func:`preflight`).
+
+    Before writing, :func:`preflight` refuses a model that cannot fit; every batch's
+    replies are checked, and every row is checked present before the commit.
 
     Examples
     --------
@@ -217,6 +311,7 @@ def load_file(
                 resume=resume,
                 restart=restart,
                 progress=progress,
+                allow_eviction=allow_eviction,
             )
     fingerprint = _fingerprint(path) if path.is_file() else ""
     with open_vectors(
@@ -230,6 +325,12 @@ def load_file(
         dim, fmt, declared = probe.dim, probe.format, probe.count
         sub = probe.subwords
         ngrams = sub.bucket if sub is not None and sub.max_n > 0 else 0
+    done = store.get_load(name) if resume else None
+    preflight(
+        store, name, dim=dim, codec=codec, allow_eviction=allow_eviction,
+        count=None if declared is None else max(0, declared - (done.written if done else 0)),
+        ngram_rows=ngrams,
+    )  # fmt: skip
     session = begin_load(
         store,
         name,
@@ -283,15 +384,17 @@ def load_file(
             writer.finish()
             if session.written == 0:
                 raise VectorFileError(str(path), "the file holds no vectors")
-            info = session.commit(sha256=reader.sha256(), duplicates=reader.duplicates)
+            info = session.commit(
+                sha256=reader.sha256(), duplicates=reader.duplicates, progress=_checking(name)
+            )
     except VectorFileError:
         _abort(session, keep=False)  # a bad file cannot be resumed: leave nothing behind
         raise
     except StoreUnavailable as exc:
         _abort(session, keep=True)
-        raise LoadInterrupted(
-            str(exc), model=name, path=str(path), written=session.written
-        ) from exc
+        stopped = LoadInterrupted(str(exc), model=name, path=str(path), written=session.written)
+        stopped.transient = exc.transient  # OOM, READONLY...: a retry would not help
+        raise stopped from exc
     except BaseException:
         _abort(session, keep=True)
         raise
@@ -307,6 +410,21 @@ def load_file(
         f"{prog.rate:,.0f}",
     )
     return info
+
+
+def _checking(name: str):
+    """``progress(done, total)`` of the completeness check: a log line every 5 s."""
+    start = last = time.monotonic()
+
+    def report(done: int, total: int) -> None:
+        nonlocal last
+        now = time.monotonic()
+        if now - last >= 5:
+            last = now
+            log.info("checking %s: %s/%s rows present (%.0fs)", name, f"{done:,}",
+                     f"{total:,}", now - start)  # fmt: skip
+
+    return report
 
 
 def _resume_dict(point) -> dict:
@@ -332,8 +450,12 @@ def load_arrays(
     source: str = "",
     batch_size: int | None = None,
     progress: bool | None = None,
+    allow_eviction: bool = False,
 ) -> ModelInfo:
     """Commit in-memory vectors (e.g. a freshly trained model) as model ``name``.
+
+    The same checks as :func:`load_file`: :func:`preflight`, verified writes, every row
+    checked present before the commit.
 
     >>> import numpy as np
     >>> info = load_arrays(["a", "b"], np.eye(2, dtype=np.float32), name="TINY")  # doctest: +SKIP
@@ -359,8 +481,10 @@ def load_arrays(
                 source=source,
                 batch_size=batch_size,
                 progress=progress,
+                allow_eviction=allow_eviction,
             )
     dim = vectors.shape[1]
+    preflight(store, name, count=len(tokens), dim=dim, codec=codec, allow_eviction=allow_eviction)
     session = begin_load(
         store,
         name,

@@ -156,19 +156,28 @@ def compose(base: np.ndarray | None, ids: Sequence[np.ndarray], rows: np.ndarray
 def word_hashes(words: Sequence[bytes]) -> np.ndarray:
     """The 64-bit FNV-1a hash of each word's bytes (uint64), vectorised over the batch.
 
-    A fastText model keeps the sorted hashes of its vocabulary (a few MB), so a reader
-    knows which words of a batch are missing, and hashes and fetches only their n-grams,
-    before the read. Two different words share a hash with probability ~2**-64 per pair:
-    a word wrongly taken as present is found missing by the read and fetched again.
+    A model keeps the sorted hashes of its vocabulary (8 bytes a word), so a reader tells
+    a word whose row is lost from an unknown word, and a fastText reader knows which
+    words of a batch are missing, and hashes and fetches only their n-grams, before the
+    read. Two different words share a hash with probability ~2**-64 per pair.
 
     >>> word_hashes([b"", b"a"]).tolist()
     [14695981039346656037, 12638187200555641996]
     """
     lens = np.fromiter(map(len, words), dtype=np.int64, count=len(words))
-    h = np.full(len(words), _FNV64_OFFSET, dtype=np.uint64)
-    if not len(words) or not lens.max(initial=0):
+    return flat_word_hashes(np.frombuffer(b"".join(words), dtype=np.uint8), lens)
+
+
+def flat_word_hashes(buf: np.ndarray, lens: np.ndarray) -> np.ndarray:
+    """:func:`word_hashes` of words given as their concatenated bytes and lengths.
+
+    >>> flat_word_hashes(np.frombuffer(b"a", np.uint8), np.array([0, 1])).tolist()
+    [14695981039346656037, 12638187200555641996]
+    """
+    h = np.full(len(lens), _FNV64_OFFSET, dtype=np.uint64)
+    if not len(lens) or not lens.max(initial=0):
         return h
-    buf = np.frombuffer(b"".join(words), dtype=np.uint8).astype(np.uint64)
+    buf = buf.astype(np.uint64)
     begins = np.cumsum(lens) - lens
     for k in range(int(lens.max())):
         live = np.flatnonzero(lens > k)
@@ -179,7 +188,7 @@ def word_hashes(words: Sequence[bytes]) -> np.ndarray:
 def in_vocabulary(known: np.ndarray, words: Sequence[bytes]) -> np.ndarray:
     """Whether each word's hash is among ``known``, a vocabulary's sorted word hashes
     (bool; a word of another vocabulary is taken for present with probability ~1e-13 at
-    2M words: a read then finds it missing).
+    2M words).
 
     >>> in_vocabulary(np.sort(word_hashes([b"a", b"b"])), [b"b", b"c"]).tolist()
     [True, False]

@@ -30,9 +30,10 @@ computed as gensim's ``fill_norms`` does). Every query then runs gensim's own ar
 (``dot(vectors[clip_start:clip_end], mean) / norms[clip_start:clip_end]``, then
 ``matutils.argsort``) on the same slice shape, so scores AND the order of ties are
 bit-identical to gensim's on the same vectors. A pre-normalised matrix would be 0-1 ulp
-off and reorder near-ties. ``most_similar_batch`` uses one ``sgemm`` per group of
-queries, whose rounding differs from gensim's ``sgemv`` by about 1e-7: it is meant for
-throughput (the HTTP service), not for bit parity.
+off and reorder near-ties. The top n is found by :mod:`vecserve.search.exact` (one
+streaming pass over the scores, gensim's ``argsort`` where ties decide), and
+``most_similar_batch`` answers many queries with one blocked ``sgemm``, each answer
+proven equal to the single query's (scores to the bit) or computed the single way.
 
 gensim quirks kept for parity: ``most_similar_cosmul`` ignores ``restrict_vocab`` (as
 gensim 4.4 does); a missing word raises ``KeyError("Key 'w' not present in vocabulary")``
@@ -57,7 +58,8 @@ damaged ``vocab.idx`` is refused in one logged line and rewritten from Redis; a 
 vectors or norms file has the whole snapshot rebuilt.
 
 HTTP contract (``POST {similarity_url}/most_similar``), used by
-:class:`vecserve.keyedvectors.RedisKeyedVectors` when a similarity URL is configured.
+:class:`vecserve.keyedvectors.RedisKeyedVectors` when a similarity URL is configured (its
+items: :mod:`vecserve.search.wire`).
 Request::
 
     {"model": "GOOGLE_W2V",
@@ -106,6 +108,7 @@ import numpy as np
 from .. import config
 from ..errors import StoreUnavailable
 from ..store import ModelInfo, Store
+from .exact import ExactScan, gensim_argsort
 from .vocab import SharedVocab
 from .vocab import write as write_vocab
 
@@ -113,7 +116,6 @@ __all__ = [
     "IndexManager",
     "SimilarityIndex",
     "default_cache_dir",
-    "encode_items",
     "gensim_argsort",
     "snapshot_dir",
 ]
@@ -123,8 +125,6 @@ _KEY_TYPES = (str, int, np.integer)
 _EXTENDED_KEY_TYPES = (str, int, np.integer, np.ndarray)
 # Row chunk when streaming a generation out of Redis (~24 MB of 300-d float32).
 BUILD_CHUNK = 20_000
-# Bound on the scores matrix of one most_similar_batch multiply.
-BATCH_SCORE_BYTES = 256 << 20
 VOCAB_FILE = "vocab.idx"
 OLD_VOCAB_FILE = "vocab.json"
 
@@ -136,21 +136,6 @@ def default_cache_dir() -> Path:
     return config.cache_dir()
 
 
-def gensim_argsort(x: np.ndarray, topn: int | None = None, reverse: bool = False):
-    """``gensim.matutils.argsort``, line for line (so that ties break the same way)."""
-    x = np.asarray(x)
-    if topn is None:
-        topn = x.size
-    if topn <= 0:
-        return []
-    if reverse:
-        x = -x
-    if topn >= x.size:
-        return np.argsort(x)[:topn]
-    most_extreme = np.argpartition(x, topn)[:topn]
-    return most_extreme.take(np.argsort(x.take(most_extreme)))
-
-
 def ensure_list(value):
     """gensim's ``_ensure_list``: a single key or vector becomes a one-item list."""
     if value is None:
@@ -160,27 +145,6 @@ def ensure_list(value):
     if isinstance(value, np.ndarray) and value.ndim == 2:
         return list(value)
     return value
-
-
-def encode_items(value) -> list:
-    """most_similar's ``positive``/``negative`` argument as JSON (see the module docstring).
-
-    >>> import numpy as np
-    >>> encode_items([("king", 2.0), np.array([0.5, 1.0], dtype=np.float32), 3])
-    [['king', 2.0], {'vector': [0.5, 1.0], 'dtype': '<f4'}, 3]
-    """
-
-    def one(item):
-        if isinstance(item, str):
-            return item
-        if isinstance(item, (int, np.integer)):
-            return int(item)
-        if isinstance(item, np.ndarray):
-            return {"vector": item.astype(np.float64).tolist(), "dtype": item.dtype.str}
-        key, weight = item
-        return [one(key), float(weight)]
-
-    return [one(item) for item in ensure_list(value)]
 
 
 def split_weights(positive, negative) -> tuple[list, np.ndarray]:
@@ -274,6 +238,7 @@ class SimilarityIndex:
         self.key_to_index = index_to_key.key_to_index
         self.vectors = vectors
         self.norms = row_norms(vectors) if norms is None else norms
+        self.exact = ExactScan(self.vectors, self.norms)
         self.name = name
         self.generation = generation
         self.path = path
@@ -427,13 +392,13 @@ class SimilarityIndex:
             clip_start = 0
             clip_end = restrict_vocab
         mean, all_keys = self.query_vector(positive, negative)
-        dists = np.dot(self.vectors[clip_start:clip_end], mean) / self.norms[clip_start:clip_end]
+        dists = self.exact.scores(mean, clip_start, clip_end)
         return self._top(dists, topn, all_keys, clip_start)
 
     def _top(self, dists, topn, exclude, offset=0):
         if not topn:
             return dists
-        best = gensim_argsort(dists, topn=topn + len(exclude), reverse=True)
+        best = ExactScan.top_rows(dists, topn + len(exclude))
         result = [
             (self.index_to_key[sim + offset], float(dists[sim]))
             for sim in best
@@ -501,11 +466,13 @@ class SimilarityIndex:
     # -- many queries, one multiply -------------------------------------------------------
 
     def most_similar_batch(self, queries: Sequence[dict]) -> list:
-        """Answer many ``most_similar`` queries with one ``sgemm`` per group.
+        """Answer many ``most_similar`` queries at once: each answer is the one
+        :meth:`most_similar` gives (words, order and scores), the whole-matrix ones from
+        one blocked ``sgemm`` for all of them (:meth:`ExactScan.batch`).
 
         Each query is a dict of most_similar's arguments (``positive``, ``negative``,
-        ``topn``, ``restrict_vocab``; ``cosmul=True`` runs most_similar_cosmul alone).
-        Scores agree with :meth:`most_similar` to ~1e-7 (sgemm vs sgemv rounding).
+        ``topn``, ``restrict_vocab``; ``cosmul=True`` runs most_similar_cosmul alone);
+        ``restrict_vocab`` and ``topn=None`` queries are answered one by one.
 
         >>> import numpy as np
         >>> ix = SimilarityIndex.from_arrays(["a", "b", "c"], np.eye(3, dtype=np.float32))
@@ -516,26 +483,26 @@ class SimilarityIndex:
         plain = []
         for i, q in enumerate(queries):
             q = dict(q)
-            cosmul = q.pop("cosmul", False)
-            if cosmul:
+            if q.pop("cosmul", False):
                 results[i] = self.most_similar_cosmul(**q)
-                continue
-            topn = q.get("topn", 10)
-            if isinstance(topn, Integral) and topn < 1:
+            elif not isinstance(q.get("topn", 10), Integral) or q.get("restrict_vocab"):
+                results[i] = self.most_similar(**q)
+            elif q.get("topn", 10) < 1:
                 results[i] = []
-                continue
-            mean, exclude = self.query_vector(q.get("positive"), q.get("negative"))
-            end = q.get("restrict_vocab") or len(self.vectors)
-            plain.append((i, mean, exclude, topn, end))
-        n = len(self.vectors)
-        per = max(1, BATCH_SCORE_BYTES // (4 * max(n, 1)))
-        for lo in range(0, len(plain), per):
-            group = plain[lo : lo + per]
-            end = max(g[4] for g in group)
-            q = np.stack([g[1] for g in group])
-            scores = np.dot(self.vectors[:end], q.T) / self.norms[:end, None]
-            for col, (i, _, exclude, topn, qend) in enumerate(group):
-                results[i] = self._top(np.ascontiguousarray(scores[:qend, col]), topn, exclude)
+            else:
+                mean, exclude = self.query_vector(q.get("positive"), q.get("negative"))
+                plain.append((i, mean, exclude, int(q.get("topn", 10))))
+        if plain:
+            means = np.stack([p[1] for p in plain])
+            found = self.exact.batch(means, [topn + len(ex) for _, _, ex, topn in plain])
+            for (i, mean, exclude, topn), got in zip(plain, found, strict=True):
+                if got is None:  # not proven: the single query's own path
+                    results[i] = self._top(self.exact.scores(mean), topn, exclude)
+                    continue
+                rows, scores = got
+                pairs = zip(rows.tolist(), scores.tolist(), strict=True)
+                kept = [(self.index_to_key[r], s) for r, s in pairs if r not in exclude]
+                results[i] = kept[:topn]
         return results
 
     # -- gensim view ----------------------------------------------------------------------

@@ -84,7 +84,16 @@ SPECS: dict[str, tuple] = {
         ("model",),
         "livemax",
     ),
-    "vecserve_store_errors_total": ("counter", "Requests answered 503: Redis unavailable.", ()),
+    "vecserve_store_errors_total": (
+        "counter",
+        "Requests answered 503: Redis unavailable or refusing (an error reply).",
+        (),
+    ),
+    "vecserve_model_damaged_total": (
+        "counter",
+        "Requests answered 500 ModelDamaged: words of the vocabulary whose rows are gone.",
+        ("model",),
+    ),
     "vecserve_worker_processes": (
         "gauge",
         "Live worker processes whose metrics are merged.",

@@ -3,7 +3,9 @@
 Every error leaves the service as ``{"error": <class>, "detail": <message>, ...}``:
 :func:`install_error_handlers` maps vecserve's exceptions (ModelNotFound and TokenNotFound
 404, InvalidModelName and BadQuery 422, QueryRejected 400, StoreUnavailable 503 with
-``Retry-After``) and turns anything unexpected into a 500 without a stack trace. Redis
+``Retry-After``, an error reply of the server 503 naming it (``OutOfMemory``,
+``ReadOnlyServer``, ...: ``reply`` holds its code), ModelDamaged 500: a lost row is never
+a 404 "not in the vocabulary") and turns anything unexpected into a 500 without a stack trace. Redis
 URLs in messages have their credentials masked.
 
 Vector bodies (:func:`vectors_response`): JSON via orjson (float32 in shortest form, so
@@ -32,10 +34,12 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from ..errors import (
     BadQuery,
     InvalidModelName,
+    ModelDamaged,
     ModelNotFound,
     PermissionDenied,
     QueryRejected,
     RequestTooLarge,
+    ServerRefused,
     StoreUnavailable,
     TokenNotFound,
     VecserveError,
@@ -79,6 +83,16 @@ def error_response(status: int, error: str, detail: str, *, headers=None, **extr
 def install_error_handlers(app: FastAPI, settings: Settings, metrics: Metrics) -> None:
     @app.exception_handler(VecserveError)
     async def vecserveerror_response(request: Request, exc: VecserveError):
+        if isinstance(exc, ServerRefused):  # an error reply: OOM, READONLY, LOADING...
+            metrics.inc("vecserve_store_errors_total")
+            log.error("%s", redact_url(str(exc)))
+            return error_response(
+                503,
+                type(exc).__name__,
+                redact_url(str(exc)),
+                reply=exc.reply,
+                headers={"Retry-After": str(settings.retry_after)},
+            )
         if isinstance(exc, StoreUnavailable):
             metrics.inc("vecserve_store_errors_total")
             return error_response(
@@ -86,6 +100,18 @@ def install_error_handlers(app: FastAPI, settings: Settings, metrics: Metrics) -
                 "StoreUnavailable",
                 redact_url(str(exc)),
                 headers={"Retry-After": str(settings.retry_after)},
+            )
+        if isinstance(exc, ModelDamaged):  # never a 404: the word IS in the vocabulary
+            metrics.inc("vecserve_model_damaged_total", model=exc.model)
+            log.error("%s", exc)
+            return error_response(
+                500,
+                "ModelDamaged",
+                str(exc),
+                model=exc.model,
+                generation=exc.generation,
+                lost=exc.lost,
+                words=exc.words,
             )
         if isinstance(exc, PermissionDenied):  # the service's Redis user lacks a right
             log.error("%s", redact_url(str(exc)))

@@ -38,7 +38,7 @@ from .layout import (
 )
 from .lease import Lease
 from .pins import Pin
-from .registry import Store
+from .registry import MemoryFacts, RowCheck, Store
 from .session import LoadSession, begin_load, cleanup_loads, drop_load
 
 __all__ = [
@@ -50,8 +50,10 @@ __all__ = [
     "Lease",
     "LoadSession",
     "LoadState",
+    "MemoryFacts",
     "ModelInfo",
     "Pin",
+    "RowCheck",
     "Store",
     "begin_load",
     "cleanup_loads",

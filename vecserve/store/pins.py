@@ -80,6 +80,7 @@ __all__ = [
     "PinState",
     "collect",
     "collect_all",
+    "confirm_async",
     "drop_history",
     "history",
     "keep_alive_async",
@@ -155,6 +156,7 @@ class Pin:
         self.value = json.dumps({"since": round(time.time(), 3), "prefix": info.prefix})
         self.lost = False
         self.valid_until = 0.0  # monotonic time up to which the pin surely lives
+        self._pid = os.getpid()  # a forked child renews no pin: it asks (confirm)
         self._stop: threading.Event | None = None
 
     @property
@@ -187,18 +189,22 @@ class Pin:
         return not self.lost
 
     def holds(self) -> bool:
-        """True while the pin surely lives (no I/O; see the class docstring)."""
-        return not self.lost and time.monotonic() < self.valid_until
+        """True while the pin surely lives (no I/O; see the class docstring). Never in a
+        process forked after the pin was taken: its parent may release it meanwhile."""
+        return not self.lost and time.monotonic() < self.valid_until and os.getpid() == self._pid
 
     def confirm(self) -> None:
         """After a read of the pinned generation: PinLost unless the pin lived through it
         (:meth:`holds`, else one renewal, which succeeds only if it never expired)."""
         if not self.holds() and not self.renew():
-            raise PinLost(
-                f"the pin on generation {self.info.generation} of {self.info.name!r} "
-                f"expired (not renewed within {self.lease:g}s) or was dropped: its vectors "
-                "may be gone; pin the model again"
-            )
+            raise self.lost_error()
+
+    def lost_error(self) -> PinLost:
+        return PinLost(
+            f"the pin on generation {self.info.generation} of {self.info.name!r} expired "
+            f"(not renewed within {self.lease:g}s) or was dropped: its vectors may be gone; "
+            "pin the model again"
+        )
 
     @classmethod
     def holder_token(cls) -> str:
@@ -303,6 +309,15 @@ class Pin:
 
     def __repr__(self) -> str:
         return f"<Pin {self.info.name!r} generation {self.info.generation} ({self.holder})>"
+
+
+async def confirm_async(pin: Pin, execute: Callable[..., Awaitable]) -> None:
+    """:meth:`Pin.confirm` on an asyncio client (``execute`` as in :func:`keep_alive_async`)."""
+    if pin.holds():
+        return
+    sent = time.monotonic()
+    if pin.lost or not pin.renewed(await execute(*pin.renew_command()), sent):
+        raise pin.lost_error()
 
 
 async def keep_alive_async(pin: Pin, execute: Callable[..., Awaitable]) -> None:

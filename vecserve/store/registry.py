@@ -4,15 +4,26 @@ from __future__ import annotations
 
 import contextlib
 import json
+import time
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import redis
 from redis.cluster import RedisCluster
 
-from ..errors import GenerationChanged, ModelNotFound, StoreUnavailable, VecserveError
-from ..subwords import compose, in_vocabulary, ngram_buckets_flat
+from ..errors import (
+    GenerationChanged,
+    ModelDamaged,
+    ModelNotFound,
+    PermissionDenied,
+    ServerRefused,
+    StoreUnavailable,
+    VecserveError,
+)
+from ..subwords import compose, flat_word_hashes, in_vocabulary, ngram_buckets_flat
 from .layout import (
+    CHECKS,
     DEFAULT_CLUSTER_BUCKETS,
     EVENTS,
     LOADS,
@@ -29,15 +40,71 @@ from .layout import (
     ngram_keys,
     ngrams_key,
     redact_url,
+    resp_exists,
     translate_errors,
     unpack_vocab,
     vector_keys,
     vocab_hashes_key,
     vocab_key,
+    vocab_parts,
     vocab_sizes_key,
 )
 
-__all__ = ["Store"]
+__all__ = ["MemoryFacts", "RowCheck", "Store"]
+
+#: ``maxmemory-policy`` values that may evict keys without a TTL (vecserve's keys have none)
+EVICTING_POLICIES = ("allkeys-lru", "allkeys-lfu", "allkeys-random")
+
+
+@dataclass(frozen=True)
+class MemoryFacts:
+    """A server's ``INFO memory`` facts that decide whether a model fits and stays whole."""
+
+    maxmemory: int  # 0: no limit
+    used_memory: int
+    policy: str
+
+    @property
+    def free(self) -> int | None:
+        """Bytes left under ``maxmemory`` (None: no limit)."""
+        return max(0, self.maxmemory - self.used_memory) if self.maxmemory else None
+
+    @property
+    def evicts(self) -> bool:
+        """True when the policy may evict keys without a TTL: parts of a model."""
+        return self.policy in EVICTING_POLICIES
+
+    def describe(self) -> str:
+        """One line: ``maxmemory 2.0 GB (1.5 GB used), policy noeviction``.
+
+        >>> MemoryFacts(2 << 30, 3 << 29, "allkeys-lru").describe()
+        'maxmemory 2.1 GB (1.6 GB used), policy allkeys-lru: evicts keys without a TTL'
+        """
+        limit = f"maxmemory {gb(self.maxmemory)}" if self.maxmemory else "no maxmemory"
+        warn = ": evicts keys without a TTL" if self.evicts else ""
+        return f"{limit} ({gb(self.used_memory)} used), policy {self.policy}{warn}"
+
+
+def gb(n: float) -> str:
+    """``n`` bytes in GB (10**9) or MB, for messages.
+
+    >>> gb(3_590_000_000), gb(520_000_000), gb(6_240_000)
+    ('3.6 GB', '520 MB', '6.2 MB')
+    """
+    if n >= 1e9:
+        return f"{n / 1e9:.1f} GB"
+    return f"{n / 1e6:.0f} MB" if n >= 1e8 else f"{n / 1e6:.1f} MB"
+
+
+@dataclass(frozen=True)
+class RowCheck:
+    """What :meth:`Store.check_rows` found: rows checked, rows missing, a few lost words."""
+
+    checked: int
+    missing: int
+    words: list[str]
+    hashes: np.ndarray | None = None  # the vocabulary's sorted word hashes, when asked
+
 
 #: One round trip for a fastText batch: every word's row, and the n-gram bucket rows of
 #: only those words that are missing (as MGET of the words then the buckets would give
@@ -135,6 +202,31 @@ class Store:
     def errors(self, what: str):
         """Context manager: redis-py errors inside become StoreUnavailable naming ``what``."""
         return translate_errors(self.url, what)
+
+    def memory_facts(self) -> list[MemoryFacts] | None:
+        """``INFO memory`` of the server (of every primary on a cluster), or None where
+        the server refuses INFO (a least-privilege user: see :mod:`vecserve.acl`)."""
+        try:
+            with self.errors("reading INFO memory"):
+                if self.is_cluster:
+                    raw = self.client.info("memory", target_nodes=RedisCluster.PRIMARIES)
+                    infos = [raw] if "used_memory" in raw else list(raw.values())
+                else:
+                    infos = [self.client.info("memory")]
+        except PermissionDenied:
+            return None
+        except ServerRefused as exc:
+            if exc.reply != "ERR":  # ERR: INFO renamed or disabled
+                raise
+            return None
+        return [
+            MemoryFacts(
+                maxmemory=int(i.get("maxmemory", 0)),
+                used_memory=int(i.get("used_memory", 0)),
+                policy=str(i.get("maxmemory_policy", "unknown")),
+            )
+            for i in infos
+        ]
 
     # -- key names ----------------------------------------------------------------------
 
@@ -245,7 +337,14 @@ class Store:
         ``ngrams`` (fastText models): n-gram bucket numbers whose rows are read in the
         same MGET; they come after the tokens' rows in ``rows`` and ``found``. A new
         generation with other n-gram settings raises :class:`GenerationChanged` (the
-        caller computes the buckets again). With ``needs = (positions, bounds)`` (token
+        caller computes the buckets again).
+
+        A missing word that IS in the generation's vocabulary (its key was evicted or
+        deleted) raises :class:`ModelDamaged`, never passes for an unknown word: the
+        generation's vocabulary hashes (`vocab_hashes`: one more round trip, on the
+        first miss of a generation only) tell the two apart. The common path, every word
+        found, costs nothing more. A generation committed before the hashes existed
+        cannot tell: its misses are unknown words. With ``needs = (positions, bounds)`` (token
         i's buckets are ``ngrams[positions[bounds[i]:bounds[i + 1]]]``), buckets are read
         only for tokens that are missing (`SUBWORD_READ`, one server-side script on a
         single server); the others' come back not found.
@@ -261,6 +360,8 @@ class Store:
             current = self.model_from_entry(model.name, raw)
             if current.generation == model.generation and current.prefix == model.prefix:
                 rows, found = _decode(model, values, _Names(tokens, ids))
+                if len(tokens) and not found[: len(tokens)].all():
+                    self._raise_if_damaged(model, tokens, found[: len(tokens)])
                 return model, rows, found
             settings = (current.min_n, current.max_n, current.ngram_buckets)
             if not follow or (
@@ -282,9 +383,10 @@ class Store:
         (zeros when it has none). One round trip with the registry entry (`read_rows`):
         the generation's vocabulary hashes (`vocab_hashes`, read once per generation)
         say which words are missing, so only their n-grams are hashed and fetched, in
-        the MGET of the words. A word taken for present that the reply shows missing (a
-        64-bit hash collision, ~1e-13 a word at 2M words) gets its n-grams in a second
-        round trip. Generations without the hashes (loaded before they existed) read
+        the MGET of the words. A word the hashes call present whose row is missing is a
+        lost row: :class:`ModelDamaged`, never an n-gram vector (an unknown word whose
+        64-bit hash equals a known one's, ~1e-13 a word at 2M words, reads as damage
+        too). Generations without the hashes (loaded before they existed) read
         with `SUBWORD_READ`, or the buckets of every word. A model without n-gram
         buckets: `read_rows`.
         """
@@ -318,6 +420,168 @@ class Store:
         self._vocab_hashes[gen] = known
         return known
 
+    def _raise_if_damaged(self, model: ModelInfo, tokens: Sequence[str], found: np.ndarray) -> None:
+        """ModelDamaged if a word of ``tokens`` not ``found`` is in the vocabulary."""
+        known = self.vocab_hashes(model)
+        if known is None:
+            return
+        absent = np.flatnonzero(~found)
+        words = [tokens[i] for i in absent.tolist()]
+        lost = in_vocabulary(known, encode_tokens(words))
+        if lost.any():
+            raise ModelDamaged(
+                model.name,
+                model.generation,
+                [w for w, x in zip(words, lost.tolist(), strict=True) if x],
+                asked=len(tokens),
+            )
+
+    def check_rows(
+        self,
+        model: ModelInfo,
+        *,
+        ngrams: bool = True,
+        hashes: bool = False,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> RowCheck:
+        """Whether every row of a generation has its key: ``model.count`` words (and, with
+        ``ngrams``, a fastText model's n-gram bucket rows).
+
+        The vocabulary is read 64 blobs (~100k words) at a time, and each group's keys are
+        asked in one multi-key ``EXISTS`` (per hash tag on a cluster): the server counts,
+        no value travels. On a single server the command is built from the blobs with
+        array operations (no Python work per key) and sent before the previous group's
+        count is read, so client and server work at once. A group with keys missing is
+        asked key by key, for a few of its words. ``hashes``: also the vocabulary's sorted
+        word hashes (``RowCheck.hashes``, what the commit stores); ``progress(done,
+        total)`` after every group.
+        """
+        total = model.count + (model.ngram_buckets if ngrams else 0)
+        found = {"missing": 0, "done": 0}
+        words: list[str] = []
+        parts: list[np.ndarray] = []
+
+        def tally(blobs: list[bytes], lens: np.ndarray, present: int) -> None:
+            if present < len(lens):
+                found["missing"] += len(lens) - present
+                if len(words) < 5:
+                    words.extend(self._missing_words(model, blobs, 5 - len(words)))
+            found["done"] += len(lens)
+            if progress is not None:
+                progress(found["done"], total)
+
+        with self.errors(f"checking the rows of {model.name!r}"):
+            groups = self._vocab_groups(model)
+            if self.is_cluster or model.buckets:
+                for blobs, lens, buf in groups:
+                    if hashes:
+                        parts.append(flat_word_hashes(buf, lens))
+                    keys = vector_keys(model.prefix, [t for b in blobs for t in unpack_vocab(b)],
+                                       model.buckets)  # fmt: skip
+                    tally(blobs, lens, len(keys) - self._count_missing(keys))
+            else:
+                self._exists_overlapped(model, groups, tally, parts if hashes else None)
+            if ngrams:
+                for lo in range(0, model.ngram_buckets, 100_000):
+                    ids = np.arange(lo, min(model.ngram_buckets, lo + 100_000))
+                    found["missing"] += self._count_missing(
+                        ngram_keys(model.prefix, ids, model.buckets)
+                    )
+                    found["done"] += len(ids)
+                    if progress is not None:
+                        progress(found["done"], total)
+        known = None
+        if hashes:  # sorted, unique (np.unique hashes uint64 slowly: ~6 us a word)
+            known = np.sort(np.concatenate(parts)) if parts else np.zeros(0, np.uint64)
+            known = (
+                known[np.concatenate(([True], known[1:] != known[:-1]))] if len(known) else known
+            )
+        return RowCheck(checked=found["done"], missing=found["missing"], words=words, hashes=known)
+
+    def _vocab_groups(
+        self, model: ModelInfo, *, per: int = 64
+    ) -> Iterator[tuple[list[bytes], np.ndarray, np.ndarray]]:
+        """``(blobs, lengths, bytes)``: the vocabulary blobs holding the first
+        ``model.count`` tokens, ``per`` at a time (a load's count ends at a blob's end),
+        with their tokens' lengths and bytes joined."""
+        sizes = np.frombuffer(self.client.get(vocab_sizes_key(model.prefix)) or b"", "<u4")
+        ends = np.cumsum(sizes, dtype=np.int64)
+        last = int(np.searchsorted(ends, model.count, side="left")) + 1 if model.count else 0
+        for lo in range(0, min(last, len(sizes)), per):
+            blobs = self.client.lrange(vocab_key(model.prefix), lo, min(lo + per, last) - 1)
+            split = [vocab_parts(b) for b in blobs]
+            yield (
+                blobs,
+                np.concatenate([p[0] for p in split]),
+                np.concatenate([p[1] for p in split]),
+            )
+
+    def _exists_overlapped(self, model, groups, tally, parts) -> None:
+        """A single server: each group's EXISTS sent before the last one's count is read."""
+        pool = self.client.connection_pool
+        conn = pool.get_connection()
+        try:
+            pending = None
+            for blobs, lens, buf in groups:
+                conn.send_packed_command([resp_exists(model.prefix, lens, buf)], check_health=False)
+                if parts is not None:
+                    parts.append(flat_word_hashes(buf, lens))
+                if pending is not None:
+                    tally(*pending, int(conn.read_response()))
+                pending = (blobs, lens)
+            if pending is not None:
+                tally(*pending, int(conn.read_response()))
+        except BaseException:
+            conn.disconnect()  # replies may be pending: never reuse this connection
+            raise
+        finally:
+            pool.release(conn)
+
+    def _missing_words(self, model: ModelInfo, blobs: list[bytes], limit: int) -> list[str]:
+        """Up to ``limit`` words of ``blobs`` whose keys are missing."""
+        out: list[bytes] = []
+        for blob in blobs:
+            raw = unpack_vocab(blob)
+            keys = vector_keys(model.prefix, raw, model.buckets)
+            if self._count_missing(keys):
+                out += [raw[i] for i in self._which_missing(keys)]
+                if len(out) >= limit:
+                    break
+        return decode_tokens(out[:limit])
+
+    def record_check(self, model: ModelInfo, check: RowCheck) -> dict:
+        """Keep ``check`` as the last check of ``model`` (``vecserve models info``)."""
+        record = {
+            "generation": model.generation,
+            "checked_at": time.time(),
+            "rows": check.checked,
+            "missing": check.missing,
+            "words": check.words,
+        }
+        with self.errors(f"recording the check of {model.name!r}"):
+            self.client.hset(CHECKS, model.name, json.dumps(record))
+        return record
+
+    def last_check(self, name: str) -> dict | None:
+        """The last recorded check of model ``name`` (None if never checked)."""
+        with self.errors(f"reading the last check of {name!r}"):
+            raw = self.client.hget(CHECKS, name)
+        return None if raw is None else json.loads(raw)
+
+    def _count_missing(self, keys: list[bytes]) -> int:
+        pipe = self.client.pipeline(transaction=False)
+        groups = group_by_tag(keys) if self.is_cluster else [range(len(keys))]
+        for idx in groups:
+            for lo in range(0, len(idx), 10_000):  # bounded commands: no huge query buffer
+                pipe.execute_command("EXISTS", *[keys[i] for i in idx[lo : lo + 10_000]])
+        return len(keys) - sum(int(n) for n in pipe.execute())
+
+    def _which_missing(self, keys: list[bytes]) -> list[int]:
+        pipe = self.client.pipeline(transaction=False)
+        for k in keys:
+            pipe.execute_command("EXISTS", k)
+        return [i for i, n in enumerate(pipe.execute()) if not int(n)]
+
     def _read_rows_subwords_known(
         self, model: ModelInfo, tokens: Sequence[str], known: np.ndarray
     ) -> tuple[ModelInfo, np.ndarray, np.ndarray]:
@@ -333,20 +597,12 @@ class Store:
         oov = np.flatnonzero(~in_vocab)
         if not len(oov):
             return got, mat, in_vocab
+        # every missing word is one the hashes call absent: a present word whose row is
+        # missing raised ModelDamaged in read_rows, never gets an n-gram vector
+        if any(i not in own for i in oov.tolist()):  # the read followed a re-load
+            return self.read_rows_subwords(got, tokens)
         mat = np.array(mat, copy=True)
-        bucket_rows = rows[n:]
-        stray = [i for i in oov.tolist() if i not in own]  # taken for present: collisions
-        if stray:
-            more, more_bounds = ngram_buckets_flat(
-                [tokens[i] for i in stray], got.min_n, got.max_n, got.ngram_buckets
-            )
-            more_uniq, more_inverse = np.unique(more, return_inverse=True)
-            _, more_rows, _ = self.read_rows(got, [], ngrams=more_uniq, follow=False)
-            base = len(bucket_rows)
-            bucket_rows = np.concatenate((bucket_rows, more_rows))
-            for k, i in enumerate(stray):
-                own[i] = more_inverse[more_bounds[k] : more_bounds[k + 1]] + base
-        mat[oov] = compose(None, [own[i] for i in oov.tolist()], bucket_rows)
+        mat[oov] = compose(None, [own[i] for i in oov.tolist()], rows[n:])
         return got, mat, in_vocab
 
     def _read_rows_subwords_all(
@@ -472,6 +728,7 @@ class Store:
         with self.errors(f"deleting {name!r}"):
             self.client.sadd(TRASH, info.prefix)
             self.client.hdel(MODELS, name)
+            self.client.hdel(CHECKS, name)
             self.client.publish(EVENTS, json.dumps({"event": "delete", "model": name}))
         self.delete_generation(info.prefix, info.buckets)
         return info

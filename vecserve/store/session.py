@@ -16,10 +16,10 @@ from collections.abc import Iterator, Sequence
 from dataclasses import replace
 
 import numpy as np
+import redis
 
 from ..codec import Codec, get_codec
-from ..errors import LoadInProgress, StoreUnavailable
-from ..subwords import word_hashes
+from ..errors import LoadIncomplete, LoadInProgress, StoreUnavailable
 from .layout import (
     EVENTS,
     GENERATION,
@@ -127,25 +127,17 @@ class LoadSession:
     def lost_writes(self) -> int:
         """How many acknowledged vectors (or vocabulary blobs) the server no longer has.
 
-        On a Redis Cluster with replicas, a primary acknowledges a write before its
-        replica has it; when it dies and the replica takes over, the last writes are gone
-        although the load recorded them. Checked when a load resumes: one EXISTS per hash
-        tag of every written batch (the keys only, no vectors).
+        A write can be acknowledged and still be lost: on a Redis Cluster with replicas a
+        primary acknowledges before its replica has it, and a server whose policy evicts
+        keys drops them later. Checked when a load resumes: one multi-key EXISTS per batch
+        of written keys (per hash tag on a cluster; the keys only, no vectors).
         """
         s = self.state
-        client = self.store.client
         with self.store.errors(f"checking the written part of {s.name!r}"):
-            lost = max(0, s.chunks - int(client.llen(vocab_key(s.prefix))))
-            if not s.buckets or lost:
-                return lost
-            info = self._as_info(count=s.written)
-            for tokens in self.store.iter_vocab(info, chunk=50_000):
-                keys = vector_keys(s.prefix, encode_tokens(tokens), s.buckets)
-                pipe = client.pipeline(transaction=False)
-                for idx in group_by_tag(keys):
-                    pipe.execute_command("EXISTS", *[keys[i] for i in idx])
-                lost += len(keys) - sum(int(n) for n in pipe.execute())
-        return lost
+            lost = max(0, s.chunks - int(self.store.client.llen(vocab_key(s.prefix))))
+        if lost or not s.written:
+            return lost
+        return self.store.check_rows(self._as_info(count=s.written), ngrams=False).missing
 
     def write(
         self,
@@ -235,27 +227,48 @@ class LoadSession:
                 self._write_single([], [], keys, encoded)
 
     def _write_single(self, commands, progress, keys, encoded) -> None:
-        """Everything in one write on one connection; replies read in order."""
+        """One MULTI ... EXEC in one write on one connection; every reply checked.
+
+        A transaction is all or nothing: a command the server refuses while queueing it
+        (OOM, READONLY, MISCONF) makes it discard the whole batch, the progress record
+        included, so the recorded resume point never passes a failed write (a plain
+        pipeline would run the progress record after a refused MSET).
+        """
         client = self.store.client
         pool = client.connection_pool
         conn = pool.get_connection()
         try:
-            payload: list = []
+            payload: list = [*conn.pack_command("MULTI")]
             payload += conn.pack_commands(commands) if commands else []
             payload += resp_mset(keys, encoded)
             payload += conn.pack_commands(progress) if progress else []
+            payload += conn.pack_command("EXEC")
             conn.send_packed_command([b"".join(payload)], check_health=False)
-            replies = [conn.read_response() for _ in range(len(commands) + 1 + len(progress))]
+            replies = []
+            for _ in range(len(commands) + len(progress) + 3):
+                try:
+                    replies.append(conn.read_response())
+                except redis.ResponseError as exc:  # consumed whole: the next reply follows
+                    replies.append(exc)
         except BaseException:
             conn.disconnect()  # replies may be pending: never reuse this connection
             raise
         finally:
             pool.release(conn)
-        for reply in replies:
+        failed = [r for r in replies[:-1] if isinstance(r, Exception)]
+        done = replies[-1]
+        if isinstance(done, Exception):
+            raise failed[0] if failed else done  # the refused command, not EXECABORT
+        if failed:
+            raise failed[0]
+        for reply in done:
             if isinstance(reply, Exception):
                 raise reply
 
     def _write_cluster(self, commands, progress, keys, encoded) -> None:
+        """Vocabulary and vectors (one MSET per hash tag), every reply checked; then the
+        progress record, only once all of them succeeded (the nodes are written in
+        parallel, so a record sent with them could run beside a refused MSET)."""
         size = encoded.shape[1]
         buf = encoded.tobytes()
         pipe = self.store.client.pipeline(transaction=False)
@@ -264,9 +277,12 @@ class LoadSession:
         for idx in group_by_tag(keys):  # one MSET per bucket: one slot each
             args = [x for i in idx for x in (keys[i], buf[i * size : (i + 1) * size])]
             pipe.execute_command("MSET", *args)
-        for cmd in progress:
-            pipe.execute_command(*cmd)
-        pipe.execute()
+        _raise_first(pipe.execute(raise_on_error=False))
+        if progress:
+            pipe = self.store.client.pipeline(transaction=False)
+            for cmd in progress:
+                pipe.execute_command(*cmd)
+            _raise_first(pipe.execute(raise_on_error=False))
 
     def _as_info(self, *, count: int, **extra) -> ModelInfo:
         s = self.state
@@ -287,9 +303,17 @@ class LoadSession:
             **extra,
         )
 
-    def commit(self, *, sha256: str = "", duplicates: int = 0) -> ModelInfo:
-        """Flip the registry to this generation (one HSET), then retire the previous one:
-        it is deleted unless a pin holds it or it is kept for rollback (:mod:`.pins`)."""
+    def commit(self, *, sha256: str = "", duplicates: int = 0, progress=None) -> ModelInfo:
+        """Verify the generation is whole, then flip the registry to it (one HSET) and
+        retire the previous one: it is deleted unless a pin holds it or it is kept for
+        rollback (:mod:`.pins`).
+
+        Every row's key is checked present first (`Store.check_rows`: a multi-key EXISTS
+        per written batch, per hash tag on a cluster); the same pass hashes the vocabulary for the
+        readers' damage detection (``vecserve:vocabh:P``). Keys missing (evicted, lost in a
+        failover) raise :class:`LoadIncomplete` and nothing is committed.
+        ``progress(done, total)`` is called as the check goes.
+        """
         s = self.state
         store = self.store
         info = self._as_info(
@@ -309,8 +333,21 @@ class LoadSession:
                     f"{s.written} in {s.chunks}: the server lost writes (restarted without "
                     "persistence?); the load was not committed"
                 )
-            if s.ngram_buckets:  # fastText: which words are in the vocabulary, for readers
-                store.client.set(vocab_hashes_key(s.prefix), self._vocab_hashes(info))
+        check = store.check_rows(info, hashes=True, progress=progress)
+        if check.missing:
+            words = ", ".join(repr(w) for w in check.words[:3])
+            raise LoadIncomplete(
+                f"the new generation of {s.name!r} is missing {check.missing:,} of its "
+                f"{check.checked:,} rows ({words or 'n-gram rows'}...) although the server "
+                "acknowledged them (a policy that evicts keys? a failover?); it was not "
+                f"committed. Fix the server, then load again with --resume"
+            )
+        hashes = check.hashes
+        assert hashes is not None
+        info = replace(info, load_seconds=round(time.time() - s.started, 3))
+        with store.errors(f"committing {s.name!r}"):
+            # which words are in the vocabulary: damage is told from an unknown word by it
+            store.client.set(vocab_hashes_key(s.prefix), hashes.astype("<u8").tobytes())
             raw_old = store.client.hget(MODELS, s.name)
             old = ModelInfo.from_json(raw_old) if raw_old is not None else None
             if old is not None:
@@ -328,16 +365,6 @@ class LoadSession:
             store.after_commit()
         return info
 
-    def _vocab_hashes(self, info: ModelInfo) -> bytes:
-        """The sorted 64-bit hashes of the vocabulary's words (8 bytes a word), read back
-        from the stored vocabulary in chunks (so a resumed load has them all too)."""
-        parts = [
-            word_hashes(encode_tokens(tokens))
-            for tokens in self.store.iter_vocab(info, chunk=200_000)
-        ]
-        hashes = np.unique(np.concatenate(parts)) if parts else np.zeros(0, np.uint64)
-        return hashes.astype("<u8").tobytes()
-
     def abort(self, *, keep: bool = True) -> None:
         """Stop writing; ``keep=True`` leaves the partial load resumable, else drops it."""
         try:
@@ -345,6 +372,12 @@ class LoadSession:
                 drop_load(self.store, self.state.name, lease=self.lease)
         finally:
             self.lease.release()
+
+
+def _raise_first(replies: list) -> None:
+    for reply in replies:
+        if isinstance(reply, Exception):
+            raise reply
 
 
 def begin_load(
@@ -387,8 +420,8 @@ def begin_load(
                 session.rewind()
                 return session
             log.warning(
-                "the interrupted load of %s lost %s of its %s written vectors (a failover: "
-                "replication is asynchronous); loading it again from the start",
+                "the interrupted load of %s lost %s of its %s written vectors (a failover, "
+                "or keys evicted); loading it again from the start",
                 name, f"{lost:,}", f"{state.written:,}",
             )  # fmt: skip
             restart = True

@@ -1,0 +1,404 @@
+"""A model is whole, or says it is not: servers out of memory, evicting keys, read-only,
+refusing writes. Every server here is a real valkey-server the test starts and configures
+(``maxmemory``, policies, ACL users, ``replicaof``, an unwritable dir, a slow RDB load).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import redis
+
+from vecserve.acl import setuser_line
+from vecserve.embedded import ValkeyProcess, free_port
+from vecserve.errors import (
+    AuthenticationFailed,
+    LoadIncomplete,
+    ModelDamaged,
+    OutOfMemory,
+    ServerRefused,
+    StoreUnavailable,
+    TooManyClients,
+    VecserveError,
+)
+from vecserve.keyedvectors import RedisKeyedVectors
+from vecserve.loader import load_arrays, load_file
+from vecserve.store import Store, begin_load
+
+from .api_support import run_vecserve
+from .conftest import write_w2v
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture
+def valkey(tmp_path):
+    """``valkey(**config)``: a started valkey-server, stopped after the test."""
+    started = []
+
+    def start(name: str = "v", **config) -> ValkeyProcess:
+        conf = {k.replace("_", "-"): str(v) for k, v in config.items()}
+        p = ValkeyProcess(tmp_path / name, port=free_port(), config=conf).start()
+        started.append(p)
+        return p
+
+    yield start
+    for p in started:
+        p.stop()
+
+
+@pytest.fixture
+def model_file(tmp_path):
+    """A 20,000 x 50 word2vec file (about 6 MB in Redis as f32), and its arrays."""
+    rng = np.random.default_rng(3)
+    tokens = [f"w{i}" for i in range(20_000)]
+    vectors = rng.standard_normal((20_000, 50)).astype(np.float32)
+    return write_w2v(tmp_path / "m.bin", tokens, vectors), tokens, vectors
+
+
+def cli(url: str, *args: str):
+    return run_vecserve(*args, env={**os.environ, "VECSERVE_REDIS_URL": url}, check=False)
+
+
+def error_line(proc) -> str:
+    """The command's error: exactly one line, no traceback."""
+    assert proc.returncode != 0, proc.stdout
+    assert "Traceback" not in proc.stderr, proc.stderr
+    errors = [ln for ln in proc.stderr.splitlines() if ln.startswith("Error:")]
+    assert len(errors) == 1, proc.stderr
+    return errors[0]
+
+
+def assert_whole(url: str, tokens, vectors) -> None:
+    store = Store.from_url(url)
+    try:
+        info = store.get_model("M")
+        assert info.count == len(tokens)
+        assert store.check_rows(info).missing == 0
+        _, rows, found = store.read_rows(info, tokens)
+        assert found.all() and np.array_equal(rows, vectors)
+    finally:
+        store.close()
+
+
+# -- out of memory ----------------------------------------------------------------------
+
+
+def test_a_model_that_cannot_fit_is_refused_before_anything_is_written(valkey, model_file):
+    path, _, _ = model_file
+    p = valkey(maxmemory="4mb", maxmemory_policy="noeviction")
+    line = error_line(cli(p.url, "load", str(path), "--key", "M"))
+    assert "'M' needs about 6.2 MB in Redis (20,000 vectors x 50 f32)" in line
+    assert "free" in line and "CONFIG SET maxmemory" in line and "--codec f16" in line
+    r = redis.Redis(port=p.port)
+    assert not r.hgetall("vecserve:models") and not r.hgetall("vecserve:loads")
+    assert r.dbsize() == 0  # nothing written, not even a lease
+
+
+def test_out_of_memory_stops_the_load_in_one_line_and_resume_makes_it_whole(valkey, model_file):
+    """INFO refused to the loader (no pre-flight): the writer's own reply check stops the
+    load at the first refused batch, nothing is visible, and the resume point is the last
+    batch that was whole; after the limit is raised, --resume commits every vector."""
+    path, tokens, vectors = model_file
+    p = valkey(maxmemory="4mb", maxmemory_policy="noeviction")
+    admin = redis.Redis(port=p.port)
+    line = setuser_line("loader", user="l", model="M", password="pw") + " -info"
+    admin.execute_command(*line.split())
+    url = f"redis://l:pw@127.0.0.1:{p.port}/0"
+    proc = cli(url, "load", str(path), "--key", "M", "--batch-size", "1000")
+    assert "pre-flight check skipped: the Redis user may not run INFO" in proc.stderr
+    err = error_line(proc)
+    assert "is out of memory (maxmemory reached" in err and "(OOM: " in err
+    assert "nothing is visible" in err and "--resume" in err
+    store = Store.from_url(p.url)
+    assert store.list_models() == []
+    state = store.get_load("M")
+    assert 0 < state.written < 20_000 and state.written % 1000 == 0
+    # the recorded progress never passes a refused write: every recorded row is there
+    assert store.check_rows(store_info(store, state)).missing == 0
+    admin.config_set("maxmemory", "0")
+    proc = cli(url, "load", str(path), "--key", "M", "--resume", "--batch-size", "1000")
+    assert proc.returncode == 0, proc.stderr
+    assert "committed" in proc.stdout
+    store.close()
+    assert_whole(p.url, tokens, vectors)
+
+
+def store_info(store: Store, state):
+    from vecserve.store.layout import ModelInfo
+
+    return ModelInfo(
+        name=state.name, dim=state.dim, codec=state.codec, count=state.written,
+        generation=state.generation, prefix=state.prefix, buckets=state.buckets,
+    )  # fmt: skip
+
+
+def test_a_refused_write_raises_our_error_from_the_raw_writer(valkey):
+    """The pipelined writer checks every reply: the refused batch raises OutOfMemory and
+    leaves the session's (and the recorded) progress where the last whole batch put it."""
+    p = valkey(maxmemory="3mb", maxmemory_policy="noeviction")
+    store = Store.from_url(p.url)
+    rng = np.random.default_rng(0)
+    session = begin_load(store, "M", dim=50, codec="f32")
+    with pytest.raises(OutOfMemory) as err:
+        for lo in range(0, 20_000, 2000):
+            session.write([f"t{i}" for i in range(lo, lo + 2000)], rng.random((2000, 50), "f4"))
+    assert isinstance(err.value, StoreUnavailable) and not err.value.transient
+    assert err.value.reply == "OOM" and "(OOM: command not allowed when used memory" in str(
+        err.value
+    )
+    written = session.written
+    assert written == store.get_load("M").written and written % 2000 == 0
+    assert store.check_rows(store_info(store, store.get_load("M"))).missing == 0
+    assert store.client.llen(f"vecserve:vocab:{session.state.prefix}") == written // 2000
+    assert store.list_models() == []
+    store.close()
+
+
+# -- the completeness check before the commit -------------------------------------------
+
+
+def test_rows_missing_before_the_commit_leave_nothing_visible(store):
+    rng = np.random.default_rng(1)
+    tokens = [f"x{i}" for i in range(3000)]
+    session = begin_load(store, "M", dim=8, codec="f32", restart=True)
+    for lo in range(0, 3000, 500):
+        session.write(tokens[lo : lo + 500], rng.random((500, 8), np.float32))
+    store.client.delete(*store.vector_keys(session.state.prefix, ["x7", "x2999"]))
+    with pytest.raises(LoadIncomplete, match=r"missing 2 of its 3,000 rows \('x7', 'x2999'"):
+        session.commit()
+    assert store.list_models() == []
+    session.abort(keep=True)
+    resumed = begin_load(store, "M", dim=8, codec="f32", resume=True)  # lost: from the start
+    assert resumed.written == 0
+    resumed.abort(keep=False)
+
+
+def test_the_check_goes_by_slot_group_on_a_cluster(cluster_store):
+    tokens = [f"c{i}" for i in range(2000)]
+    rng = np.random.default_rng(2)
+    info = load_arrays(tokens, rng.random((2000, 8), np.float32), name="M", store=cluster_store)
+    assert cluster_store.check_rows(info).missing == 0
+    cluster_store.client.delete(*cluster_store.vector_keys(info.prefix, ["c5"], info.buckets))
+    check = cluster_store.check_rows(info)
+    assert (check.checked, check.missing, check.words) == (2000, 1, ["c5"])
+    with pytest.raises(ModelDamaged, match="1 of the 2 words"):
+        cluster_store.read_rows(info, ["c4", "c5"])
+    with pytest.raises(KeyError):
+        RedisKeyedVectors("M", store=cluster_store)["nope"]
+
+
+# -- eviction ---------------------------------------------------------------------------
+
+
+def _protect_metadata(r: redis.Redis) -> None:
+    """Read vecserve's metadata keys often, so LFU eviction (lfu-log-factor 0) takes the
+    neighbour's keys and the model's vectors, not the registry."""
+    read = {b"hash": r.hlen, b"list": lambda k: r.lindex(k, 0), b"string": r.strlen}
+    for key in r.scan_iter("vecserve:*"):
+        touch = read.get(r.type(key), r.exists)
+        for _ in range(200):
+            touch(key)
+
+
+def test_an_evicting_policy_is_refused_then_evicted_words_are_damage(valkey, model_file, tmp_path):
+    path, tokens, vectors = model_file
+    p = valkey(maxmemory_policy="allkeys-lfu", lfu_log_factor=0)
+    line = error_line(cli(p.url, "load", str(path), "--key", "M"))
+    assert "maxmemory-policy allkeys-lfu" in line and "--allow-eviction" in line
+    r = redis.Redis(port=p.port)
+    assert r.dbsize() == 0
+    proc = cli(p.url, "load", str(path), "--key", "M", "--allow-eviction")
+    assert proc.returncode == 0, proc.stderr
+    assert "(--allow-eviction)" in proc.stderr and "ModelDamaged" in proc.stderr
+    # a neighbour fills memory: the server evicts part of the model
+    _protect_metadata(r)
+    r.config_set("maxmemory", r.info("memory")["used_memory"] + 400_000)
+    for i in range(200):
+        r.set(f"neighbour:{i}", b"x" * 20_000)
+    r.config_set("maxmemory", "0")  # eviction over: what is lost stays lost
+    keys = [f"M:{t}" for t in tokens]
+    pipe = r.pipeline(transaction=False)
+    for k in keys:
+        pipe.exists(k)
+    exists = np.array(pipe.execute(), dtype=bool)
+    lost = [t for t, ok in zip(tokens, exists, strict=True) if not ok]
+    kept = [t for t, ok in zip(tokens, exists, strict=True) if ok]
+    assert lost and kept and r.hexists("vecserve:models", "M")
+
+    with RedisKeyedVectors("M", redis_url=p.url) as kv:
+        np.testing.assert_array_equal(kv[kept[0]], vectors[tokens.index(kept[0])])
+        with pytest.raises(ModelDamaged) as err:
+            kv[lost[0]]
+        assert not isinstance(err.value, KeyError)
+        assert str(err.value).startswith("model 'M' (generation 1) is damaged: 1 of the 1 ")
+        with pytest.raises(ModelDamaged, match=f"2 of the 3 words asked.*'{lost[0]}'"):
+            kv[[lost[0], kept[0], lost[1]]]
+        with pytest.raises(KeyError, match="not present"):
+            kv["never-a-word"]  # an unknown word is still gensim's KeyError
+    with RedisKeyedVectors("M", redis_url=p.url, cache=True) as kv:
+        kv[kept[:5]]
+        kv[kept[:5]]  # cached hits
+        with pytest.raises(ModelDamaged):
+            kv[[kept[0], lost[0]]]
+
+    from vecserve.api import create_app
+    from vecserve.service.settings import Settings
+
+    from .api_support import AppClient
+
+    settings = Settings(redis_url=p.url, default_model="M", cache_dir=tmp_path / "cache")
+    with AppClient(create_app(settings)) as client:
+        got = client.get("/vectors", params={"words": f"{kept[0]},{lost[0]}"})
+        assert got.status_code == 500 and got.json()["error"] == "ModelDamaged"
+        assert got.json()["lost"] == 1 and got.json()["words"] == [lost[0]]
+        unknown = client.get("/vectors", params={"words": f"{kept[0]},never-a-word"})
+        assert unknown.status_code == 200 and unknown.json()["missing"] == ["never-a-word"]
+        metrics = client.get("/metrics").text
+        assert 'vecserve_model_damaged_total{model="M"} 1.0' in metrics
+
+    line = error_line(cli(p.url, "models", "check", "M"))
+    assert f"M (generation 1) is damaged: {len(lost):,} of its 20,000 rows are missing" in line
+    proc = cli(p.url, "models", "info", "M")
+    assert f'"missing": {len(lost)}' in proc.stdout and '"current": true' in proc.stdout
+
+
+def test_models_check_passes_a_whole_model_and_shows_progress(store, model_file):
+    path, _, _ = model_file
+    load_file(path, name="M", store=store, progress=False)
+    url = store.url
+    proc = cli(url, "models", "check", "M")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip().startswith("M (generation 1): all 20,000 rows present")
+    assert "checking M: 20,000/20,000 rows (100%)" in proc.stderr
+
+
+# -- every other error reply ------------------------------------------------------------
+
+
+def test_loading_into_a_replica_is_one_line(valkey, model_file):
+    path, _, _ = model_file
+    primary = valkey("primary")
+    replica = valkey("replica", replicaof=f"127.0.0.1 {primary.port}")
+    line = error_line(cli(replica.url, "load", str(path), "--key", "M"))
+    assert "is a read-only replica (READONLY: " in line and "point vecserve at its primary" in line
+
+
+def test_a_server_that_cannot_save_is_one_line(valkey, model_file, tmp_path):
+    path, _, _ = model_file
+    p = valkey(enable_protected_configs="yes")
+    r = redis.Redis(port=p.port)
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    r.config_set("dir", str(gone))
+    shutil.rmtree(gone)  # the snapshot cannot be written: MISCONF from now on
+    r.config_set("save", "3600 1")
+    r.bgsave()
+    deadline = time.monotonic() + 10
+    while r.info("persistence")["rdb_last_bgsave_status"] != "err":
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    line = error_line(cli(p.url, "load", str(path), "--key", "M"))
+    assert "refuses writes because it cannot save its snapshot (MISCONF: " in line
+    assert "stop-writes-on-bgsave-error" in line
+
+
+def test_a_server_still_loading_is_one_line(valkey, tmp_path):
+    p = valkey()
+    redis.Redis(port=p.port).mset({f"k{i}": "v" * 100 for i in range(5000)})
+    redis.Redis(port=p.port).save()
+    p.stop()
+    slow = ValkeyProcess(p.data_dir, port=p.port, config={
+        "key-load-delay": "2000", "loading-process-events-interval-bytes": "1024"})  # fmt: skip
+    starting = threading.Thread(target=slow.start, kwargs={"timeout": 60})
+    starting.start()
+    try:
+        deadline = time.monotonic() + 10
+        while True:  # until it answers LOADING
+            try:
+                Store.from_url(slow.url).close()
+            except ServerRefused as exc:
+                assert exc.transient and exc.reply == "LOADING"
+                break
+            except StoreUnavailable:
+                assert time.monotonic() < deadline
+                time.sleep(0.05)
+        line = error_line(cli(slow.url, "models"))
+        assert "is still loading its dataset into memory (LOADING: " in line
+        assert "retry when it has finished" in line
+    finally:
+        starting.join()
+        slow.stop()
+
+
+def test_a_busy_server_is_one_line(valkey):
+    p = valkey(busy_reply_threshold=100)
+    script = ("local s = tonumber(redis.call('TIME')[1]) "
+              "while tonumber(redis.call('TIME')[1]) < s + 4 do end return 1")  # fmt: skip
+    outcome = []
+    slow = redis.Redis(port=p.port, socket_timeout=30)  # no retry while the script runs
+    runner = threading.Thread(target=lambda: outcome.append(slow.eval(script, 0)))
+    runner.start()
+    try:
+        time.sleep(0.3)
+        line = error_line(cli(p.url, "models"))
+        assert "is busy running a script or function (BUSY: " in line and "SCRIPT KILL" in line
+    finally:
+        runner.join()
+    assert outcome == [1]
+
+
+def test_credentials_refused_and_max_clients_are_one_line(valkey):
+    p = valkey()
+    admin = redis.Redis(port=p.port)
+    admin.config_set("requirepass", "s3cret")  # on the connection already authenticated
+    line = error_line(cli(p.url, "models"))
+    assert "requires a password (NOAUTH: " in line and "redis://USER:PASSWORD@host" in line
+    bad = f"redis://default:wrong@127.0.0.1:{p.port}/0"
+    line = error_line(cli(bad, "models"))
+    assert "refused the credentials of user 'default' (WRONGPASS: " in line
+    assert ":wrong@" not in line and "default:***@" in line  # the password is never shown
+    with pytest.raises(AuthenticationFailed):
+        Store.from_url(bad)
+    admin.config_set("maxclients", 1)
+    with pytest.raises(TooManyClients, match="has reached its maxclients limit") as err:
+        Store.from_url(f"redis://:s3cret@127.0.0.1:{p.port}/0")
+    assert err.value.transient and isinstance(err.value, VecserveError)
+    admin.config_set("maxclients", 10000)  # on the one connection there is
+    admin.config_set("requirepass", "")
+
+
+# -- least privilege and the suite's own servers ----------------------------------------
+
+
+def test_the_loader_role_reads_info_and_writes_transactions():
+    line = setuser_line("loader", user="l", model="M", password="pw").split()
+    assert "+info" in line and "+@transaction" in line
+    assert line.index("-@dangerous") < line.index("+info")  # only INFO of @dangerous
+    assert "+info" not in setuser_line("worker", password="pw").split()
+
+
+def test_the_suite_never_touches_the_users_server(valkey):
+    """With $VECSERVE_REDIS_URL naming a server that holds other data, running tests
+    (which flush their server between tests) leaves that data alone."""
+    p = valkey("users")
+    r = redis.Redis(port=p.port)
+    r.set("precious", "data")
+    env = {**os.environ, "VECSERVE_REDIS_URL": p.url}
+    env.pop("VECSERVE_TEST_REDIS_URL", None)
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+         "tests/test_store.py", "-k", "vocab or delete"],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-2000:]
+    assert " passed" in proc.stdout
+    assert r.get("precious") == b"data" and r.dbsize() == 1

@@ -1,0 +1,216 @@
+"""Exact search (vecserve/search/exact.py, _exact.pyx): gensim's answers, ties included,
+from the streaming top n and from batches, on generated and on really trained vectors."""
+
+from __future__ import annotations
+
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+from gensim import matutils
+from gensim.models import KeyedVectors
+from vecserve.search._exact import Heaps, top_k
+
+from vecserve.search.exact import BATCH_FROM_ROWS, ExactScan, gensim_argsort
+from vecserve.search.snapshot import SimilarityIndex
+
+CORPUS = Path(__file__).resolve().parents[1] / ".." / ".." / "shared" / "data" / "wiki100m.zip"
+
+
+def gensim_kv(words, vectors) -> KeyedVectors:
+    kv = KeyedVectors(vectors.shape[1], count=0, dtype=np.float32)
+    kv.index_to_key = list(words)
+    kv.key_to_index = {w: i for i, w in enumerate(words)}
+    kv.vectors = vectors
+    return kv
+
+
+def tied(n: int, dim: int, seed: int = 0) -> np.ndarray:
+    """Rows with many exact ties: repeated rows, rows scaled by powers of two (same
+    cosine), a few zero rows (NaN scores), small integers (equal dot products)."""
+    rng = np.random.default_rng(seed)
+    x = rng.integers(-2, 3, (n, dim)).astype(np.float32)
+    x[1::7] = x[0::7][: len(x[1::7])]
+    x[2::11] *= 2.0
+    x[5::997] = 0.0
+    return x
+
+
+# -- the kernels ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("n,k", [(0, 3), (5, 0), (5, 9), (1000, 1), (100_000, 40)])
+def test_top_k_is_a_stable_sort_without_nan(n, k):
+    rng = np.random.default_rng(n + k)
+    x = rng.integers(-50, 50, n).astype(np.float32)
+    x[::13] = np.nan
+    pos, val = top_k(x, k)
+    finite = np.flatnonzero(~np.isnan(x))
+    want = finite[np.argsort(-x[finite], kind="stable")][:k]
+    assert list(pos) == list(want) and np.array_equal(val, x[want])
+
+
+def test_top_k_ranks_infinities_and_signed_zeros():
+    x = np.array([0.0, -np.inf, np.inf, -0.0, 1.0, np.nan], dtype=np.float32)
+    assert list(top_k(x, 6)[0]) == [2, 4, 0, 3, 1]
+
+
+def test_heaps_of_a_batch_match_top_k_per_query():
+    rng = np.random.default_rng(1)
+    scores = rng.standard_normal((5, 3000)).astype(np.float32)
+    scale = rng.uniform(0.5, 2, 3000).astype(np.float32)
+    heaps = Heaps(5, 7)
+    for lo in range(0, 3000, 512):
+        block = np.ascontiguousarray(scores[:, lo : lo + 512])
+        heaps.push(block, scale[lo : lo + 512], lo, 0, 2)  # two ranges, as two threads do
+        heaps.push(block, scale[lo : lo + 512], lo, 2, 5)
+    pos, _ = heaps.result()
+    for q in range(5):
+        assert list(pos[q]) == list(top_k(scores[q] * scale, 7)[0])
+
+
+# -- one query: gensim's rows, order and scores -----------------------------------------
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_top_rows_is_gensims_argsort_with_ties_and_nan(seed):
+    rng = np.random.default_rng(seed)
+    x = rng.integers(-20, 20, 5000).astype(np.float32) / 8
+    x[rng.choice(5000, 50)] = np.nan
+    x[rng.choice(5000, 5)] = -0.0
+    for want in (1, 10, 25, 4999, 5000, 6000):
+        got = ExactScan.top_rows(x, want)
+        assert list(got) == list(matutils.argsort(x, topn=want, reverse=True))
+
+
+@pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")  # 0/0, as gensim
+def test_most_similar_is_gensims_on_tied_generated_vectors():
+    x = tied(30_011, 24)
+    words = [f"w{i}" for i in range(len(x))]
+    kv = gensim_kv(words, x)
+    ix = SimilarityIndex.from_arrays(words, x)
+    for q in ("w0", "w1", "w2", "w6", "w14", "w700"):
+        for topn in (1, 10, 40):
+            assert ix.most_similar(q, topn=topn) == kv.most_similar(q, topn=topn)
+    assert ix.most_similar(["w3", "w9"], ["w4"], topn=30) == kv.most_similar(
+        ["w3", "w9"], ["w4"], topn=30
+    )
+
+
+# -- batches: the single answers, to the bit ---------------------------------------------
+
+
+def batch_queries(words, rng, n=60):
+    picks = [words[int(i)] for i in rng.choice(len(words), n, replace=False)]
+    qs = [{"positive": [w], "topn": 10} for w in picks]
+    qs += [
+        {"positive": picks[:2], "negative": picks[2:3], "topn": 25},
+        {"positive": [picks[3], picks[3]], "topn": 5},  # a word twice: excluded twice
+        {"positive": [(picks[4], 2.0), picks[5]], "topn": 3},
+        {"positive": [picks[6]], "topn": 0},
+        {"positive": [picks[7]], "topn": 10, "restrict_vocab": 500},
+        {"positive": [picks[8]], "topn": None},
+        {"positive": [picks[9]], "negative": [picks[10]], "topn": 4, "cosmul": True},
+    ]
+    return qs
+
+
+def single(ix, q):
+    q = dict(q)
+    if q.pop("cosmul", False):
+        return ix.most_similar_cosmul(**q)
+    return ix.most_similar(**q)
+
+
+def same(a, b) -> bool:
+    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        return np.array_equal(a, b, equal_nan=True)
+    return a == b
+
+
+@pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")  # 0/0, as gensim
+@pytest.mark.parametrize("data", ["gaussian", "tied"])
+def test_batch_answers_equal_single_answers(data):
+    rng = np.random.default_rng(7)
+    n = BATCH_FROM_ROWS + 3  # an odd row count: BLAS's leftover rows are scored apart
+    x = tied(n, 40) if data == "tied" else rng.standard_normal((n, 40)).astype(np.float32)
+    words = [f"w{i}" for i in range(n)]
+    ix = SimilarityIndex.from_arrays(words, x)
+    qs = batch_queries(words, rng)
+    got = ix.most_similar_batch(qs)
+    for q, g in zip(qs, got, strict=True):
+        assert same(g, single(ix, q)), q
+
+
+def test_batch_vectors_and_ints_and_missing_words():
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((BATCH_FROM_ROWS + 100, 16)).astype(np.float32)
+    words = [f"w{i}" for i in range(len(x))]
+    ix = SimilarityIndex.from_arrays(words, x)
+    qs = [{"positive": [x[5] * 3]}, {"positive": [17]}, {"positive": ["w1"], "negative": [2]}]
+    for q, g in zip(qs, ix.most_similar_batch(qs), strict=True):
+        assert g == ix.most_similar(**q)
+    with pytest.raises(KeyError, match="not present"):
+        ix.most_similar_batch([{"positive": ["w1"]}, {"positive": ["nope"]}])
+
+
+def test_odd_rows_are_the_only_rows_scored_apart():
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((100_003, 64)).astype(np.float32)
+    scan = ExactScan(x, np.linalg.norm(x, axis=1))
+    odd = scan.odd_rows()
+    q = rng.standard_normal(64).astype(np.float32)
+    q /= np.linalg.norm(q)
+    rows = np.setdiff1d(np.arange(0, len(x), 7), odd)
+    assert np.array_equal(scan._rescore(rows, q), scan.scores(q)[rows])
+
+
+def test_unprovable_queries_fall_back_to_the_single_path():
+    rng = np.random.default_rng(9)
+    x = np.repeat(rng.standard_normal((BATCH_FROM_ROWS // 4, 8)).astype(np.float32), 5, axis=0)
+    scan = ExactScan(x, np.linalg.norm(x, axis=1))
+    q = x[:3] / np.linalg.norm(x[:3], axis=1, keepdims=True)
+    assert scan.batch(q, [10, 10, 10]) == [None, None, None]  # every score a 5-way tie
+
+
+# -- real trained vectors ---------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """vecserve's own skip-gram on the first 4 MB of wiki100m: ~40k real word vectors."""
+    if not CORPUS.exists():
+        pytest.skip(f"{CORPUS} is not here")
+    from vecserve.train import Word2Vec
+
+    text = tmp_path_factory.mktemp("wiki") / "head.txt"
+    with zipfile.ZipFile(CORPUS) as z, z.open("wiki100m") as f:
+        head = f.read(4_000_000)
+    text.write_bytes(head[: head.rindex(b" ")])
+    model = Word2Vec(str(text), vector_size=48, min_count=1, epochs=1, workers=2, seed=2)
+    words = list(model.vocab.words)
+    assert len(words) > BATCH_FROM_ROWS
+    return words, np.ascontiguousarray(model.syn0, dtype=np.float32)
+
+
+def test_exact_answers_are_gensims_on_trained_vectors(trained):
+    words, x = trained
+    kv = gensim_kv(words, x)
+    ix = SimilarityIndex.from_arrays(words, x)
+    rng = np.random.default_rng(11)
+    picks = [words[int(i)] for i in rng.choice(len(words), 80, replace=False)]
+    picks += words[:20]  # the most frequent words
+    for w in picks:
+        assert ix.most_similar(w, topn=10) == kv.most_similar(w, topn=10)
+    assert ix.most_similar(["king", "woman"], ["man"]) == kv.most_similar(
+        ["king", "woman"], ["man"]
+    )
+    got = ix.most_similar_batch([{"positive": [w], "topn": 10} for w in picks])
+    assert got == [kv.most_similar(w, topn=10) for w in picks]
+
+
+def test_gensim_argsort_is_matutils_argsort():
+    x = np.random.default_rng(0).standard_normal(100).astype(np.float32)
+    for topn in (None, 0, 5, 100, 200):
+        assert list(gensim_argsort(x, topn, True)) == list(matutils.argsort(x, topn, True))

@@ -1,0 +1,272 @@
+"""Exact search over one matrix: gensim's scores and order, with the top n found in one
+streaming pass instead of a partition of every score, and batches as one blocked GEMM.
+
+One query (:meth:`ExactScan.top_rows`): the scores are gensim's own arithmetic
+(``dot(vectors[lo:hi], mean) / norms[lo:hi]``, one ``sgemv`` on the same slice, so the
+same floats), but the best ``w`` rows come from a heap the scores stream through
+(:func:`vecserve.search._exact.top_k`), not from ``numpy.argpartition`` over all of them:
+at 400k rows the partition was ~3 ms of a ~4 ms query, the stream is a fraction of one.
+The heap also keeps the ``w + 1``-th best: when the first ``w + 1`` scores are all
+different, gensim's ``matutils.argsort`` can only return these rows in this order; when
+two are equal (a tie, or a NaN among too few rows), gensim's own ``argsort`` decides, on
+the same scores, so ties come out in gensim's order.
+
+A batch (:meth:`ExactScan.batch`): the unit query rows times a block of rows of the
+matrix at a time (one ``sgemm`` a block, blocks sized to stay in cache), each block's
+scores streamed into one heap per query (:class:`vecserve.search._exact.Heaps`), so no
+``queries x rows`` matrix ever exists. Each query keeps ``w + 1 +`` :data:`EXTRA`
+candidates by its GEMM scores; the candidates are then scored again exactly as the
+single query scores them, and the answer is kept only when it is proven to be the single
+query's:
+
+- a GEMM score and gensim's ``sgemv`` score of the same row differ by at most
+  :func:`score_bound` (``(4 d + 32) 2**-24``: both are float32 dot products of the same
+  unit-scaled vectors, whose error is at most ``d u |v| |q|`` each, Cauchy-Schwarz, plus
+  the division by the norm), so every row outside the candidates scores below the worst
+  candidate's GEMM score plus the bound; when that is below the ``w + 1``-th exact score,
+  the exact top ``w + 1`` are all candidates;
+- ``sgemv`` (OpenBLAS here) gives a row the same float whether it is scored among all
+  rows or among any four, except for the few rows that end a block of its own threading
+  or unrolling (at most a handful per matrix): :meth:`ExactScan.odd_rows` finds those
+  once per matrix by scoring probe queries both ways, and a query whose candidates hold
+  one is answered the single way;
+- ties among the first ``w + 1`` exact scores are answered the single way too.
+
+Anything not proven (rare: ties, odd rows, a bound not met) is answered by the single
+query path, so a batch's answers always equal the single answers, scores to the bit.
+
+>>> rng = np.random.default_rng(0)
+>>> v = rng.standard_normal((30000, 16)).astype(np.float32)
+>>> scan = ExactScan(v, np.linalg.norm(v, axis=1))
+>>> q = v[:3] / np.linalg.norm(v[:3], axis=1, keepdims=True)
+>>> one = [scan.top_rows(scan.scores(x), 5) for x in q]
+>>> both = scan.batch(q, [5, 5, 5])
+>>> all(list(o) == list(b[0]) for o, b in zip(one, both))
+True
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+
+import numpy as np
+
+from ._exact import Heaps, top_k
+
+__all__ = ["EXTRA", "ExactScan", "gensim_argsort", "score_bound"]
+
+REAL = np.float32
+
+#: Candidates a batch keeps per query beyond the ``w + 1`` it needs: room for the
+#: proof that no row outside them can rank (:func:`score_bound`).
+EXTRA = 16
+#: Bytes of one block of rows a batch multiplies at a time (it and its scores stay in
+#: the 32 MB L3 of this machine kind).
+BLOCK_BYTES = 6 << 20
+#: Below this many rows, or for fewer queries than this, a batch is answered query by
+#: query (the single path is as fast there, and needs no probe).
+BATCH_FROM_ROWS = 20_000
+BATCH_FROM_QUERIES = 2
+#: Random probe queries (besides one of wide dynamic range) that find the odd rows.
+PROBES = 3
+
+
+def gensim_argsort(x: np.ndarray, topn: int | None = None, reverse: bool = False):
+    """``gensim.matutils.argsort``, line for line (so that ties break the same way)."""
+    x = np.asarray(x)
+    if topn is None:
+        topn = x.size
+    if topn <= 0:
+        return []
+    if reverse:
+        x = -x
+    if topn >= x.size:
+        return np.argsort(x)[:topn]
+    most_extreme = np.argpartition(x, topn)[:topn]
+    return most_extreme.take(np.argsort(x.take(most_extreme)))
+
+
+def score_bound(dim: int) -> float:
+    """How far two float32 cosines of the same unit query and row may be apart when
+    computed in different summation orders (see the module docstring).
+
+    >>> score_bound(300) < 1e-4
+    True
+    """
+    return (4 * dim + 32) * 2.0**-24
+
+
+def _strictly_falling(values: np.ndarray) -> bool:
+    return bool(np.all(values[:-1] > values[1:]))
+
+
+class ExactScan:
+    """Exact top-n over ``vectors`` (n x d float32, memory maps welcome) with ``norms``.
+
+    Parameters
+    ----------
+    vectors : numpy.ndarray
+        The rows, as gensim's ``KeyedVectors.vectors``.
+    norms : numpy.ndarray
+        Their L2 norms (float32), as gensim's ``fill_norms`` computes them.
+    """
+
+    def __init__(self, vectors: np.ndarray, norms: np.ndarray):
+        self.vectors = vectors
+        self.norms = norms
+        self._inv: np.ndarray | None = None
+        self._odd: np.ndarray | None = None
+        self._lock = threading.Lock()
+
+    # -- one query ------------------------------------------------------------------------
+
+    def scores(self, mean: np.ndarray, lo: int = 0, hi: int | None = None) -> np.ndarray:
+        """gensim's ``dot(vectors[lo:hi], mean) / norms[lo:hi]``, the same floats."""
+        hi = len(self.vectors) if hi is None else hi
+        dists = np.dot(self.vectors[lo:hi], mean)
+        np.divide(dists, self.norms[lo:hi], out=dists)
+        return dists
+
+    @staticmethod
+    def top_rows(dists: np.ndarray, want: int) -> np.ndarray:
+        """``gensim_argsort(dists, want, reverse=True)``: the same rows in the same order,
+        found by one streaming pass (gensim's own sort where ties decide)."""
+        if want <= 0:
+            return np.empty(0, dtype=np.int64)
+        if dists.dtype == REAL and dists.flags.c_contiguous and want < dists.size:
+            rows, values = top_k(dists, want + 1)
+            if len(rows) == want + 1 and _strictly_falling(values):
+                return rows[:want]
+        return np.asarray(gensim_argsort(dists, want, reverse=True), dtype=np.int64)
+
+    # -- many queries ---------------------------------------------------------------------
+
+    @property
+    def inv_norms(self) -> np.ndarray:
+        """``1 / norms`` (NaN-making zeros stay: a zero row's score is NaN, never ranked)."""
+        if self._inv is None:
+            with np.errstate(divide="ignore", invalid="ignore"):
+                self._inv = (1.0 / np.asarray(self.norms, dtype=REAL)).astype(REAL)
+        return self._inv
+
+    def odd_rows(self) -> np.ndarray:
+        """The rows whose ``sgemv`` score over the whole matrix may differ from their score
+        among four rows (sorted): found once by probe queries scored both ways."""
+        with self._lock:
+            if self._odd is None:
+                self._odd = self._find_odd_rows()
+            return self._odd
+
+    def _find_odd_rows(self) -> np.ndarray:
+        from threadpoolctl import threadpool_limits
+
+        n, d = self.vectors.shape
+        rng = np.random.default_rng(0)
+        probes = [rng.choice([-1.0, 1.0], d) * 2.0 ** rng.uniform(-20, 0, d)]
+        probes += [rng.standard_normal(d) for _ in range(PROBES)]
+        odd: set[int] = set()
+        block = 4096
+        for probe in probes:
+            q = (probe / np.linalg.norm(probe)).astype(REAL)
+            whole = np.dot(self.vectors, q)
+            with threadpool_limits(1):  # one thread: every 4096-row block is 4-row groups
+                for lo in range(0, n, block):
+                    hi = min(lo + block, n)
+                    part = self._grouped(np.arange(lo, hi), q)
+                    odd.update((lo + np.flatnonzero(part != whole[lo:hi])).tolist())
+        return np.array(sorted(odd), dtype=np.int64)
+
+    def _grouped(self, rows: np.ndarray, q: np.ndarray) -> np.ndarray:
+        """``dot(vectors[rows], q)`` with every row scored in a group of four."""
+        block = np.asarray(self.vectors[rows], dtype=REAL)
+        pad = -len(rows) % 4
+        if pad:
+            block = np.concatenate([block, np.zeros((pad, block.shape[1]), dtype=REAL)])
+        return np.dot(block, q)[: len(rows)]
+
+    def _rescore(self, rows: np.ndarray, q: np.ndarray) -> np.ndarray:
+        """The single query's score of each of ``rows`` (sorted), bit for bit: four rows
+        a ``sgemv`` call (too small for BLAS to split among threads)."""
+        block = np.asarray(self.vectors[rows], dtype=REAL)
+        pad = -len(rows) % 4
+        if pad:
+            block = np.concatenate([block, np.zeros((pad, block.shape[1]), dtype=REAL)])
+        out = np.empty(len(block), dtype=REAL)
+        for lo in range(0, len(block), 4):
+            out[lo : lo + 4] = np.dot(block[lo : lo + 4], q)
+        dists = out[: len(rows)]
+        np.divide(dists, self.norms[rows], out=dists)
+        return dists
+
+    def batch(
+        self, means: np.ndarray, wants: Sequence[int], *, threads: int = 2
+    ) -> list[tuple[np.ndarray, np.ndarray] | None]:
+        """For each unit query row ``means[i]``, ``(rows, scores)`` of its ``wants[i]``
+        best rows over the whole matrix, exactly as :meth:`top_rows` of :meth:`scores`
+        gives them; None for a query this cannot prove (ask the single path).
+
+        One ``sgemm`` per block of rows for all queries; ``threads`` stream the blocks'
+        scores into the queries' heaps (the C releases the GIL).
+        """
+        means = np.ascontiguousarray(means, dtype=REAL)
+        m = len(means)
+        n, d = self.vectors.shape
+        out: list = [None] * m
+        if m == 0 or n < BATCH_FROM_ROWS or m < BATCH_FROM_QUERIES:
+            return out
+        k = min(n, max(wants) + 1 + EXTRA)
+        heaps = Heaps(m, k)
+        inv = self.inv_norms
+        block = max(256, min(65536, BLOCK_BYTES // (4 * max(d, m))) // 64 * 64)
+        buf = np.empty((m, block), dtype=REAL)
+        parts = [(lo, min(lo + -(-m // threads), m)) for lo in range(0, m, -(-m // threads))]
+        pool = _pool() if len(parts) > 1 else None
+        for lo in range(0, n, block):
+            hi = min(lo + block, n)
+            s = buf if hi - lo == block else np.empty((m, hi - lo), dtype=REAL)
+            np.matmul(means, np.asarray(self.vectors[lo:hi]).T, out=s)
+            scale = inv[lo:hi]
+            if pool is None:
+                heaps.push(s, scale, lo)
+            else:
+                list(pool.map(lambda p, s=s, scale=scale, lo=lo: heaps.push(s, scale, lo, *p),
+                              parts))  # fmt: skip
+        pos, approx = heaps.result()
+        odd = self.odd_rows()
+        bound = score_bound(d)
+        for i in range(m):
+            out[i] = self._prove(pos[i], approx[i], means[i], int(wants[i]), k, odd, bound)
+        return out
+
+    def _prove(self, pos, approx, q, want, k, odd, bound):
+        """The query's answer from its candidates, or None if it is not proven exact."""
+        if want <= 0:
+            return np.empty(0, dtype=np.int64), np.empty(0, dtype=REAL)
+        kept = pos >= 0
+        cand = np.sort(pos[kept])
+        if len(cand) < want + 1 or (len(odd) and np.isin(cand, odd).any()):
+            return None
+        exact = self._rescore(cand, q)
+        order = np.argsort(-exact, kind="stable")[: want + 1]
+        top = exact[order]
+        if not _strictly_falling(top) or np.isnan(top).any():
+            return None
+        if kept.all() and not approx[k - 1] + bound < top[want]:
+            return None  # a row outside the candidates might rank
+        return cand[order[:want]], top[:want]
+
+
+_POOL = None
+_POOL_LOCK = threading.Lock()
+
+
+def _pool():
+    """Two threads that stream a block's scores into the heaps (made on first use)."""
+    global _POOL
+    with _POOL_LOCK:
+        if _POOL is None:
+            from concurrent.futures import ThreadPoolExecutor
+
+            _POOL = ThreadPoolExecutor(2, "vecserve-exact-topn")
+        return _POOL
