@@ -1,9 +1,8 @@
-"""Build the Cython extensions (the trainer's kernels, the IVF scan, the exact top n);
-everything else is in pyproject.toml.
+"""Build the Cython extensions (the trainer's kernels, the IVF scan); everything else is in
+pyproject.toml.
 
-Each ``vecserve/**/*.pyx`` is one extension. The C headers beside it (``*.h``, included by
-the ``.pyx``) are its dependencies, so changing one rebuilds it; hand-written ``.c`` files
-compiled into an extension are listed in ``C_SOURCES``. Both ship in the sdist
+Each ``vecserve/**/*.pyx`` is one extension; the C headers beside it (``*.h``, included by
+the ``.pyx``) are its dependencies, so changing one rebuilds it, and they ship in the sdist
 (MANIFEST.in). Warnings are on (``-Wall -Wextra``). ``VECSERVE_DEBUG_BUILD=1`` turns
 bounds checking and wraparound back on.
 """
@@ -12,9 +11,6 @@ import os
 from pathlib import Path
 
 from setuptools import Extension, setup
-
-#: the hand-written C files compiled into an extension beside its .pyx
-C_SOURCES = {"vecserve/train/_kernels.pyx": ["vecserve/train/_w2v.c"]}
 
 
 def extensions():
@@ -29,7 +25,7 @@ def extensions():
     exts = [
         Extension(
             ".".join(p.with_suffix("").parts),
-            [str(p), *C_SOURCES.get(p.as_posix(), [])],
+            [str(p)],
             depends=[str(h) for h in sorted(p.parent.glob("*.h"))],
             include_dirs=[np.get_include(), str(p.parent)],
             define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],

@@ -198,6 +198,11 @@ def test_load_with_ann_builds_the_index_the_service_then_maps(
     env = {**os.environ, "VECSERVE_REDIS_URL": redis_url, "VECSERVE_CACHE_DIR": str(cache)}
     out = run_vecserve("load", str(path), "--key", "L", "--ann", env=env).stdout
     assert "L: approximate index of generation 1 ready" in out and "recall@10" in out
+    assert "target 0.95" in out and "95% CI" in out
+    info = _models_info("L", redis_url, cache)["ann"]  # the estimate and the setting chosen
+    assert info["state"] == "ready" and info["target"]["met"] is True
+    assert info["recall_at_10"] >= 0.95 and len(info["recall_interval"]) == 2
+    assert set(info["target"]["setting"]) == {"expansion_search"}
 
     builds = _count_builds(monkeypatch)
     settings = Settings(redis_url=redis_url, default_model="L", preload=True, ann=True,
@@ -208,3 +213,37 @@ def test_load_with_ann_builds_the_index_the_service_then_maps(
         r = client.post("/most_similar", json={"positive": ["v1"], "topn": 3, "approx": True})
         assert r.json()["approximate"] is True
     assert builds == [], "the service rebuilt what vecserve load --ann built"
+
+
+def test_load_with_another_recall_target_is_served_with_the_same_target(
+    redis_url, store, tmp_path, monkeypatch
+):
+    import os
+
+    from tests.api_support import run_vecserve
+    from tests.conftest import write_w2v
+
+    rng = np.random.default_rng(8)
+    words = [f"r{i}" for i in range(2_000)]
+    path = write_w2v(tmp_path / "m.bin", words, rng.standard_normal((2_000, 12)).astype("f4"))
+    cache = tmp_path / "cache"
+    env = {**os.environ, "VECSERVE_REDIS_URL": redis_url, "VECSERVE_CACHE_DIR": str(cache)}
+    out = run_vecserve("load", str(path), "--key", "R", "--ann", "--ann-recall", "0.99",
+                       env=env).stdout  # fmt: skip
+    assert "target 0.99" in out
+    [built] = cache.rglob("ann-*.usearch")
+    assert built.name.endswith("-r0.99.usearch")
+    info = _models_info("R", redis_url, cache)["ann"]  # found whatever its target
+    assert info["target"]["recall"] == 0.99 and info["recall_at_10"] >= 0.99
+
+    builds = _count_builds(monkeypatch)
+    settings = Settings(redis_url=redis_url, default_model="R", preload=True, ann=True,
+                        ann_recall=0.99, cache_dir=cache)  # fmt: skip
+    with AppClient(create_app(settings)) as client:
+        _wait(lambda: client.get("/readyz").status_code == 200)
+        ann = _wait(lambda: (a := client.get("/models/R").json()["ann"])["state"] == "ready" and a)
+        assert ann["target"]["recall"] == 0.99
+    assert builds == [], "the service rebuilt what vecserve load --ann-recall built"
+    bad = run_vecserve("load", str(path), "--key", "R", "--ann-recall", "1.5", env=env,
+                       check=False)  # fmt: skip
+    assert bad.returncode != 0 and "--ann-recall" in bad.stderr

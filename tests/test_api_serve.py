@@ -36,7 +36,8 @@ def test_flags_become_settings(captured, monkeypatch):
     result = CliRunner().invoke(
         serve,
         ["--port", "9123", "--workers", "3", "--default-model", "W2V", "--max-words", "50",
-         "--ann", "--vector-cache", "0", "--redis-url", "redis://example:6379/0"],
+         "--ann", "--ann-recall", "0.9", "--vector-cache", "0",
+         "--redis-url", "redis://example:6379/0"],
         catch_exceptions=False,
     )  # fmt: skip
     assert result.exit_code == 0, result.output
@@ -45,6 +46,7 @@ def test_flags_become_settings(captured, monkeypatch):
     assert (kw["port"], kw["workers"], kw["host"]) == (9123, 3, "127.0.0.1")
     s = Settings()  # what each worker's create_app() reads
     assert (s.default_model, s.max_words, s.ann, s.max_topn) == ("W2V", 50, True, 77)
+    assert s.ann_recall == 0.9
     assert s.redis_url == "redis://example:6379/0" and s.vector_cache == 0
     shared, existed = kw["metrics_dir"]  # 3 workers: a fresh directory to merge metrics in
     assert existed and not os.path.exists(shared)  # ... removed when the server stops
@@ -59,7 +61,8 @@ def test_bad_setting_is_one_line_error(captured, monkeypatch):
     monkeypatch.setenv("VECSERVE_MAX_WORDS", "lots")
     result = CliRunner().invoke(serve, [])
     assert result.exit_code == 1 and not captured
-    assert result.output.startswith("Error: invalid setting")
+    assert result.output.startswith("Error: invalid setting: $VECSERVE_MAX_WORDS: Input should")
+    assert "lots" not in result.output  # values are never echoed: some are secrets
     assert "Traceback" not in result.output
 
 

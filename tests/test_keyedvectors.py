@@ -281,7 +281,7 @@ def test_similarity_url_uses_the_http_contract(store, tmp_path):
 
     from vecserve.search.snapshot import SimilarityIndex
 
-    def decode_items(items) -> list:  # the inverse of similarity.encode_items
+    def decode_items(items) -> list:  # the inverse of wire.encode_items
         def one(item):
             if isinstance(item, dict):
                 return np.asarray(item["vector"], dtype=np.dtype(item.get("dtype", "<f8")))

@@ -294,3 +294,14 @@ def test_an_asyncio_task_keeps_a_pin_and_confirm_async_tells_when_it_is_gone(sto
         await aclient.aclose()
 
     asyncio.run(main())
+
+
+def test_cleanup_collects_what_no_pin_holds(store, redis_url):
+    load(store, "M", vecs(1))
+    pin = Pin.take(store, "M")
+    load(store, "M", vecs(2))
+    assert cli(redis_url, "models", "cleanup").stdout.strip() == "nothing to clean up"
+    pin.release()
+    out = cli(redis_url, "models", "cleanup").stdout.strip()
+    assert out == "deleted generation 1 of M (no pin holds it)"
+    assert gens(store, "M") == {2: "live"}

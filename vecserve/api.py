@@ -28,8 +28,10 @@ FastAPI routes that skips dependency solving (the FastAPI route stays for the Op
 schema and answers anything unusual); the answers are the same.
 
 Every error is a JSON body ``{"error": <class>, "detail": <message>}``: unknown model or
-word 404, malformed input 422, a query the engine rejects 400, Redis down 503 with
-``Retry-After``, never a stack trace.
+word 404, malformed input 422, a query that cannot be answered 400, Redis down 503 with
+``Retry-After``, never a stack trace. The query planning (exact or approximate, the IVF
+shortcut, fastText subword items) is :mod:`vecserve.search.planner`'s; this module only
+speaks HTTP. An internal error is a 500, never a 400.
 
 >>> app = create_app(Settings(redis_url="redis://localhost:6379/0"))   # doctest: +SKIP
 >>> with TestClient(app) as client:                                     # doctest: +SKIP
@@ -52,8 +54,10 @@ from starlette.datastructures import Headers, QueryParams
 from starlette.routing import BaseRoute, Match
 
 from .connect import connect
-from .errors import BadQuery, GenerationChanged, ModelNotFound, QueryRejected, TokenNotFound
-from .search.ann import AnnManager
+from .errors import BadQuery, ModelNotFound
+from .search.ann import AnnManager, AnnParams
+from .search.planner import Answer, Limits, Planner
+from .search.planner import Query as SearchQuery
 from .search.snapshot import SimilarityIndex
 from .service.auth import ApiKeyMiddleware, declare_bearer, load_keys
 from .service.deps import (
@@ -67,6 +71,7 @@ from .service.deps import (
     resolve_model_name,
 )
 from .service.explorer import add_explorer_routes
+from .service.indexes import SearchState
 from .service.metrics import Metrics, MetricsMiddleware
 from .service.responses import (
     JSON,
@@ -95,7 +100,6 @@ from .service.schemas import (
     SimilarityResponse,
     VectorsRequest,
     VectorsResponse,
-    parse_item,
 )
 from .service.settings import Settings
 
@@ -146,113 +150,31 @@ def _vectors(ctx: AppContext, name: str, words: list[str], policy: str, media: s
     )  # fmt: skip
 
 
-def _items(
-    raw, index: SimilarityIndex, name: str, *, cosmul: bool = False, oov: list | None = None
-) -> list:
-    """Parse query items and check every word/position is in the index (404 if not).
-
-    With ``oov`` (a fastText model), words not in the index are collected there instead.
-    """
-    if raw is None:
-        return []
-    if isinstance(raw, str):
-        raw = [raw]
-    out = []
-    for item in raw:
-        parsed = parse_item(item, dim=index.dim)
-        key = parsed[0] if isinstance(parsed, tuple) else parsed
-        if isinstance(key, (str, int)) and key not in index:
-            if oov is None or not isinstance(key, str):
-                raise TokenNotFound(str(key), name)
-            oov.append(key)
-        if cosmul and isinstance(parsed, (tuple, int)):
-            raise BadQuery("cosmul takes words and vectors only (no positions or weights)")
-        out.append(parsed)
-    return out
+def _typed(q: MostSimilarQuery) -> SearchQuery:
+    """The request body's query as the planner's typed query."""
+    return SearchQuery(positive=q.positive or (), negative=q.negative or (), topn=q.topn,
+                 restrict_vocab=q.restrict_vocab, cosmul=q.cosmul, approx=q.approx)  # fmt: skip
 
 
-def _scores(result):
-    """An engine result -> JSON-ready: pairs as-is, a similarity array as exact doubles."""
-    if isinstance(result, np.ndarray):
-        return result.astype(np.float64)
-    return result
-
-
-def _query(ctx: AppContext, index: SimilarityIndex, name: str, q: MostSimilarQuery) -> dict:
-    """Check one most_similar query against the limits and the index; the engine's dict."""
+def _planner(ctx: AppContext, info, index: SimilarityIndex) -> Planner:
+    """The planner of generation ``info``'s snapshot; out-of-vocabulary words of a
+    fastText model are read through :func:`fetch_vectors`, the service's reader."""
     s = ctx.settings
-    if q.topn is not None and q.topn > s.max_topn:
-        raise BadQuery(f"topn={q.topn} is over the limit of {s.max_topn}")
-    info = ctx.model(name)
-    oov: list[str] | None = [] if info.subwords else None
-    pos = _items(q.positive, index, name, cosmul=q.cosmul, oov=oov)
-    neg = _items(q.negative, index, name, cosmul=q.cosmul, oov=oov)
-    if oov:
-        pos, neg = _subword_items(ctx, index, info, oov, pos, neg)
-    if len(pos) + len(neg) > s.max_words:
-        raise BadQuery(f"{len(pos) + len(neg)} query items; the limit is {s.max_words}")
-    if not pos and not neg:
-        raise QueryRejected("cannot compute mean with no input: give positive and/or negative")
-    return {
-        "subwords": list(dict.fromkeys(oov)) if oov is not None else None,
-        "positive": pos,
-        "negative": neg,
-        "topn": q.topn,
-        "restrict_vocab": q.restrict_vocab,
-        "cosmul": q.cosmul,
-    }
-
-
-def _subword_items(ctx: AppContext, index: SimilarityIndex, info, oov: list[str], pos, neg):
-    """A fastText query's out-of-vocabulary words replaced by their unit vectors (gensim
-    normalises each word's vector), read from the index's generation."""
-    words = list(dict.fromkeys(oov))
-    got, rows, _ = ctx.stores.get().read_rows_subwords(info, words)
-    if got.generation != index.generation:
-        raise GenerationChanged(f"model {info.name!r} changed generation; retry")
-    norms = np.linalg.norm(rows, axis=1)
-    vecs = dict(zip(words, rows / np.where(norms > 0, norms, 1)[:, None], strict=True))
-
-    def swap(item):
-        if isinstance(item, tuple) and isinstance(item[0], str) and item[0] in vecs:
-            return (vecs[item[0]], item[1])
-        return vecs[item] if isinstance(item, str) and item in vecs else item
-
-    return [swap(i) for i in pos], [swap(i) for i in neg]
-
-
-def _exact_shortcut(ctx: AppContext, index: SimilarityIndex, query: dict, q: MostSimilarQuery):
-    """An exact top-n answer through a ready IVF index's float16 rows (half the bytes of
-    a full scan; see :meth:`AnnIndex.exact_most_similar`), or None: ask the snapshot."""
-    if ctx.ann is None or not _plain(q):
-        return None
-    ann = ctx.ann.ready_index(index)
-    if ann is None:
-        return None
-    return ann.exact_most_similar(index, query["positive"], query["negative"], q.topn)
-
-
-def _plain(q: MostSimilarQuery) -> bool:
-    """Whether ``q`` is a plain top-n query, one an index can answer (no
-    ``restrict_vocab``, no cosmul)."""
-    return bool(q.topn) and not q.restrict_vocab and not q.cosmul
-
-
-def _ann_for(ctx: AppContext, index: SimilarityIndex, q: MostSimilarQuery):
-    """The ANN index that may answer ``q`` (approx asked, ready, and the query
-    :func:`_plain`), else None: answered exactly."""
-    if q.approx and _plain(q) and ctx.ann is not None:
-        return ctx.ann.get(index)
-    return None
+    return Planner(
+        index, name=info.name, ann=ctx.search.ann, subwords=info.subwords,
+        vectors=lambda words: fetch_vectors(ctx, info.name, words),
+        limits=Limits(max_words=s.max_words, max_topn=s.max_topn, max_batch=s.max_batch),
+    )  # fmt: skip
 
 
 def _ready_approx(ctx: AppContext, info, q: MostSimilarQuery) -> bool:
     """Whether ``q`` is answered by the ready ANN index of generation ``info``, already
     open here: a scan of ~1 ms, no snapshot to map or build."""
-    if ctx.ann is None or not q.approx or not _plain(q):
+    ann = ctx.search.ann
+    if ann is None or not q.approx or not _typed(q).plain:
         return False
-    index = ctx.loaded_index(info)
-    return index is not None and ctx.ann.ready(index)
+    index = ctx.search.loaded_index(info)
+    return index is not None and ann.ready(index)
 
 
 def _approx_at_once(ctx: AppContext, name: str, q: MostSimilarQuery) -> tuple:
@@ -262,71 +184,41 @@ def _approx_at_once(ctx: AppContext, name: str, q: MostSimilarQuery) -> tuple:
     return info, _most_similar(ctx, name, q, info) if _ready_approx(ctx, info, q) else None
 
 
+def _answer_dict(answer: Answer) -> dict:
+    out: dict = {"approximate": answer.approximate}
+    if answer.subwords is not None:
+        out["subwords"] = answer.subwords
+    if answer.approximate_status is not None:
+        out["approximate_status"] = answer.approximate_status
+    if answer.similarities is not None:
+        out["similarities"] = answer.similarities
+    else:
+        out["results"] = answer.results
+    return out
+
+
 def _most_similar(ctx: AppContext, name: str, q: MostSimilarQuery, info=None) -> dict:
     """One most_similar answer (of ``info``, the model's registry entry, if read)."""
     info = info if info is not None else ctx.model(name)
-    index = ctx.index(info)
-    query = _query(ctx, index, name, q)
-    built = query.pop("subwords")
-    ann = _ann_for(ctx, index, q)
-    try:
-        if ann is not None:
-            result = ann.most_similar(index, query["positive"], query["negative"], q.topn)
-        elif q.cosmul:
-            result = index.most_similar_cosmul(query["positive"], query["negative"], topn=q.topn)
-        else:
-            result = _exact_shortcut(ctx, index, query, q)
-            if result is None:
-                result = index.most_similar(query["positive"], query["negative"], topn=q.topn,
-                                            restrict_vocab=q.restrict_vocab)  # fmt: skip
-    except ValueError as exc:
-        raise QueryRejected(str(exc)) from exc
-    out = {"model": info.name, "generation": index.generation, "approximate": ann is not None}
-    if built is not None:
-        out["subwords"] = built
-    if q.approx and ann is None:  # answered exactly: say why
-        out["approximate_status"] = (
-            ctx.ann.pending(index) if _plain(q) and ctx.ann is not None else "not applicable"
-        )
-    if isinstance(result, np.ndarray):
-        out["similarities"] = _scores(result)
-    else:
-        out["results"] = result
-    return out
+    index = ctx.search.index(info)
+    answer = _planner(ctx, info, index).answer(_typed(q))
+    return {"model": info.name, "generation": answer.generation, **_answer_dict(answer)}
 
 
 def _most_similar_batch(ctx: AppContext, name: str, body: BatchRequest) -> dict:
     """Exact queries in one matrix multiply per group; approximate ones in one index call."""
-    s = ctx.settings
-    if len(body.queries) > s.max_batch:
-        raise BadQuery(f"{len(body.queries)} queries in one batch; the limit is {s.max_batch}")
+    if len(body.queries) > ctx.settings.max_batch:  # before the snapshot is mapped
+        raise BadQuery(
+            f"{len(body.queries)} queries in one batch; the limit is {ctx.settings.max_batch}"
+        )
     info = ctx.model(name)
-    index = ctx.index(info)
-    queries = [_query(ctx, index, name, q) for q in body.queries]
-    for query in queries:
-        query.pop("subwords")
-    ann = [_ann_for(ctx, index, q) for q in body.queries]
-    approx = [i for i, a in enumerate(ann) if a is not None]
-    exact = [i for i, a in enumerate(ann) if a is None]
-    results: list = [None] * len(queries)
-    try:
-        if exact:
-            got = index.most_similar_batch([queries[i] for i in exact])
-            for i, r in zip(exact, got, strict=True):
-                results[i] = _scores(r)
-        if approx:
-            asked = [(queries[i]["positive"], queries[i]["negative"], queries[i]["topn"])
-                     for i in approx]  # fmt: skip
-            got = ann[approx[0]].most_similar_batch(index, asked)
-            for i, r in zip(approx, got, strict=True):
-                results[i] = r
-    except ValueError as exc:
-        raise QueryRejected(str(exc)) from exc
+    index = ctx.search.index(info)
+    answers = _planner(ctx, info, index).answer_batch([_typed(q) for q in body.queries])
     return {
         "model": info.name,
         "generation": index.generation,
-        "results": results,
-        "approximate": [a is not None for a in ann],
+        "results": [a.similarities if a.similarities is not None else a.results for a in answers],
+        "approximate": [a.approximate for a in answers],
     }
 
 
@@ -379,16 +271,22 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 metrics=metrics,
                 models=ModelCache(ttl=settings.model_ttl, metrics=metrics),
             )
-            ctx.ann = AnnManager(
-                enabled=settings.ann,
-                on_ready=lambda model, ann: metrics.set(
-                    "vecserve_ann_recall_at_10", ann.recall_at_10, model=model
+            ctx.search = SearchState(
+                ctx.stores.get,
+                metrics=metrics,
+                cache_dir=settings.cache_dir,
+                ann=AnnManager(
+                    enabled=settings.ann,
+                    params=AnnParams(recall=settings.ann_recall),
+                    on_ready=lambda model, ann: metrics.set(
+                        "vecserve_ann_recall_at_10", ann.recall_at_10, model=model
+                    ),
                 ),
             )
             stack.callback(ctx.close)
             metrics.on_collect(ctx.collect_metrics)
             if settings.preload and settings.default_model:
-                ctx.preload(settings.default_model)
+                ctx.search.preload(settings.default_model, ctx.model)
             yield {"ctx": ctx}
 
     app = FastAPI(
@@ -721,8 +619,8 @@ def _add_service_routes(app: FastAPI, metrics: Metrics) -> None:
         resolve_model_name(name, ctx.settings)
         info = ctx.model(name, fresh=True)
         out = _model_dict(info)
-        out["index"] = ctx.index_status(info)
-        out["ann"] = ctx.ann.status(ctx.loaded_index(info)) if ctx.ann is not None else None
+        out["index"] = ctx.search.index_status(info)
+        out["ann"] = ctx.search.ann_status(info)
         out["vector_cache"] = ctx.vector_cache_stats().get(info.name)
         return json_response(out)
 
@@ -747,7 +645,7 @@ def _add_service_routes(app: FastAPI, metrics: Metrics) -> None:
                     headers={"Retry-After": str(settings.retry_after)},
                 )
             out["generation"] = info.generation
-            if settings.preload and not ctx.preloaded(info):
+            if settings.preload and not ctx.search.preloaded(info):
                 return error_response(
                     503,
                     "NotReady",

@@ -145,10 +145,19 @@ def cli(quiet: bool) -> None:
     help="Then build the similarity snapshot and the approximate index (IVF or HNSW) into the "
     "cache dir ($VECSERVE_CACHE_DIR), so `vecserve serve --ann` only maps them.",
 )
+@click.option(
+    "--ann-recall",
+    type=click.FloatRange(0, 1, min_open=True),
+    default=0.95,
+    show_default=True,
+    metavar="R",
+    help="With --ann: the recall@10 the approximate index is built to meet (serve with "
+    "the same --ann-recall to use it).",
+)
 @redis_url_option
 @friendly_errors
 def load(file, name, fmt, codec, limit, unicode_errors, encoding, resume, restart, batch_size,
-         progress, retries, allow_eviction, ann, redis_url):  # fmt: skip
+         progress, retries, allow_eviction, ann, ann_recall, redis_url):  # fmt: skip
     """Load a vector FILE into Redis as model --key.
 
     Streams word2vec .bin/.txt (also .gz/.bz2), GloVe, fastText .vec, native fastText
@@ -203,13 +212,13 @@ def load(file, name, fmt, codec, limit, unicode_errors, encoding, resume, restar
         + (f"; {info.duplicates} duplicate tokens skipped" if info.duplicates else "")
     )
     if ann:
-        _build_ann(info, redis_url)
+        _build_ann(info, redis_url, ann_recall)
 
 
-def _build_ann(info, redis_url) -> None:
+def _build_ann(info, redis_url, recall: float) -> None:
     """Snapshot the committed generation and build its approximate index, as the service would."""
     from .connect import open_store
-    from .search.ann import AnnManager
+    from .search.ann import AnnManager, AnnParams
     from .search.snapshot import IndexManager
 
     start = time.perf_counter()
@@ -217,14 +226,29 @@ def _build_ann(info, redis_url) -> None:
         indexes = IndexManager(store)
         try:
             sim = indexes.get(info.name, info=info)
-            built = AnnManager(enabled=True).get(sim, wait=True)
+            manager = AnnManager(enabled=True, params=AnnParams(recall=recall))
+            built = manager.get(sim, wait=True)
         finally:
             indexes.close()
     if built is None:
         raise VecserveError(f"building the approximate index of {info.name} failed (see above)")
+    took = f"{time.perf_counter() - start:.1f}s"
+    if not built.usable:
+        click.echo(
+            f"{info.name}: approximate index of generation {info.generation} built in {took}, "
+            f"but approximate queries will be answered exactly: {built.fallback_reason} "
+            f"({sim.path})"
+        )
+        return
+    target = built.meta.get("target", {})
+    setting = ", ".join(f"{k} {v}" for k, v in target.get("setting", {}).items())
+    low, high = built.meta.get("recall_interval") or (None, None)
+    interval = f" (95% CI {low:.3f}-{high:.3f})" if low is not None else ""
     click.echo(
-        f"{info.name}: approximate index of generation {info.generation} ready in "
-        f"{time.perf_counter() - start:.1f}s, recall@10 {built.recall_at_10:.3f} ({sim.path})"
+        f"{info.name}: approximate index of generation {info.generation} ready in {took}, "
+        f"recall@10 {built.recall_at_10:.3f}{interval}"
+        + (f" at {setting}, target {target['recall']}" if setting else "")
+        + f" ({sim.path})"
     )
 
 
@@ -688,8 +712,9 @@ def server_status(data_dir, as_json):
 def acl(role, user, model):
     """Print the ACL SETUSER line of a least-privilege Redis user for ROLE.
 
-    worker and api are read-only (no INFO, no @dangerous commands); a loader writes only
-    the keys of its --model and vecserve's registry. The password is a fresh random one:
+    worker and api are read-only (no INFO, no @dangerous commands), but a worker may hold
+    pins (`kv.pin()`: SET, SADD, SREM, DEL on vecserve's pin keys only); a loader writes
+    only the keys of its --model and vecserve's registry. The password is a fresh random one:
     run the line with redis-cli, then put the user and password in the URL.
 
     \b

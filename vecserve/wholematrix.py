@@ -23,11 +23,11 @@ import numpy as np
 from .errors import ModelNotFound, SimilarityServiceError, TokenNotFound
 from .search.snapshot import (
     SimilarityIndex,
-    encode_items,
     ensure_list,
     mean_vector,
     split_weights,
 )
+from .search.wire import encode_items
 
 __all__ = ["WholeMatrixCalls"]
 
@@ -55,21 +55,22 @@ class WholeMatrixCalls:
             "restrict_vocab": restrict_vocab,
             "cosmul": cosmul,
         }
-        url = self.similarity_url.rstrip("/") + "/most_similar"  # type: ignore[union-attr]
+        return _answer(self._post("/most_similar", body, cosmul=cosmul))
+
+    def _post(self, path: str, body: dict, *, cosmul: bool = False) -> dict:
+        """POST ``body`` as JSON to the similarity service's ``path``; its JSON reply."""
+        url = self.similarity_url.rstrip("/") + path  # type: ignore[union-attr]
         headers = {"Content-Type": "application/json"}
         if self._api_key:
             headers["Authorization"] = f"Bearer {self._api_key}"
         req = urllib.request.Request(url, data=json.dumps(body).encode(), headers=headers)
         try:
             with urllib.request.urlopen(req, timeout=60) as resp:
-                out = json.loads(resp.read())
+                return json.loads(resp.read())
         except urllib.error.HTTPError as exc:
             raise self._http_error(exc, url, cosmul=cosmul) from None
         except (urllib.error.URLError, OSError) as exc:
             raise SimilarityServiceError(f"similarity service {url} unreachable: {exc}") from exc
-        if "similarities" in out:
-            return np.asarray(out["similarities"], dtype=REAL)
-        return [(k, float(s)) for k, s in out["results"]]
 
     def _http_error(self, exc: urllib.error.HTTPError, url: str, *, cosmul: bool) -> Exception:
         """The exception gensim raises for the query the service refused.
@@ -127,6 +128,36 @@ class WholeMatrixCalls:
         return self._index().most_similar(
             positive, negative, topn, clip_start, clip_end, restrict_vocab
         )
+
+    def most_similar_batch(self, queries, topn=10, restrict_vocab=None) -> list:
+        """Many ``most_similar`` queries in one call: a list of their answers, each the one
+        :meth:`most_similar` gives (words, order and scores).
+
+        ``queries``: a list (or a 2-D array of vectors) whose items are each a key, a
+        vector, or a dict of :meth:`most_similar`'s arguments (``positive``,
+        ``negative``, ``topn``, ``restrict_vocab``; ``cosmul=True`` for
+        :meth:`most_similar_cosmul`); ``topn`` and ``restrict_vocab`` are the defaults
+        of the queries that do not say. Answered by one blocked matrix multiply for all
+        of them (the local snapshot) or one ``POST /most_similar/batch`` (the service).
+        Named apart from :meth:`most_similar` because there a list is already one query
+        (``positive=["king", "woman"]`` averages the two words).
+
+        >>> kv.most_similar_batch(["king", {"positive": ["paris"], "topn": 2}])  # doctest: +SKIP
+        [[('queen', 0.71), ...], [('france', 0.68), ('london', 0.66)]]
+        """
+        asked = [_query_dict(q, topn, restrict_vocab) for q in queries]
+        for q in asked:
+            q["positive"], q["negative"] = self._subword_terms(q["positive"], q["negative"])
+        if not asked:
+            return []
+        if self.similarity_url:
+            body = {"model": self.name, "queries": [_wire(q) for q in asked]}
+            out = self._post("/most_similar/batch", body, cosmul=any(q["cosmul"] for q in asked))
+            return [
+                np.asarray(r, dtype=REAL) if q["topn"] is None else [(k, float(s)) for k, s in r]
+                for q, r in zip(asked, out["results"], strict=True)
+            ]
+        return self._index().most_similar_batch(asked)
 
     def most_similar_cosmul(self, positive=None, negative=None, topn=10, restrict_vocab=None):
         """gensim's 3CosMul (``restrict_vocab`` ignored, as in gensim 4.4)."""
@@ -215,3 +246,32 @@ class WholeMatrixCalls:
         return view.evaluate_word_pairs(
             pairs, delimiter, encoding, restrict_vocab, case_insensitive, dummy4unknown
         )
+
+
+def _answer(out: dict):
+    """A ``/most_similar`` reply as gensim returns it: pairs, or the similarity array."""
+    if "similarities" in out:
+        return np.asarray(out["similarities"], dtype=REAL)
+    return [(k, float(s)) for k, s in out["results"]]
+
+
+def _query_dict(query, topn, restrict_vocab) -> dict:
+    """One item of :meth:`WholeMatrixCalls.most_similar_batch` as most_similar's arguments."""
+    if isinstance(query, dict):
+        unknown = set(query) - {"positive", "negative", "topn", "restrict_vocab", "cosmul"}
+        if unknown:
+            raise TypeError(f"most_similar_batch: unknown query argument(s) {sorted(unknown)}")
+        q = dict(query)
+    else:
+        q = {"positive": [query]}
+    q.setdefault("positive", None)
+    q.setdefault("negative", None)
+    q.setdefault("topn", topn)
+    q.setdefault("restrict_vocab", restrict_vocab)
+    q.setdefault("cosmul", False)
+    return q
+
+
+def _wire(q: dict) -> dict:
+    """A query dict as ``POST /most_similar/batch`` takes it."""
+    return dict(q, positive=encode_items(q["positive"]), negative=encode_items(q["negative"]))

@@ -43,10 +43,16 @@ How a query runs: the query's unit mean vector is built exactly as gensim does
 excluded)`` candidates, and those are re-scored exactly against the float32 snapshot --
 so the scores returned are gensim's cosines, only the candidate set is approximate.
 
-Quality is measured, not assumed: after each build, ``recall_queries`` vocabulary words
-(a seeded sample) are answered both exactly and approximately and recall@10 (the share
-of the exact top 10 that the approximate top 10 finds) is stored with the index and
-shown in ``GET /models/{name}``.
+Quality is a target, not a knob: each build sets the index's search effort (``nprobe``
+for IVF, ``expansion_search`` for HNSW) to the least that answers the model's own
+queries at recall@10 >= ``AnnParams.recall`` (default 0.95; recall@10 is the share of
+the exact top 10 that the approximate top 10 finds), chosen on one set of sampled rows
+and measured on another held aside (:mod:`vecserve.search.recall`). The estimate, its 95%
+interval and the setting chosen are stored with the index and shown in ``GET
+/models/{name}`` and ``vecserve models info``. Where that least setting is no faster
+than ``latency_budget`` x an exact query (uniform noise: nearly every list), the index
+says so and approximate queries are answered exactly (:attr:`AnnIndex.usable`); an IVF
+index still speeds up exact queries (:meth:`AnnIndex.exact_most_similar`).
 
 >>> import numpy as np
 >>> from vecserve.search.snapshot import SimilarityIndex
@@ -54,12 +60,19 @@ shown in ``GET /models/{name}``.
 >>> sim = SimilarityIndex.from_arrays([f"w{i}" for i in range(500)],
 ...                                   rng.standard_normal((500, 16)).astype(np.float32))
 >>> ann = AnnIndex.build(sim, recall_queries=50)
->>> ann.recall_at_10 > 0.9, ann.most_similar(sim, ["w0"], [], topn=1) == sim.most_similar(
+>>> ann.recall_at_10 >= 0.95, ann.most_similar(sim, ["w0"], [], topn=1) == sim.most_similar(
 ...     "w0", topn=1)
 (True, True)
->>> ivf = AnnIndex.build(sim, params=AnnParams(kind="ivf", nlist=8, nprobe=8))
+>>> fixed = AnnParams(kind="ivf", nlist=8, nprobe=8, recall=None)  # every list: exact
+>>> ivf = AnnIndex.build(sim, params=fixed)
 >>> ivf.recall_at_10, ivf.most_similar(sim, ["w0"], [], 3) == sim.most_similar("w0", topn=3)
 (1.0, True)
+
+Uniform noise has no structure an index could use: no setting meets the target cheaply.
+
+>>> noise = AnnIndex.build(sim, params=AnnParams(kind="ivf", nlist=8))
+>>> noise.usable, noise.fallback_reason
+(False, 'recall@10 0.95 needs nprobe >= 6 of 8 lists (75% of the rows): no faster than...')
 """
 
 from __future__ import annotations
@@ -80,6 +93,7 @@ from pathlib import Path
 import numpy as np
 
 from ..procs import pid_alive
+from . import recall
 from .ivf import IvfIndex, default_nlist
 from .snapshot import SimilarityIndex
 
@@ -100,6 +114,15 @@ F16_SCORE_BOUND = 1e-3
 #: Rows from which ``kind="auto"`` picks IVF over HNSW (see the module docstring).
 IVF_FROM_ROWS = 100_000
 
+#: The recall@10 an index is built to meet unless told otherwise.
+DEFAULT_RECALL = 0.95
+#: An approximate query within this many seconds is within any latency budget.
+LATENCY_FLOOR_S = 0.002
+#: ``expansion_search`` values an HNSW build tries, least first.
+EF_LADDER = (16, 32, 64, 128, 256, 512, 1024, 2048)
+#: Exact queries timed at build (single queries, for the latency budget).
+EXACT_TIMED = 20
+
 
 @dataclass(frozen=True)
 class AnnParams:
@@ -110,7 +133,15 @@ class AnnParams:
     ``dtype`` (f16 halves the graph's vector copy). IVF: ``nlist`` lists (0: one per
     ~512 rows, at most 4096), ``nprobe`` lists scanned a query, ``dtype`` the stored
     rows' type (``f16``: half the bytes scanned; or ``f32``). Both: ``oversample`` x
-    (topn + excluded) candidates re-scored exactly; ``recall_queries`` measured at build.
+    (topn + excluded) candidates re-scored exactly.
+
+    The recall target: ``recall`` (default 0.95), recall@10 the build makes the index
+    meet on the model's own queries (``recall_queries`` to choose the setting and as
+    many held aside to measure it, :mod:`vecserve.search.recall`): it sets ``nprobe``
+    (IVF) or ``expansion_search`` (HNSW) to the least that meets it. When the least
+    that meets it answers slower than ``latency_budget`` x an exact query (or 2 ms,
+    whichever is more), or nothing meets it, the index says so and approximate queries
+    are answered exactly. ``recall=None``: the fixed ``nprobe`` / ``expansion_search``.
 
     >>> AnnParams().resolved(3_000_000).filename, AnnParams().resolved(5_000).filename
     ('ann-ivf.ivf', 'ann-usearch-f16-M16-ef128.usearch')
@@ -124,11 +155,15 @@ class AnnParams:
     nlist: int = 0
     nprobe: int = 16
     oversample: int = 2
-    recall_queries: int = 200
+    recall_queries: int = 500
+    recall: float | None = DEFAULT_RECALL
+    latency_budget: float = 0.2
 
     def __post_init__(self) -> None:
         if self.kind not in ("auto", "ivf", "hnsw"):
             raise ValueError(f"unknown ANN index kind {self.kind!r} (auto, ivf or hnsw)")
+        if self.recall is not None and not 0 < self.recall <= 1:
+            raise ValueError(f"recall target {self.recall} is not in (0, 1]")
 
     def resolved(self, rows: int) -> AnnParams:
         """These parameters for a model of ``rows`` rows: a concrete ``kind``."""
@@ -138,10 +173,12 @@ class AnnParams:
 
     @property
     def tag(self) -> str:
+        # a recall target other than the default is its own file: the settings differ
+        target = "" if self.recall == DEFAULT_RECALL else f"-r{self.recall or 'fixed'}"
         if self.kind == "ivf":  # f16 rows, the default, are named as the f32 ones were
             rows = "" if self.dtype == "f16" else f"-{self.dtype}"
-            return (f"ivf-nlist{self.nlist}" if self.nlist else "ivf") + rows
-        return f"usearch-{self.dtype}-M{self.connectivity}-ef{self.expansion_add}"
+            return (f"ivf-nlist{self.nlist}" if self.nlist else "ivf") + rows + target
+        return f"usearch-{self.dtype}-M{self.connectivity}-ef{self.expansion_add}{target}"
 
     @property
     def filename(self) -> str:
@@ -205,6 +242,17 @@ class AnnIndex:
     def recall_at_10(self) -> float:
         return float(self.meta.get("recall_at_10", 0.0))
 
+    @property
+    def usable(self) -> bool:
+        """Whether approximate queries may use this index: it met its recall target
+        within its latency budget (or was built to fixed settings). An IVF index that
+        did not still answers exact queries (:meth:`exact_most_similar`)."""
+        return bool(self.meta.get("target", {}).get("met", True))
+
+    @property
+    def fallback_reason(self) -> str | None:
+        return None if self.usable else self.meta["target"].get("reason")
+
     @classmethod
     def build(
         cls,
@@ -239,7 +287,10 @@ class AnnIndex:
             "build_seconds": round(time.perf_counter() - start, 3),
         }
         ann = cls(index, meta)
-        meta.update(ann.measure_recall(sim, queries=p.recall_queries))
+        if p.recall is None:
+            meta.update(ann.measure_recall(sim, queries=p.recall_queries))
+        else:
+            meta.update(ann.meet_target(sim))
         if path is None:
             return ann
         path = Path(path)
@@ -361,6 +412,100 @@ class AnnIndex:
         return [(sim.index_to_key[int(rows[o])], float(exact[o]))
                 for o in order[:want] if int(rows[o]) not in exclude][:topn]  # fmt: skip
 
+    def _setting(self) -> tuple[str, int]:
+        if self.params.kind == "ivf":
+            return "nprobe", self.index.nprobe
+        return "expansion_search", self.index.expansion_search
+
+    def _set(self, value: int) -> None:
+        name = "nprobe" if self.params.kind == "ivf" else "expansion_search"
+        setattr(self.index, name, int(value))
+        self.params = replace(self.params, **{name: int(value)})
+        self.meta["params"] = asdict(self.params)
+
+    def _ask(self, sim: SimilarityIndex, rows: np.ndarray) -> tuple[np.ndarray, float]:
+        """Each row's approximate top 10 (row numbers) and the p50 seconds of a query."""
+        out, times = [], []
+        for r in rows:
+            start = time.perf_counter()
+            got = self.most_similar(sim, [int(r)], [], recall.K)
+            times.append(time.perf_counter() - start)
+            out.append([sim.get_index(w) for w, _ in got])
+        return out, float(np.median(times)) if times else 0.0
+
+    def meet_target(self, sim: SimilarityIndex, *, seed: int = 0) -> dict:
+        """Set ``nprobe`` (IVF) or ``expansion_search`` (HNSW) to the least that meets
+        ``params.recall`` on the model's own queries (module :mod:`~vecserve.search.recall`),
+        and say whether it is met within the latency budget; the metadata to keep."""
+        p = self.params
+        target = p.recall
+        tune, check = recall.query_sets(sim.count, p.recall_queries, seed)
+        if len(check) == 0:
+            return {"recall_at_10": 0.0, "recall_queries": 0,
+                    "target": {"recall": target, "met": False, "reason": "no rows"}}  # fmt: skip
+        truth_tune = recall.exact_neighbours(sim, tune)
+        truth = recall.exact_neighbours(sim, check)
+        if p.kind == "ivf":
+            curve = recall.ivf_recall_curve(sim, self.index, tune, truth_tune)
+            ladder = list(range(1, self.index.nlist + 1))
+            lows = [recall.estimate(curve[:, i]).low for i in range(len(ladder))]
+        else:
+            ladder, lows = list(EF_LADDER), []
+            for ef in ladder:
+                self._set(ef)
+                got, _ = self._ask(sim, tune)
+                lows.append(recall.estimate(recall.per_query_recall(truth_tune, got)).low)
+                if lows[-1] >= target:
+                    break
+        i = next((i for i, low in enumerate(lows) if low >= target), len(lows) - 1)
+        held, approx_s, reason = None, 0.0, None
+        while True:  # the held-aside queries must agree; if not, scan more
+            if p.kind == "ivf" and ladder[i] / self.index.nlist / 2 > p.latency_budget:
+                # a float16 scan reads half the bytes of an exact one, at best
+                self._set(ladder[i])
+                reason = (f"recall@10 {target} needs nprobe >= {ladder[i]} of "
+                          f"{self.index.nlist} lists ({ladder[i] / self.index.nlist:.0%} "
+                          f"of the rows): no faster than {p.latency_budget:g} x an exact "
+                          "query")  # fmt: skip
+                break
+            self._set(ladder[i])
+            got, approx_s = self._ask(sim, check)
+            held = recall.estimate(recall.per_query_recall(truth, got))
+            if held.recall >= target:
+                break
+            if i == len(ladder) - 1:
+                name, value = self._setting()
+                reason = f"recall@10 {target} not reached ({held.recall:.3f} at {name} {value})"
+                break
+            i = min(len(ladder) - 1, max(i + 1, round(i * 1.25)))
+        name, value = self._setting()
+        exact_s = None
+        if reason is None:
+            exact_s = _exact_p50(sim, check[:EXACT_TIMED])
+            budget = max(p.latency_budget * exact_s, LATENCY_FLOOR_S)
+            if approx_s > budget:
+                reason = (f"recall@10 {target} needs {name} {value}: p50 "
+                          f"{approx_s * 1e3:.2f} ms, over the budget of {budget * 1e3:.2f} ms "
+                          f"({p.latency_budget:g} x exact {exact_s * 1e3:.2f} ms)")  # fmt: skip
+        if reason is not None:
+            log.warning("approximate index of %s: %s; approximate queries are answered "
+                        "exactly", sim.name or "model", reason)  # fmt: skip
+        return {
+            "recall_at_10": round(held.recall, 4) if held is not None else 0.0,
+            "recall_interval": [round(held.low, 4), round(held.high, 4)] if held else None,
+            "recall_queries": len(check),
+            "query_ms": round(approx_s * 1e3, 3) if held is not None else None,
+            "exact_query_ms": round(exact_s * 1e3, 3) if exact_s is not None else None,
+            "target": {
+                "recall": target,
+                "met": reason is None,
+                "reason": reason,
+                "latency_budget": p.latency_budget,
+                "setting": {name: value},
+                "tuning_queries": len(tune),
+            },
+        }
+
     def measure_recall(self, sim: SimilarityIndex, *, queries: int = 200, seed: int = 0) -> dict:
         """recall@10 of :meth:`most_similar` against exact, over sampled vocabulary words."""
         n = min(queries, sim.count)
@@ -377,6 +522,16 @@ class AnnIndex:
             "recall_queries": n,
             "query_ms": round(per_query * 1000, 3),
         }
+
+
+def _exact_p50(sim: SimilarityIndex, rows: np.ndarray) -> float:
+    """The median seconds of one exact ``most_similar(row)`` over ``rows``."""
+    times = []
+    for r in rows:
+        start = time.perf_counter()
+        sim.most_similar(int(r), topn=recall.K)
+        times.append(time.perf_counter() - start)
+    return float(np.median(times)) if times else 0.0
 
 
 def _tmp_path(path: Path) -> Path:
@@ -484,11 +639,15 @@ def disk_status(snapshot: str | os.PathLike, params: AnnParams | None = None) ->
     'absent'
     """
     paths = [Path(snapshot) / p.filename for p in _kinds(params or AnnParams())]
+    if params is None:  # any index there, the default's first (other recall targets next)
+        paths += sorted(set(Path(snapshot).glob("ann-*.ivf")) | set(
+            Path(snapshot).glob("ann-*.usearch")) - set(paths))  # fmt: skip
     for path in paths:
         if path.exists():
             with contextlib.suppress(OSError, ValueError):
                 meta = json.loads(path.with_suffix(".json").read_text())
-                return {"state": "ready", "path": str(path), **meta}
+                met = meta.get("target", {}).get("met", True)
+                return {"state": "ready" if met else "exact-fallback", "path": str(path), **meta}
     for path in paths:
         with contextlib.suppress(OSError, ValueError):
             prog = json.loads(_progress_file(path).read_text())
@@ -580,7 +739,15 @@ class AnnManager:
         return self._ready.get((sim.name, sim.generation))
 
     def ready(self, sim: SimilarityIndex) -> bool:
-        return self.ready_index(sim) is not None
+        """Whether approximate queries of ``sim`` are answered now: its index is open and
+        met its recall target."""
+        ann = self.ready_index(sim)
+        return ann is not None and ann.usable
+
+    def approximate(self, sim: SimilarityIndex) -> AnnIndex | None:
+        """:meth:`get`, if the index met its recall target (else exact answers)."""
+        ann = self.get(sim)
+        return ann if ann is not None and ann.usable else None
 
     def get(self, sim: SimilarityIndex, *, wait: bool = False) -> AnnIndex | None:
         """The ANN index of ``sim``: open from disk, or (if enabled) start building it.
@@ -602,6 +769,12 @@ class AnnManager:
                 if not self.enabled and key not in self._failed:
                     log.error("%s; not used (the ANN index is disabled here)", exc)
                     self._failed[key] = str(exc)
+            if ann is not None and self.enabled and self._untargeted(ann):
+                log.info("%s was built to a fixed setting, before recall targets; "
+                         "rebuilding it to recall@10 %s", path, self.params.recall)  # fmt: skip
+                for stale in (path, path.with_suffix(".json")):
+                    stale.unlink(missing_ok=True)
+                ann = None
             if ann is not None:
                 return self._keep(key, ann)
             if not self.enabled or key in self._failed:
@@ -617,6 +790,11 @@ class AnnManager:
             thread.join()
             return self._ready.get(key)
         return None
+
+    def _untargeted(self, ann: AnnIndex) -> bool:
+        """Whether ``ann`` has no recall target where this manager sets one (an index
+        built before targets existed: its fixed ``nprobe`` may miss any target)."""
+        return self.params.recall is not None and "target" not in ann.meta
 
     def _keep(self, key, ann: AnnIndex) -> AnnIndex:
         self._ready = {k: v for k, v in self._ready.items() if k[0] != key[0]}
@@ -678,7 +856,8 @@ class AnnManager:
             with contextlib.suppress(Exception):
                 ann = self.get(sim)
         if ann is not None:
-            out.update(state="ready", **{k: v for k, v in ann.meta.items() if k != "name"})
+            state = "ready" if ann.usable else "exact-fallback"
+            out.update(state=state, **{k: v for k, v in ann.meta.items() if k != "name"})
         elif key in self._building:
             out["state"] = "building"
             prog = self._progress.get(key)
@@ -699,7 +878,10 @@ class AnnManager:
         """Why ``sim`` has no approximate index to answer with (its ``status`` state)."""
         if not self.enabled and self.get(sim) is None:
             return "disabled"
-        return self.status(sim)["state"]
+        status = self.status(sim)
+        if status["state"] == "exact-fallback":
+            return f"exact-fallback: {status['target']['reason']}"
+        return status["state"]
 
     def close(self) -> None:
         self._ready.clear()

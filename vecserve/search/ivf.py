@@ -281,9 +281,11 @@ class IvfIndex:
             raise ValueError(f"{path}: damaged IVF index (list offsets do not add up)")
         return cls(path, header, arrays)
 
-    def candidates(self, queries: np.ndarray, k: int) -> list[np.ndarray]:
+    def candidates(self, queries: np.ndarray, k: int, threads: int = 2) -> list[np.ndarray]:
         """For each unit query row, the row numbers of the ``k`` best rows (by inner
-        product, of the stored rows) in its ``nprobe`` nearest lists, best first."""
+        product, of the stored rows) in its ``nprobe`` nearest lists, best first. A batch
+        is scanned by ``threads`` at once, each a contiguous share of the queries (the C
+        pass releases the GIL)."""
         queries = np.asarray(queries, dtype=np.float32)
         nprobe = min(self.nprobe, self.nlist)
         near = queries @ self.centroids.T
@@ -291,12 +293,21 @@ class IvfIndex:
             near = np.argpartition(-near, nprobe - 1, axis=1)[:, :nprobe]
         else:
             near = np.broadcast_to(np.arange(self.nlist), near.shape)
-        out = []
-        for q, lists in zip(queries, near, strict=True):
-            lists = np.sort(lists)  # the file's order: one forward sweep
-            pos, _ = top_rows(self.rows, self.offsets[lists], self.offsets[lists + 1], q, k)
-            out.append(np.asarray(self.ids[pos], dtype=np.int64))
-        return out
+
+        def scan(lo: int, hi: int) -> list[np.ndarray]:
+            out = []
+            for q, lists in zip(queries[lo:hi], near[lo:hi], strict=True):
+                lists = np.sort(lists)  # the file's order: one forward sweep
+                pos, _ = top_rows(self.rows, self.offsets[lists], self.offsets[lists + 1], q, k)
+                out.append(np.asarray(self.ids[pos], dtype=np.int64))
+            return out
+
+        parts = max(1, min(threads, len(queries) // 8))
+        if parts == 1:
+            return scan(0, len(queries))
+        edges = np.linspace(0, len(queries), parts + 1).astype(int)
+        done = _pool().map(lambda i: scan(edges[i], edges[i + 1]), range(parts))
+        return [c for part in done for c in part]
 
     def scan_all(self, query: np.ndarray, k: int, threads: int = 2) -> tuple:
         """The ``k`` best rows of the whole file for one unit ``query`` (by inner product

@@ -58,7 +58,8 @@ damaged ``vocab.idx`` is refused in one logged line and rewritten from Redis; a 
 vectors or norms file has the whole snapshot rebuilt.
 
 HTTP contract (``POST {similarity_url}/most_similar``), used by
-:class:`vecserve.keyedvectors.RedisKeyedVectors` when a similarity URL is configured.
+:class:`vecserve.keyedvectors.RedisKeyedVectors` when a similarity URL is configured (its
+items: :mod:`vecserve.search.wire`).
 Request::
 
     {"model": "GOOGLE_W2V",
@@ -115,7 +116,6 @@ __all__ = [
     "IndexManager",
     "SimilarityIndex",
     "default_cache_dir",
-    "encode_items",
     "gensim_argsort",
     "snapshot_dir",
 ]
@@ -145,27 +145,6 @@ def ensure_list(value):
     if isinstance(value, np.ndarray) and value.ndim == 2:
         return list(value)
     return value
-
-
-def encode_items(value) -> list:
-    """most_similar's ``positive``/``negative`` argument as JSON (see the module docstring).
-
-    >>> import numpy as np
-    >>> encode_items([("king", 2.0), np.array([0.5, 1.0], dtype=np.float32), 3])
-    [['king', 2.0], {'vector': [0.5, 1.0], 'dtype': '<f4'}, 3]
-    """
-
-    def one(item):
-        if isinstance(item, str):
-            return item
-        if isinstance(item, (int, np.integer)):
-            return int(item)
-        if isinstance(item, np.ndarray):
-            return {"vector": item.astype(np.float64).tolist(), "dtype": item.dtype.str}
-        key, weight = item
-        return [one(key), float(weight)]
-
-    return [one(item) for item in ensure_list(value)]
 
 
 def split_weights(positive, negative) -> tuple[list, np.ndarray]:

@@ -29,7 +29,6 @@ from starlette.concurrency import run_in_threadpool
 
 from ..cache import Rows, VectorCache, cached_lookup, topology, tracking_nodes
 from ..errors import StoreUnavailable
-from ..search.snapshot import IndexManager, SimilarityIndex
 from ..store import ModelInfo, Store, validate_model_name
 from ..store.layout import encode_tokens
 from ..subwords import in_vocabulary
@@ -122,10 +121,8 @@ class AppContext:
     stores: StoreHandle
     metrics: Metrics
     models: ModelCache
-    ann: Any = None  # vecserve.search.ann.AnnManager
+    search: Any = None  # the snapshots and ANN indexes: vecserve.service.indexes.SearchState
     _inline_ok: bool = False
-    _indexes: IndexManager | None = None
-    _seen: dict[str, SimilarityIndex] = field(default_factory=dict)
     _vector_caches: dict[str, VectorCache] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -185,77 +182,12 @@ class AppContext:
         for name, cache in list(self._vector_caches.items()):
             metrics.set("vecserve_vector_cache_entries", len(cache), model=name)
 
-    @property
-    def indexes(self) -> IndexManager:
-        """The process's :class:`IndexManager` (created once the store is reachable)."""
-        if self._indexes is None:
-            store = self.stores.get()
-            with self._lock:
-                if self._indexes is None:
-                    self._indexes = IndexManager(store, cache_dir=self.settings.cache_dir)
-        return self._indexes
-
-    def index(self, info: ModelInfo) -> SimilarityIndex:
-        """The similarity index of generation ``info`` (built or mapped on first use)."""
-        start = time.perf_counter()
-        index = self.indexes.get(info.name, info=info)
-        if self._seen.get(info.name) is index:
-            self.metrics.inc("vecserve_cache_hits_total", cache="index")
-            return index
-        self.metrics.inc("vecserve_cache_misses_total", cache="index")
-        self.metrics.set(
-            "vecserve_index_build_seconds", time.perf_counter() - start, model=info.name
-        )
-        self.metrics.set("vecserve_index_rows", index.count, model=info.name)
-        self._seen[info.name] = index
-        return index
-
-    def loaded_index(self, info: ModelInfo) -> SimilarityIndex | None:
-        """The index of generation ``info`` if this process has it open, else None."""
-        index = self._seen.get(info.name)
-        return index if index is not None and index.generation == info.generation else None
-
-    def index_status(self, info: ModelInfo) -> dict:
-        index = self.loaded_index(info)
-        if index is None:
-            return {"loaded": False}
-        return {
-            "loaded": True,
-            "rows": index.count,
-            "path": str(index.path) if index.path is not None else None,
-            "build_seconds": round(
-                self.metrics.value("vecserve_index_build_seconds", model=info.name), 6
-            ),
-        }
-
-    def preload(self, name: str) -> threading.Thread:
-        """Build (or map) ``name``'s index, and its ANN index if enabled, in the background."""
-
-        def run() -> None:
-            try:
-                index = self.index(self.model(name))
-                if self.ann is not None and self.ann.enabled:
-                    self.ann.get(index, wait=True)
-            except Exception as exc:  # logged; /readyz keeps saying not ready
-                log.error("preloading %s failed: %s", name, exc)
-
-        thread = threading.Thread(target=run, name=f"vecserve-preload-{name}", daemon=True)
-        thread.start()
-        return thread
-
-    def preloaded(self, info: ModelInfo) -> bool:
-        """Ready as soon as exact search is: the approximate index builds on, and
-        approximate queries are answered exactly (and say so) until it is done."""
-        return self.loaded_index(info) is not None
-
     def close(self) -> None:
         for cache in self._vector_caches.values():
             cache.close()
         self._vector_caches.clear()
-        if self.ann is not None:
-            self.ann.close()
-        if self._indexes is not None:
-            self._indexes.close()
+        if self.search is not None:
+            self.search.close()
         self.stores.close()
 
 

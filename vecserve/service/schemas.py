@@ -1,28 +1,14 @@
-"""Request and response bodies of the HTTP API (pydantic models), and query-item parsing.
-
-A most_similar query item is a word, an int (a position in the vocabulary), a vector,
-or ``[item, weight]`` -- the forms gensim accepts, in the JSON of
-:func:`vecserve.search.snapshot.encode_items`: a vector is ``{"vector": [...], "dtype": "<f4"}``
-(``dtype`` optional, default ``<f8``, kept so the arithmetic is gensim's); a bare list of
-``dim`` numbers is accepted too (as ``<f8``). :func:`parse_item` turns the JSON form into
-what :mod:`vecserve.search.snapshot` takes, and raises :class:`BadQuery` (-> 422) naming the
-item otherwise.
-
->>> parse_item(["king", 2.0], dim=3)
-('king', 2.0)
->>> parse_item({"vector": [1, 0, 0], "dtype": "<f4"}, dim=3)
-array([1., 0., 0.], dtype=float32)
+"""Request and response bodies of the HTTP API (pydantic models). A most_similar query
+item's JSON is :mod:`vecserve.search.wire`'s (its schema is published here).
 """
 
 from __future__ import annotations
 
-import math
 from typing import Annotated, Any, Literal
 
-import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
 
-from ..errors import BadQuery
+from ..search.wire import ITEM_SCHEMA
 
 __all__ = [
     "AnalogyResponse",
@@ -39,95 +25,11 @@ __all__ = [
     "SimilarityResponse",
     "VectorsRequest",
     "VectorsResponse",
-    "parse_item",
 ]
 
 MissingPolicy = Literal["omit", "zeros", "error"]
 
-_VECTOR_SCHEMA = {
-    "type": "object",
-    "properties": {
-        "vector": {"type": "array", "items": {"type": "number"}},
-        "dtype": {"type": "string", "enum": ["<f2", "<f4", "<f8"]},
-    },
-    "required": ["vector"],
-    "additionalProperties": False,
-    "description": "a vector of dim numbers",
-}
-_ITEM_SCHEMA = {
-    "anyOf": [
-        {"type": "string", "description": "a word"},
-        {"type": "integer", "minimum": 0, "description": "a position in the vocabulary"},
-        _VECTOR_SCHEMA,
-        {"type": "array", "items": {"type": "number"}, "description": "a bare vector (<f8)"},
-        {
-            "type": "array",
-            "prefixItems": [
-                {"anyOf": [{"type": "string"}, {"type": "integer", "minimum": 0}, _VECTOR_SCHEMA]},
-                {"type": "number"},
-            ],
-            "minItems": 2,
-            "maxItems": 2,
-            "description": "[word or position, weight]",
-        },
-    ]
-}
-QueryItem = Annotated[Any, WithJsonSchema(_ITEM_SCHEMA)]
-
-
-def _is_number(x: Any) -> bool:
-    return isinstance(x, (int, float)) and not isinstance(x, bool)
-
-
-_DTYPES = {"<f2": np.float16, "<f4": np.float32, "<f8": np.float64}
-
-
-def _vector(values: Any, dim: int, dtype: Any = "<f8") -> np.ndarray:
-    if not isinstance(values, list) or not all(_is_number(x) for x in values):
-        raise BadQuery("a vector must be a list of numbers")
-    if len(values) != dim:
-        raise BadQuery(f"a vector must have {dim} components (the model's dim), got {len(values)}")
-    if dtype not in _DTYPES:
-        raise BadQuery(f"vector dtype {dtype!r:.20} is not one of {sorted(_DTYPES)}")
-    vec = np.asarray(values, dtype=np.float64)
-    if not np.isfinite(vec).all():
-        raise BadQuery("vector components must be finite numbers")
-    with np.errstate(over="ignore"):
-        out = vec.astype(_DTYPES[dtype])
-    if not np.isfinite(out).all():
-        raise BadQuery(f"vector components overflow {dtype}")
-    return out
-
-
-def parse_item(item: Any, *, dim: int, weighted_ok: bool = True):
-    """One JSON query item -> a word, an int position, a float32 vector or (item, weight)."""
-    if isinstance(item, str):
-        return item
-    if isinstance(item, int) and not isinstance(item, bool):
-        return item
-    if isinstance(item, dict) and set(item) <= {"vector", "dtype"} and "vector" in item:
-        return _vector(item["vector"], dim, item.get("dtype", "<f8"))
-    if isinstance(item, list) and item:
-        first = item[0]
-        pair = (
-            weighted_ok
-            and len(item) == 2
-            and _is_number(item[1])
-            and (
-                isinstance(first, (str, list, dict))
-                or (isinstance(first, int) and not isinstance(first, bool) and dim != 2)
-            )
-        )
-        if pair:
-            if not math.isfinite(item[1]):
-                raise BadQuery(f"weight of {first!r} must be a finite number")
-            return (parse_item(first, dim=dim, weighted_ok=False), float(item[1]))
-        if all(_is_number(x) for x in item):
-            return _vector(item, dim)
-    raise BadQuery(
-        f"query item {item!r:.80} is not a word, a vocabulary position, a vector of {dim} "
-        "numbers, or [item, weight]"
-    )
+QueryItem = Annotated[Any, WithJsonSchema(ITEM_SCHEMA)]
 
 
 class _Body(BaseModel):

@@ -38,6 +38,7 @@ FLAGS = (
     "cache_dir",
     "preload",
     "ann",
+    "ann_recall",
     "max_words",
     "max_topn",
     "max_body_bytes",
@@ -83,6 +84,14 @@ def _option(name: str):
     if kind is int:
         low = next((m.ge for m in field.metadata if hasattr(m, "ge")), None)
         kind, metavar = click.IntRange(min=low), "N"
+    elif kind is float:
+        bounds = {k: getattr(m, k) for m in field.metadata for k in ("gt", "ge", "lt", "le")
+                  if getattr(m, k, None) is not None}  # fmt: skip
+        kind = click.FloatRange(
+            min=bounds.get("gt", bounds.get("ge")), max=bounds.get("lt", bounds.get("le")),
+            min_open="gt" in bounds, max_open="lt" in bounds,
+        )  # fmt: skip
+        metavar = "X"
     elif kind is Path:  # a *_dir field names a directory, a *_file field a file
         directory = name.endswith("_dir")
         kind = click.Path(file_okay=not directory, dir_okay=directory)
@@ -152,6 +161,7 @@ def serve(host, port, workers, log_level, ssl_certfile, ssl_keyfile, **options):
     """
     try:
         import uvicorn
+        from pydantic import ValidationError
 
         from ..errors import VecserveError
         from .auth import load_keys
@@ -163,9 +173,14 @@ def serve(host, port, workers, log_level, ssl_certfile, ssl_keyfile, **options):
     os.environ.update(settings_env(**options))
     try:
         settings = Settings()
-    except ValueError as exc:
-        first = str(exc).splitlines()
-        raise click.ClickException(f"invalid setting: {' '.join(first[:3])}") from exc
+    except ValidationError as exc:  # named from its fields; the value is left out (secrets)
+        raise click.ClickException(
+            "invalid setting: "
+            + "; ".join(
+                f"{'$' + env_name(str(e['loc'][0])) if e['loc'] else 'settings'}: {e['msg']}"
+                for e in exc.errors()
+            )
+        ) from exc
     if bool(ssl_certfile) != bool(ssl_keyfile):
         raise click.ClickException("--ssl-certfile and --ssl-keyfile go together")
     try:  # a bad key file fails here, in one line, not in every worker

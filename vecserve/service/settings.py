@@ -38,6 +38,14 @@ class Settings(BaseSettings):
         False, description="Build/open the default model's similarity index at start-up."
     )
     ann: bool = Field(False, description="Also build an approximate (IVF or HNSW) index per model.")
+    ann_recall: float = Field(
+        0.95,
+        gt=0,
+        le=1,
+        description="recall@10 the approximate index is built to meet, measured on the "
+        "model's own queries; where no setting meets it within the latency budget, "
+        "approximate queries are answered exactly (and say so).",
+    )
     vector_cache: int = Field(
         20_000,
         ge=0,

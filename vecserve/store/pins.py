@@ -156,6 +156,7 @@ class Pin:
         self.value = json.dumps({"since": round(time.time(), 3), "prefix": info.prefix})
         self.lost = False
         self.valid_until = 0.0  # monotonic time up to which the pin surely lives
+        self._pid = os.getpid()  # a forked child renews no pin: it asks (confirm)
         self._stop: threading.Event | None = None
 
     @property
@@ -188,8 +189,9 @@ class Pin:
         return not self.lost
 
     def holds(self) -> bool:
-        """True while the pin surely lives (no I/O; see the class docstring)."""
-        return not self.lost and time.monotonic() < self.valid_until
+        """True while the pin surely lives (no I/O; see the class docstring). Never in a
+        process forked after the pin was taken: its parent may release it meanwhile."""
+        return not self.lost and time.monotonic() < self.valid_until and os.getpid() == self._pid
 
     def confirm(self) -> None:
         """After a read of the pinned generation: PinLost unless the pin lived through it

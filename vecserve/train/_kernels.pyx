@@ -27,7 +27,7 @@ each output row meets the inputs one after another, each pair seeing the row as 
 pairs before it left it, and an input's row changes only after the chain (as a pair's
 input changes after its outputs). Output rows are independent of each other, so up to 4
 run interleaved in one pass over the vectors (which also computes the next input's
-scores); the passes are the C loops of ``_w2v.c`` (built for AVX2+FMA and for baseline
+scores); the passes are the C loops of ``_w2v.h`` (built for AVX2+FMA and for baseline
 x86-64, the CPU picking once at load time). For skip-gram HS the chain is exactly the
 pairs of a window run one after another.
 

@@ -27,7 +27,8 @@ from typing import Any
 
 import click
 
-from ..cli import friendly_errors, redis_url_option
+from ..cli import friendly_errors
+from ..clioptions import redis_url_option
 from ..errors import TrainingError, VecserveError
 from .params import option_fields
 

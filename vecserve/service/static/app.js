@@ -239,6 +239,7 @@ function annText(ann) {
     const r = typeof ann.recall_at_10 === "number" ? `, recall@10 ${ann.recall_at_10.toFixed(3)}` : "";
     return `ready${r}`;
   }
+  if (ann.state === "exact-fallback") return "answers exactly (recall target not met cheaply)";
   if (ann.state === "building" && ann.progress) {
     return `building (${Math.round(100 * (ann.progress.share || 0))}%)`;
   }

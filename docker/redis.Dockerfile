@@ -1,0 +1,15 @@
+# Debian's redis-server, answering to the names docker-compose.yml uses (valkey-server,
+# valkey-cli), as user redis in /data: a stand-in for valkey/valkey where no registry is
+# reachable. Built by docker/debian-images.sh on its Debian base image.
+ARG BASE_IMAGE=vecserve-debian:bookworm
+FROM ${BASE_IMAGE}
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends redis-server \
+    && rm -rf /var/lib/apt/lists/* \
+    && ln -s redis-server /usr/bin/valkey-server \
+    && ln -s redis-cli /usr/bin/valkey-cli \
+    && install -d -o redis -g redis /data
+USER redis
+WORKDIR /data
+EXPOSE 6379
+CMD ["valkey-server"]

@@ -1,0 +1,295 @@
+"""The Docker image and the compose stack, built and run for real.
+
+One build per test session (the images are shared by the tests here and removed at the
+end): a Debian base image and a Redis image made from Debian packages
+(docker/debian-images.sh; no image registry is needed), the vecserve image on that base
+(docker/build_image.py, which carries this machine's pip settings into the builder stage
+only), and the builder stage itself, which holds the sdist and the wheels.
+
+Everything runs with host networking, on ports and a compose project of this session's
+own, so every connection stays on loopback and nothing else on the machine is touched.
+Skipped, with the reason, where no Docker daemon answers; under CI (CI=true) that is a
+failure instead: .ci/run starts the daemon.
+
+VECSERVE_TEST_BASE_IMAGE / VECSERVE_TEST_REDIS_IMAGE use existing images instead of
+building them (e.g. python:3.12-slim and valkey/valkey:8 where a registry is reachable).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tarfile
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+RUN = f"vecserve-test-{os.getpid()}"
+MODEL = "LEE"
+LEE = "lee_fasttext.vec"
+
+pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.timeout(1800)]
+
+
+def docker(*args: str, check: bool = True, timeout: float = 900, **kw) -> str:
+    out = subprocess.run(
+        ["docker", *args], capture_output=True, text=True, timeout=timeout, check=False, **kw
+    )
+    if check and out.returncode != 0:
+        raise AssertionError(f"docker {' '.join(args)}: exit {out.returncode}\n{out.stderr}")
+    return out.stdout
+
+
+def compose_command() -> list[str] | None:
+    if shutil.which("docker-compose"):
+        return ["docker-compose"]
+    if subprocess.run(["docker", "compose", "version"], capture_output=True).returncode == 0:
+        return ["docker", "compose"]
+    return None
+
+
+def why_not() -> str | None:
+    """Why the docker tests cannot run here, or None."""
+    if not shutil.which("docker"):
+        return "no docker command (Debian: apt-get install docker.io docker-compose mmdebstrap)"
+    info = subprocess.run(["docker", "info"], capture_output=True, text=True, check=False)
+    if info.returncode != 0:
+        return "no Docker daemon answers (.ci/run starts dockerd --bridge=none --iptables=false)"
+    if compose_command() is None:
+        return "no docker-compose and no `docker compose`"
+    building = not (os.environ.get("VECSERVE_TEST_BASE_IMAGE"))
+    if building and not shutil.which("mmdebstrap"):
+        return "no mmdebstrap to build the Debian base image (or set VECSERVE_TEST_BASE_IMAGE)"
+    return None
+
+
+@pytest.fixture(scope="module")
+def images():
+    reason = why_not()
+    if reason:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"the docker tests must run under CI: {reason}")
+        pytest.skip(reason)
+    tags = {
+        "base": os.environ.get("VECSERVE_TEST_BASE_IMAGE") or f"{RUN}-debian:bookworm",
+        "redis": os.environ.get("VECSERVE_TEST_REDIS_IMAGE") or f"{RUN}-redis:bookworm",
+        "app": f"{RUN}:latest",
+        "builder": f"{RUN}-builder:latest",
+    }
+    built = []
+    try:
+        started = time.monotonic()
+        env = os.environ | {
+            "VECSERVE_DEBIAN_IMAGE": tags["base"],
+            "VECSERVE_REDIS_IMAGE": tags["redis"],
+        }
+        wanted = [
+            k for k in ("base", "redis") if not os.environ.get(f"VECSERVE_TEST_{k.upper()}_IMAGE")
+        ]
+        if wanted:
+            built += [tags[k] for k in wanted]
+            subprocess.run(
+                [str(ROOT / "docker" / "debian-images.sh"), *wanted], env=env, check=True
+            )
+        base_done = time.monotonic()
+        argv = [sys.executable, str(ROOT / "docker" / "build_image.py"), "--quiet"]
+        argv += ["--tag", tags["app"], "--builder-tag", tags["builder"]]
+        built += [tags["builder"], tags["app"]]
+        subprocess.run([*argv, "--base-image", tags["base"]], check=True)
+        done = time.monotonic()
+        print(
+            f"\nimages: base images {base_done - started:.0f}s, "
+            f"vecserve image {done - base_done:.0f}s"
+        )
+        yield tags
+    finally:
+        if built:
+            docker("rmi", "--force", *reversed(built), check=False)
+
+
+def image_size_mb(tag: str) -> float:
+    return int(docker("image", "inspect", "--format", "{{.Size}}", tag)) / 1e6
+
+
+def test_runtime_image_has_no_compiler_no_pip_conf_and_a_nonroot_user(images):
+    config = json.loads(docker("image", "inspect", "--format", "{{json .Config}}", images["app"]))
+    assert config["User"] == "vecserve"
+    assert "healthz" in " ".join(config["Healthcheck"]["Test"])
+    script = (
+        "id -u; for c in gcc cc g++ c++; do p=$(command -v $c) && echo compiler: $p; done; "
+        "ls /etc/vecserve-build 2>&1 || true; python -m pip --version 2>&1 || true; "
+        "vecserve --help >/dev/null && echo cli-ok"
+    )
+    out = docker("run", "--rm", "--network", "none", images["app"], "sh", "-c", script)
+    lines = out.splitlines()
+    assert lines[0] != "0", "runs as root"
+    assert "compiler:" not in out, f"a compiler in the image: {out}"
+    assert "No such file" in out, "the builder's pip configuration reached the runtime image"
+    assert "No module named pip" in out
+    assert lines[-1] == "cli-ok"
+    history = docker("history", "--no-trunc", "--format", "{{.CreatedBy}}", images["app"])
+    assert "vecserve-build" not in history and "ca.crt" not in history
+    print(f"\nruntime image {images['app']}: {image_size_mb(images['app']):.0f} MB")
+
+
+def test_wheel_from_sdist_installs_and_runs_the_demo_without_a_compiler(images, tmp_path):
+    """The builder made the sdist and, from it, the wheel; the runtime image (no compiler)
+    installs the wheel into a fresh venv, offline, and runs `vecserve demo`."""
+    cid = docker("create", images["builder"]).strip()
+    try:
+        docker("cp", f"{cid}:/dist", str(tmp_path))
+        docker("cp", f"{cid}:/wheels", str(tmp_path))
+    finally:
+        docker("rm", cid, check=False)
+    dist = sorted(p.name for p in (tmp_path / "dist").iterdir())
+    assert [n.endswith(".tar.gz") for n in dist].count(True) == 1, dist
+    assert [n.endswith(".whl") for n in dist].count(True) == 1, dist
+    sdist = next((tmp_path / "dist").glob("*.tar.gz"))
+    with tarfile.open(sdist) as tar:
+        names = tar.getnames()
+    needed = ["vecserve/train/_kernels.pxd", "vecserve/train/_w2v.c", "vecserve/service/static/"]
+    for name in needed:
+        assert any(name in n for n in names), f"{name} not in {sdist.name}"
+    wheel = next(n for n in dist if n.endswith(".whl"))
+    assert not wheel.endswith("-none-any.whl"), f"{wheel}: built without its C extensions"
+    (tmp_path / "wheels").chmod(0o755)
+    script = (
+        "python3 -m venv /tmp/fresh && "
+        "/tmp/fresh/bin/pip install -q --no-index --find-links /wheels vecserve && "
+        "/tmp/fresh/bin/vecserve demo"
+    )
+    out = docker(
+        "run", "--rm", "--network", "none", "-v", f"{tmp_path / 'wheels'}:/wheels:ro",
+        images["app"], "sh", "-c", script,
+    )  # fmt: skip
+    assert "identical to gensim: True" in out, out
+    assert "same as gensim: True" in out, out
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Stack:
+    """The compose stack of this session, on host networking and ports of its own."""
+
+    def __init__(self, images: dict[str, str], data: Path):
+        self.redis_port, self.api_port = free_port(), free_port()
+        self.project = RUN
+        self.env = os.environ | {
+            "COMPOSE_PROJECT_NAME": self.project,
+            "VECSERVE_IMAGE": images["app"],
+            "VECSERVE_REDIS_IMAGE": images["redis"],
+            "VECSERVE_REDIS_PORT": str(self.redis_port),
+            "VECSERVE_REDIS_BIND": "127.0.0.1",
+            "VECSERVE_REDIS_URL": f"redis://127.0.0.1:{self.redis_port}/0",
+            "VECSERVE_API_HOST": "127.0.0.1",
+            "VECSERVE_API_PORT": str(self.api_port),
+            "VECSERVE_MODEL": MODEL,
+            "VECSERVE_LOAD_FILE": LEE,
+            "VECSERVE_DATA": str(data),
+        }
+
+    def compose(self, *args: str, timeout: float = 300) -> str:
+        argv = [*compose_command(), "-f", "docker-compose.yml", "-f", "docker/compose.host.yml"]
+        out = subprocess.run(
+            [*argv, *args], cwd=ROOT, env=self.env, capture_output=True, text=True,
+            timeout=timeout, check=False,
+        )  # fmt: skip
+        if out.returncode != 0:
+            raise AssertionError(f"compose {' '.join(args)}: exit {out.returncode}\n"
+                                 f"{out.stdout}\n{out.stderr}")  # fmt: skip
+        return out.stdout + out.stderr
+
+    def get(self, path: str, timeout: float = 10) -> dict:
+        url = f"http://127.0.0.1:{self.api_port}{path}"
+        with urllib.request.urlopen(url, timeout=timeout) as r:
+            return json.loads(r.read())
+
+    def wait_healthy(self, deadline_s: float = 120) -> None:
+        """The API answers /healthz and Docker's own HEALTHCHECK says healthy."""
+        end = time.monotonic() + deadline_s
+        while True:
+            cid = self.compose("ps", "-q", "api").strip()
+            status = docker("inspect", "--format", "{{.State.Health.Status}}", cid).strip()
+            if status == "healthy":
+                return
+            if time.monotonic() > end:
+                logs = self.compose("logs", "--tail", "30", "api")
+                raise AssertionError(f"the api container is {status}:\n{logs}")
+            time.sleep(2)
+
+    def redis_cli(self, *args: str) -> str:
+        return self.compose("exec", "-T", "redis", "valkey-cli", "-p", str(self.redis_port), *args)
+
+
+def gensim_lee():
+    from gensim.models import KeyedVectors
+    from gensim.test.utils import datapath
+
+    return KeyedVectors.load_word2vec_format(datapath(LEE)), Path(datapath(LEE))
+
+
+def test_compose_stack_loads_serves_and_keeps_the_model(images, tmp_path):
+    kv, source = gensim_lee()
+    data = tmp_path / "data"
+    data.mkdir()
+    shutil.copyfile(source, data / LEE)
+    data.chmod(0o755)
+    (data / LEE).chmod(0o644)
+    stack = Stack(images, data)
+    try:
+        stack.compose("up", "-d", "--no-build")
+        stack.wait_healthy()
+        with pytest.raises(urllib.error.HTTPError) as not_ready:
+            stack.get("/readyz")
+        not_ready.value.close()  # the error holds the response open
+        assert not_ready.value.code == 503, "ready before the default model is loaded"
+
+        out = stack.compose("--profile", "load", "run", "--rm", "loader")
+        assert f"{MODEL}: {len(kv):,} vectors x {kv.vector_size}" in out, out
+
+        words = ["government", "police", "court"]
+        got = stack.get("/vectors?words=" + ",".join(words))
+        assert got["words"] == words and got["missing"] == []
+        np.testing.assert_array_equal(np.asarray(got["vectors"], dtype=np.float32), kv[words])
+        near = stack.get("/most_similar?positive=government&topn=5")["results"]
+        want = kv.most_similar("government", topn=5)
+        assert [w for w, _ in near] == [w for w, _ in want]
+        np.testing.assert_allclose([s for _, s in near], [s for _, s in want], atol=1e-5)
+        generation = stack.get(f"/models/{MODEL}")["generation"]
+        assert stack.get("/readyz")["status"] == "ready"
+
+        config = stack.redis_cli("config", "get", "maxmemory-policy")
+        assert "noeviction" in config.split()
+        assert "yes" in stack.redis_cli("config", "get", "appendonly").split()
+        clients = stack.redis_cli("client", "list")
+        addrs = [f.split("=", 1)[1] for f in clients.split() if f.startswith("addr=")]
+        assert addrs and all(a.startswith("127.") for a in addrs), clients
+
+        # Down and up again: the volume keeps the model (same generation, same vectors).
+        stack.compose("down")
+        stack.compose("up", "-d", "--no-build")
+        stack.wait_healthy()
+        assert stack.get("/readyz")["status"] == "ready"
+        assert stack.get(f"/models/{MODEL}")["generation"] == generation
+        again = stack.get("/vectors?words=" + ",".join(words))
+        np.testing.assert_array_equal(np.asarray(again["vectors"], dtype=np.float32), kv[words])
+    finally:
+        subprocess.run(
+            [*compose_command(), "-f", "docker-compose.yml", "-f", "docker/compose.host.yml",
+             "--profile", "load", "down", "--volumes", "--remove-orphans"],
+            cwd=ROOT, env=stack.env, capture_output=True, check=False, timeout=300,
+        )  # fmt: skip
+    assert not docker("volume", "ls", "-q", "--filter", f"name={stack.project}").strip()

@@ -1,0 +1,99 @@
+"""The query planner and the wire format of query items (vecserve/search/planner.py,
+vecserve/search/wire.py): one typed query in, one answer out; the query's own errors
+raised before any search, an error inside a search never turned into the caller's."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from vecserve.errors import BadQuery, GenerationChanged, QueryRejected, TokenNotFound
+from vecserve.search.planner import Limits, Planner, Query
+from vecserve.search.snapshot import SimilarityIndex
+from vecserve.search.wire import encode_items, parse_item
+
+
+@pytest.fixture
+def sim() -> SimilarityIndex:
+    rng = np.random.default_rng(1)
+    words = [f"w{i}" for i in range(50)]
+    return SimilarityIndex.from_arrays(words, rng.standard_normal((50, 8)).astype(np.float32))
+
+
+def test_the_wire_format_round_trips(sim):
+    items = [("w1", 2.0), np.arange(8, dtype=np.float32), 3, "w4", (np.ones(8), -1.0)]
+    parsed = [parse_item(i, dim=8) for i in encode_items(items)]
+    assert parsed[0] == ("w1", 2.0) and parsed[2] == 3 and parsed[3] == "w4"
+    assert parsed[1].dtype == np.float32 and np.array_equal(parsed[1], items[1])
+    assert parsed[4][1] == -1.0 and parsed[4][0].dtype == np.float64
+    with pytest.raises(BadQuery, match="components"):
+        parse_item([1.0, 2.0], dim=8)
+
+
+def test_answers_are_the_snapshots(sim):
+    planner = Planner(sim)
+    got = planner.answer(Query(positive=("w1", "w2"), negative=("w3",), topn=5))
+    assert got.results == sim.most_similar(["w1", "w2"], ["w3"], topn=5)
+    assert not got.approximate and got.approximate_status is None
+    everything = planner.answer(Query(positive=("w1",), topn=None))
+    assert everything.similarities.dtype == np.float64 and len(everything.similarities) == 50
+    cosmul = planner.answer(Query(positive=("w1",), topn=3, cosmul=True))
+    assert cosmul.results == sim.most_similar_cosmul(["w1"], topn=3)
+    batch = planner.answer_batch([Query(positive=("w1",), topn=3), Query(positive=("w2",))])
+    for b, single in zip(batch, [sim.most_similar("w1", topn=3), sim.most_similar("w2")],
+                         strict=True):  # fmt: skip
+        assert [w for w, _ in b.results] == [w for w, _ in single]  # scores: sgemm's rounding
+        np.testing.assert_allclose([x for _, x in b.results], [x for _, x in single], atol=1e-6)
+
+
+def test_the_querys_errors_come_before_any_search(sim, monkeypatch):
+    planner = Planner(sim, name="M", limits=Limits(max_words=3, max_topn=20, max_batch=1))
+    monkeypatch.setattr(sim, "most_similar", lambda *a, **k: pytest.fail("searched"))
+    with pytest.raises(TokenNotFound):
+        planner.answer(Query(positive=("nope",)))
+    with pytest.raises(BadQuery, match="topn=21"):
+        planner.answer(Query(positive=("w1",), topn=21))
+    with pytest.raises(BadQuery, match="4 query items"):
+        planner.answer(Query(positive=("w1", "w2", "w3", "w4")))
+    with pytest.raises(QueryRejected, match="no input"):
+        planner.answer(Query())
+    with pytest.raises(QueryRejected, match="cosmul needs positive"):
+        planner.answer(Query(negative=("w1",), cosmul=True))
+    with pytest.raises(BadQuery, match="cosmul takes"):
+        planner.answer(Query(positive=(["w1", 2.0],), cosmul=True))
+    with pytest.raises(BadQuery, match="2 queries"):
+        planner.answer_batch([Query(positive=("w1",))] * 2)
+
+
+def test_an_error_inside_a_search_is_not_the_callers(sim, monkeypatch):
+    def broken(*args, **kwargs):
+        raise ValueError("an internal fault")
+
+    monkeypatch.setattr(sim, "most_similar", broken)
+    with pytest.raises(ValueError, match="internal fault"):  # not QueryRejected (a 400)
+        Planner(sim).answer(Query(positive=("w1",)))
+
+
+def test_unknown_words_of_a_fasttext_model_come_from_the_reader(sim):
+    vec = np.linspace(-1, 1, 8).astype(np.float32)
+    asked = []
+
+    def vectors(words):
+        asked.append(words)
+        rows = np.stack([vec * (i + 1) for i in range(len(words))])
+        info = SimpleNamespace(generation=sim.generation)
+        return info, rows, np.ones(len(words), bool), list(words)
+
+    planner = Planner(sim, subwords=True, vectors=vectors)
+    got = planner.answer(Query(positive=("w1", "oovword"), topn=4))
+    assert asked == [["oovword"]] and got.subwords == ["oovword"]
+    unit = vec / np.linalg.norm(vec)
+    assert got.results == sim.most_similar(["w1", unit], topn=4)
+
+    def moved(words):
+        return SimpleNamespace(generation=sim.generation + 1), np.ones((1, 8)), None, []
+
+    with pytest.raises(GenerationChanged):
+        Planner(sim, subwords=True, vectors=moved).answer(Query(positive=("oovword",)))

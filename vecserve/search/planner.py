@@ -1,0 +1,236 @@
+"""The query planner: one typed most_similar query in, one answer out.
+
+:class:`Query` is a most_similar query as a caller states it (its items in the wire form
+of :mod:`vecserve.search.wire`); :class:`Planner` checks it against the limits and the
+snapshot of one model generation, replaces a fastText model's out-of-vocabulary words by
+their vectors, and answers it by the cheapest path that gives the asked-for answer:
+
+- approximate (asked with ``approx``, the index met its recall target, a plain top-n
+  query): the approximate index, its candidates re-scored exactly;
+- exact, plain top-n, an IVF index ready: its float16 rows scanned and the answer proven
+  the full scan's (:meth:`AnnIndex.exact_most_similar`), else the snapshot;
+- anything else (``restrict_vocab``, ``cosmul``, ``topn=None``): the snapshot.
+
+Errors of the query are the caller's (:class:`~vecserve.errors.BadQuery` 422,
+:class:`~vecserve.errors.QueryRejected` 400, :class:`~vecserve.errors.TokenNotFound`
+404) and are raised before any search; an error inside a search is not the caller's and
+propagates as it is (a 500, never a 400).
+
+Vectors of out-of-vocabulary words come from ``vectors(words) -> (info, rows, found,
+built)``, the reader's call (the service's ``fetch_vectors``): the planner never reads
+Redis itself. The snapshot (``index``) and the approximate indexes (``ann``, an
+:class:`~vecserve.search.ann.AnnManager`) are given; nothing here knows of HTTP.
+
+>>> import numpy as np
+>>> from vecserve.search.snapshot import SimilarityIndex
+>>> sim = SimilarityIndex.from_arrays(["a", "b", "c"], np.eye(3, dtype=np.float32) + 0.1)
+>>> Planner(sim).answer(Query(positive=("a",), topn=1)).results
+[('b', 0.18699...)]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..errors import BadQuery, GenerationChanged, QueryRejected, TokenNotFound
+from .wire import parse_item
+
+__all__ = ["Answer", "Limits", "Planner", "Query"]
+
+
+@dataclass(frozen=True)
+class Query:
+    """One most_similar query: items in wire form (words, positions, vectors, pairs)."""
+
+    positive: Sequence[Any] = ()
+    negative: Sequence[Any] = ()
+    topn: int | None = 10
+    restrict_vocab: int | None = None
+    cosmul: bool = False
+    approx: bool = False
+
+    @property
+    def plain(self) -> bool:
+        """A top-n query an index can answer (no ``restrict_vocab``, no cosmul)."""
+        return bool(self.topn) and not self.restrict_vocab and not self.cosmul
+
+
+@dataclass(frozen=True)
+class Limits:
+    """The most a query may ask (the service's settings)."""
+
+    max_words: int = 1000
+    max_topn: int = 1000
+    max_batch: int = 256
+
+
+@dataclass
+class Answer:
+    """``results`` (``[(key, cosine)]``) or ``similarities`` (``topn=None``), and how."""
+
+    generation: int
+    results: list | None = None
+    similarities: np.ndarray | None = None
+    approximate: bool = False
+    approximate_status: str | None = None  # approx asked, answered exactly: why
+    subwords: list[str] | None = None  # fastText: the words built from n-grams
+
+
+@dataclass
+class _Plan:
+    query: Query
+    positive: list = field(default_factory=list)
+    negative: list = field(default_factory=list)
+    subwords: list[str] | None = None
+
+
+class Planner:
+    """Answers :class:`Query` objects against one snapshot ``index`` of model ``name``.
+
+    ``ann``: the approximate indexes (or None); ``vectors``: the reader's
+    ``vectors(words) -> (info, rows, found, built)``, needed for a fastText model's
+    out-of-vocabulary words (``subwords=True``); ``limits``: :class:`Limits`.
+    """
+
+    def __init__(
+        self,
+        index,
+        *,
+        name: str = "",
+        ann=None,
+        vectors: Callable | None = None,
+        subwords: bool = False,
+        limits: Limits | None = None,
+    ):
+        self.index = index
+        self.name = name or index.name
+        self.ann = ann
+        self.vectors = vectors
+        self.subwords = subwords and vectors is not None
+        self.limits = limits or Limits()
+
+    # -- planning -------------------------------------------------------------------------
+
+    def _items(self, raw, q: Query, oov: list | None) -> list:
+        if raw is None:
+            return []
+        if isinstance(raw, str):
+            raw = [raw]
+        out = []
+        for item in raw:
+            parsed = parse_item(item, dim=self.index.dim)
+            key = parsed[0] if isinstance(parsed, tuple) else parsed
+            if isinstance(key, (str, int)) and key not in self.index:
+                if oov is None or not isinstance(key, str):
+                    raise TokenNotFound(str(key), self.name)
+                oov.append(key)
+            if q.cosmul and isinstance(parsed, (tuple, int)):
+                raise BadQuery("cosmul takes words and vectors only (no positions or weights)")
+            out.append(parsed)
+        return out
+
+    def plan(self, q: Query) -> _Plan:
+        """Check ``q`` against the limits and the snapshot; its items resolved."""
+        if q.topn is not None and q.topn > self.limits.max_topn:
+            raise BadQuery(f"topn={q.topn} is over the limit of {self.limits.max_topn}")
+        oov: list[str] | None = [] if self.subwords else None
+        pos = self._items(q.positive, q, oov)
+        neg = self._items(q.negative, q, oov)
+        if oov:
+            pos, neg = self._subword_items(oov, pos, neg)
+        if len(pos) + len(neg) > self.limits.max_words:
+            raise BadQuery(f"{len(pos) + len(neg)} query items; the limit is "
+                           f"{self.limits.max_words}")  # fmt: skip
+        if not pos and not neg:
+            raise QueryRejected("cannot compute mean with no input: give positive and/or negative")
+        if q.cosmul and not pos:
+            raise QueryRejected("cannot compute similarity with no input: cosmul needs positive")
+        built = list(dict.fromkeys(oov)) if oov is not None else None
+        return _Plan(q, pos, neg, built)
+
+    def _subword_items(self, oov: list[str], pos, neg):
+        """Out-of-vocabulary words replaced by their unit vectors (gensim normalises each
+        word's vector), read from the snapshot's generation."""
+        words = list(dict.fromkeys(oov))
+        info, rows, _, _ = self.vectors(words)
+        if info.generation != self.index.generation:
+            raise GenerationChanged(f"model {self.name!r} changed generation; retry")
+        norms = np.linalg.norm(rows, axis=1)
+        vecs = dict(zip(words, rows / np.where(norms > 0, norms, 1)[:, None], strict=True))
+
+        def swap(item):
+            if isinstance(item, tuple) and isinstance(item[0], str) and item[0] in vecs:
+                return (vecs[item[0]], item[1])
+            return vecs[item] if isinstance(item, str) and item in vecs else item
+
+        return [swap(i) for i in pos], [swap(i) for i in neg]
+
+    def _approximate(self, q: Query):
+        """The approximate index that answers ``q``, or None (answered exactly)."""
+        if q.approx and q.plain and self.ann is not None:
+            return self.ann.approximate(self.index)
+        return None
+
+    def _why_exact(self, q: Query) -> str:
+        if q.plain and self.ann is not None:
+            return self.ann.pending(self.index)
+        return "not applicable"
+
+    # -- answering ------------------------------------------------------------------------
+
+    def answer(self, q: Query) -> Answer:
+        """One query's answer (raises the query's errors before searching)."""
+        plan = self.plan(q)
+        index = self.index
+        ann = self._approximate(q)
+        if ann is not None:
+            result = ann.most_similar(index, plan.positive, plan.negative, q.topn)
+        elif q.cosmul:
+            result = index.most_similar_cosmul(plan.positive, plan.negative, topn=q.topn)
+        else:
+            result = None
+            ready = self.ann.ready_index(index) if q.plain and self.ann is not None else None
+            if ready is not None:
+                result = ready.exact_most_similar(index, plan.positive, plan.negative, q.topn)
+            if result is None:
+                result = index.most_similar(plan.positive, plan.negative, topn=q.topn,
+                                            restrict_vocab=q.restrict_vocab)  # fmt: skip
+        out = Answer(index.generation, approximate=ann is not None, subwords=plan.subwords)
+        if q.approx and ann is None:
+            out.approximate_status = self._why_exact(q)
+        if isinstance(result, np.ndarray):
+            out.similarities = result.astype(np.float64)
+        else:
+            out.results = result
+        return out
+
+    def answer_batch(self, queries: Sequence[Query]) -> list[Answer]:
+        """Many queries: exact ones in one matrix multiply per group, approximate ones in
+        one index call."""
+        if len(queries) > self.limits.max_batch:
+            raise BadQuery(f"{len(queries)} queries in one batch; the limit is "
+                           f"{self.limits.max_batch}")  # fmt: skip
+        plans = [self.plan(q) for q in queries]
+        anns = [self._approximate(q) for q in queries]
+        out = [Answer(self.index.generation, approximate=a is not None) for a in anns]
+        exact = [i for i, a in enumerate(anns) if a is None]
+        approx = [i for i, a in enumerate(anns) if a is not None]
+        if exact:
+            asked = [{"positive": plans[i].positive, "negative": plans[i].negative,
+                      "topn": queries[i].topn, "restrict_vocab": queries[i].restrict_vocab,
+                      "cosmul": queries[i].cosmul} for i in exact]  # fmt: skip
+            for i, r in zip(exact, self.index.most_similar_batch(asked), strict=True):
+                if isinstance(r, np.ndarray):
+                    out[i].similarities = r.astype(np.float64)
+                else:
+                    out[i].results = r
+        if approx:
+            asked = [(plans[i].positive, plans[i].negative, queries[i].topn) for i in approx]
+            got = anns[approx[0]].most_similar_batch(self.index, asked)
+            for i, r in zip(approx, got, strict=True):
+                out[i].results = r
+        return out
