@@ -50,7 +50,7 @@ def main() -> None:
     path = write_bin(out / f"gnews-shaped-{args.vectors}x{args.dim}.bin", args.vectors, args.dim)
     server_dir = Path(tempfile.mkdtemp(prefix="vecserve-bench-server-"))
     server = ValkeyProcess(server_dir, port=free_port()).start()
-    client = redis.Redis.from_url(server.url)
+    client = redis.Redis.from_url(server.url, socket_timeout=600)  # a busy box: no 5 s limit
     env = dict(os.environ, VECSERVE_REDIS_URL=server.url)
     cli = [sys.executable, "-m", "vecserve.cli"]
     rows = []
@@ -63,7 +63,7 @@ def main() -> None:
                  "--no-progress"], env,
             )  # fmt: skip
             used = client.info("memory")["used_memory"] - base
-            store = Store.from_url(server.url)
+            store = Store.from_url(server.url, socket_timeout=600)
             info = store.get_model("BENCH")
             t0 = time.perf_counter()
             check = store.check_rows(info, hashes=True)
@@ -71,7 +71,9 @@ def main() -> None:
             assert check.missing == 0, check
             tokens = store.vocab(info, 0, 10_000)
             store.close()
-            fresh = Store.from_url(server.url)  # a reader's first miss: the hashes, once
+            fresh = Store.from_url(
+                server.url, socket_timeout=600
+            )  # a reader's first miss: the hashes, once
             t0 = time.perf_counter()
             known = fresh.vocab_hashes(info)
             first_miss = (time.perf_counter() - t0, known.nbytes)

@@ -37,14 +37,14 @@ def test_hit_needs_no_server(store):
     kv[["a", "b"]]
     assert len(kv._cache) == 2
     calls = []
-    real = store.client.pipeline
-    store.client.pipeline = lambda *a, **k: calls.append(1) or real(*a, **k)
+    real = store.execute
+    store.execute = lambda rnd: calls.append(rnd) or real(rnd)
     try:
         assert kv["a"].tolist() == [1.0, 0.0]
         assert kv[["b", "a"]].tolist() == [[0.0, 1.0], [1.0, 0.0]]
         assert "b" in kv
     finally:
-        del store.client.pipeline
+        del store.execute
     assert calls == []
     assert not kv["a"].flags.writeable
     kv.close()
@@ -143,36 +143,46 @@ def test_get_many_trusts_no_hit_read_across_an_invalidation(store):
     kv.close()
 
 
-def test_cached_lookup_never_mixes_generations(store):
+def test_reader_never_mixes_generations(store, monkeypatch):
     """Hits of one generation are dropped when the misses come back from another."""
     import dataclasses
 
-    from vecserve.cache import cached_lookup
+    from vecserve.reader import Lookup
 
     info = load_arrays(["a", "b"], np.eye(2), name="M", store=store)
     kv = cached_kv(store)
     kv["a"]  # cached, generation info.generation
+    reader = kv._reader
     newer = dataclasses.replace(info, generation=info.generation + 1)
     asked = []
 
-    def fetch(tokens):  # a re-load committed between the cache read and this MGET
+    def fetch(_, tokens, *, ticket=None):  # a re-load committed before this MGET
         asked.append(list(tokens))
         rows = np.full((len(tokens), 2), 7.0, dtype=np.float32)
-        return newer, rows, np.ones(len(tokens), dtype=bool)
+        return Lookup(newer, rows, np.ones(len(tokens), dtype=bool), [], 0)
+        yield  # steps, like the real one
 
-    got, rows, found, hits = cached_lookup(kv._cache, ["a", "b"], fetch, lambda g: info)
-    assert asked == [["b"], ["a", "b"]] and got is newer and hits == 0
-    assert rows.tolist() == [[7.0, 7.0], [7.0, 7.0]] and found.all()
+    monkeypatch.setattr(reader, "_fetch_steps", fetch)
+    got = store.run(reader.lookup_steps(["a", "b"]))
+    assert asked == [["b"], ["a", "b"]] and got.info is newer and got.hits == 0
+    assert got.rows.tolist() == [[7.0, 7.0], [7.0, 7.0]] and got.found.all()
     assert "b" not in kv._cache.data  # nothing of the other generation was filled
 
     # every word a hit, but the registry has moved on: fetched, not served from the cache
+    def registry(*, fresh=False, known=False):
+        return newer
+        yield
+
     asked.clear()
-    got, rows, _, hits = cached_lookup(kv._cache, ["a"], fetch, lambda g: newer)
-    assert asked == [["a"]] and got is newer and hits == 0
+    with monkeypatch.context() as m:
+        m.setattr(reader, "info_steps", registry)
+        got = store.run(reader.lookup_steps(["a"]))
+    assert asked == [["a"]] and got.info is newer and got.hits == 0
     # every word a hit of the current generation: no fetch at all
     asked.clear()
-    got, rows, _, hits = cached_lookup(kv._cache, ["a", "a"], fetch, lambda g: info)
-    assert asked == [] and hits == 2 and rows.tolist() == [[1.0, 0.0], [1.0, 0.0]]
+    reader.remember(info)
+    got = store.run(reader.lookup_steps(["a", "a"]))
+    assert asked == [] and got.hits == 2 and got.rows.tolist() == [[1.0, 0.0], [1.0, 0.0]]
     kv.close()
 
 

@@ -156,7 +156,7 @@ def test_wheel_from_sdist_installs_and_runs_the_demo_without_a_compiler(images, 
     sdist = next((tmp_path / "dist").glob("*.tar.gz"))
     with tarfile.open(sdist) as tar:
         names = tar.getnames()
-    needed = ["vecserve/train/_kernels.pxd", "vecserve/train/_w2v.c", "vecserve/service/static/"]
+    needed = ["vecserve/train/_kernels.pxd", "vecserve/train/_w2v.h", "vecserve/service/static/"]
     for name in needed:
         assert any(name in n for n in names), f"{name} not in {sdist.name}"
     wheel = next(n for n in dist if n.endswith(".whl"))

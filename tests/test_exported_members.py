@@ -8,9 +8,10 @@ def test_all_is_sorted_and_importable():
 
 
 def test_lazy_export_is_the_real_class():
-    from vecserve.keyedvectors import RedisKeyedVectors
+    from vecserve.keyedvectors import AsyncRedisKeyedVectors, RedisKeyedVectors
 
     assert vecserve.RedisKeyedVectors is RedisKeyedVectors
+    assert vecserve.AsyncRedisKeyedVectors is AsyncRedisKeyedVectors
 
 
 def test_every_exception_lives_in_errors_under_the_root():

@@ -97,6 +97,11 @@ def test_store_read_rows_never_mislabels_on_a_cluster(cluster_store):
     _check(*_race(cluster_store, read))
 
 
+def _lookup_sync(kv):
+    got = kv._run(kv._reader.lookup_steps(WORDS))
+    return got.info.generation, got.rows, got.found
+
+
 @pytest.mark.parametrize("cache", [0, 1000])
 def test_keyedvectors_never_mislabel(store, redis_url, cache):
     from vecserve import RedisKeyedVectors
@@ -104,14 +109,19 @@ def test_keyedvectors_never_mislabel(store, redis_url, cache):
     _load_next(store)
     kv = RedisKeyedVectors("RACE", redis_url=redis_url, cache=cache)
     try:
-
-        def read():
-            info, rows, found = kv._lookup_rows(WORDS)
-            return info.generation, rows, found
-
-        _check(*_race(store, read))
+        _check(*_race(store, lambda: _lookup_sync(kv)))
     finally:
         kv.close()
+
+
+def _service_read(client):
+    r = client.post("/vectors", json={"words": WORDS, "model": "RACE"})
+    if r.status_code == 503:
+        raise GenerationChanged(r.text)
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert body["missing"] == [], f"generation {body['generation']}: words missing"
+    return body["generation"], body["vectors"], True
 
 
 def test_service_never_mislabels(store, redis_url):
@@ -121,14 +131,56 @@ def test_service_never_mislabels(store, redis_url):
     app = create_app(Settings(redis_url=redis_url, model_ttl=5.0, vector_cache=1000))
     _load_next(store)
     with AppClient(app) as client:
+        _check(*_race(store, lambda: _service_read(client)))
 
-        def read():
-            r = client.post("/vectors", json={"words": WORDS, "model": "RACE"})
-            if r.status_code == 503:
-                raise GenerationChanged(r.text)
-            assert r.status_code == 200, r.text
-            body = r.json()
-            assert body["missing"] == [], f"generation {body['generation']}: words missing"
-            return body["generation"], body["vectors"], True
 
-        _check(*_race(store, read))
+@pytest.mark.parametrize("cache", [0, 1000])
+def test_service_and_both_clients_agree(store, redis_url, cache):
+    """The service, RedisKeyedVectors and AsyncRedisKeyedVectors read in turn against
+    the reloads: each answer's rows are its own generation's, and the answers' public
+    forms (the clients' get_vectors, the service's JSON) are the same rows."""
+    import asyncio
+
+    from vecserve import AsyncRedisKeyedVectors, RedisKeyedVectors
+    from vecserve.api import create_app
+    from vecserve.service.settings import Settings
+
+    app = create_app(Settings(redis_url=redis_url, model_ttl=5.0, vector_cache=cache))
+    _load_next(store)
+    kv = RedisKeyedVectors("RACE", redis_url=redis_url, cache=cache)
+    loop = asyncio.new_event_loop()
+    akv = loop.run_until_complete(
+        AsyncRedisKeyedVectors.connect("RACE", redis_url=redis_url, cache=cache)
+    )
+    turn = [0]
+
+    async def async_read():
+        got = await akv._arun(akv._reader.lookup_steps(WORDS))
+        vectors, _ = await akv.get_vectors(WORDS)
+        assert np.all(vectors == vectors[0, 0]), "get_vectors mixed generations"
+        return got.info.generation, got.rows, got.found
+
+    def read():
+        turn[0] += 1
+        which = turn[0] % 3
+        if which == 0:
+            vectors, _ = kv.get_vectors(WORDS)
+            assert np.all(vectors == vectors[0, 0]), "get_vectors mixed generations"
+            return _lookup_sync(kv)
+        if which == 1:
+            return loop.run_until_complete(async_read())
+        return _service_read(client)
+
+    try:
+        with AppClient(app) as client:
+            reads, seen = _race(store, read)
+            _check(reads, seen)
+            # at rest, all three give the same rows of the same generation
+            want = _lookup_sync(kv)
+            for got in (loop.run_until_complete(async_read()), _service_read(client)):
+                assert got[0] == want[0]
+                np.testing.assert_array_equal(np.asarray(got[1]), want[1])
+    finally:
+        kv.close()
+        loop.run_until_complete(akv.aclose())
+        loop.close()

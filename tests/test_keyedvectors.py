@@ -22,6 +22,7 @@ from vecserve.keyedvectors import RedisKeyedVectors
 from vecserve.loader import load_arrays
 
 from .conftest import gensim_data
+from .kv_support import CLIENTS, close_all, make_kv
 from .test_similarity import GENSIM_FILES, load_gensim, queries, same
 
 TOL = {"f16": 2e-3, "i8": 1 / 127}
@@ -67,12 +68,19 @@ def assert_close(name, got, want, tol):
         assert got == want, name
 
 
+@pytest.fixture(params=CLIENTS)
+def client(request) -> str:
+    """Each parity case runs against RedisKeyedVectors and AsyncRedisKeyedVectors."""
+    yield request.param
+    close_all()
+
+
 @pytest.mark.parametrize("codec", ["f32", "f16", "i8"])
 @pytest.mark.parametrize("fname", [f[0] for f in GENSIM_FILES])
-def test_every_call_matches_gensim(store, tmp_path, fname, codec):
+def test_every_call_matches_gensim(store, tmp_path, fname, codec, client):
     kv = load_gensim(fname)
     load_arrays(kv.index_to_key, kv.vectors, name="M", store=store, codec=codec)
-    rkv = RedisKeyedVectors("M", store=store, cache_dir=tmp_path)
+    rkv = make_kv(client, "M", store=store, cache_dir=tmp_path)
     ref = kv if codec == "f32" else decoded_copy(kv, rkv)
     words = kv.index_to_key
     # metadata
@@ -112,12 +120,13 @@ def test_every_call_matches_gensim(store, tmp_path, fname, codec):
     full = rkv.to_keyedvectors()
     np.testing.assert_array_equal(full.vectors, ref.vectors)
     assert full.get_vecattr(last, "count") == kv.get_vecattr(last, "count")
+    rkv.close()
 
 
-def test_missing_words_like_gensim(store, tmp_path):
+def test_missing_words_like_gensim(store, tmp_path, client):
     kv = load_gensim("toy-model.vec")
     load_arrays(kv.index_to_key, kv.vectors, name="M", store=store)
-    rkv = RedisKeyedVectors("M", store=store, cache_dir=tmp_path)
+    rkv = make_kv(client, "M", store=store, cache_dir=tmp_path)
     calls = [
         lambda m: m["nope"],
         lambda m: m[["the", "nope"]],
@@ -147,15 +156,16 @@ def test_missing_words_like_gensim(store, tmp_path):
         with pytest.raises(ValueError):
             call(rkv)
     with pytest.raises(ModelNotFound):
-        RedisKeyedVectors("GONE", store=store)["the"]
+        make_kv(client, "GONE", store=store)["the"]
+    rkv.close()
 
 
-def test_missing_policies(store):
+def test_missing_policies(store, client):
     load_arrays(["a", "b"], np.eye(2, dtype=np.float32), name="M", store=store)
-    zeros = RedisKeyedVectors("M", store=store, missing="zeros")
+    zeros = make_kv(client, "M", store=store, missing="zeros")
     assert zeros["x"].tolist() == [0.0, 0.0]
     assert zeros[["a", "x"]].tolist() == [[1.0, 0.0], [0.0, 0.0]]
-    rkv = RedisKeyedVectors("M", store=store)
+    rkv = make_kv(client, "M", store=store)
     vecs, found = rkv.get_vectors(["x", "b", "y"], missing="skip")
     assert vecs.tolist() == [[0.0, 1.0]] and found.tolist() == [False, True, False]
     vecs, found = rkv.get_vectors(["x", "b"], missing="zeros")
@@ -163,7 +173,7 @@ def test_missing_policies(store):
     with pytest.raises(KeyError):
         rkv.get_vectors(["x"])
     with pytest.raises(ValueError):
-        RedisKeyedVectors("M", store=store, missing="ignore")
+        make_kv(client, "M", store=store, missing="ignore")
 
 
 def test_counts_from_source(store):
@@ -174,9 +184,9 @@ def test_counts_from_source(store):
     rkv.close()
 
 
-def test_reload_is_noticed_without_cache(store):
+def test_reload_is_noticed_without_cache(store, client):
     load_arrays(["a", "b"], np.eye(2), name="M", store=store)
-    rkv = RedisKeyedVectors("M", store=store)
+    rkv = make_kv(client, "M", store=store)
     assert rkv["a"].tolist() == [1.0, 0.0]
     load_arrays(["a", "c"], 2 * np.ones((2, 3)), name="M", store=store, codec="f16")
     assert rkv["a"].tolist() == [2.0, 2.0, 2.0] and rkv.vector_size == 3

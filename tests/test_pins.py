@@ -270,27 +270,32 @@ def test_pins_on_a_cluster(cluster_store):
     assert cluster_store.fetch(first, WORDS) == [None] * 3
 
 
-def test_an_asyncio_task_keeps_a_pin_and_confirm_async_tells_when_it_is_gone(store, redis_url):
+def test_an_asyncio_task_keeps_a_pin_and_its_confirm_tells_when_it_is_gone(store, redis_url):
     import asyncio
 
     import redis.asyncio
 
-    from vecserve.store.pins import confirm_async, keep_alive_async
+    from vecserve.store.pins import keep_alive_async
+    from vecserve.store.wire import arun
 
     load(store, "M", vecs(1))
     pin = Pin.take(store, "M", lease=0.3)
 
     async def main():
         aclient = redis.asyncio.Redis.from_url(redis_url)
-        task = asyncio.create_task(keep_alive_async(pin, aclient.execute_command))
+
+        def run(steps):
+            return arun(steps, aclient, redis_url)
+
+        task = asyncio.create_task(keep_alive_async(pin, run))
         await asyncio.sleep(1.0)  # three leases: renewed all along
         assert pin.holds() and store.client.exists(pin.key)
-        await confirm_async(pin, aclient.execute_command)
+        await run(pin.confirm_steps())
         task.cancel()
         await asyncio.sleep(0.4)
         assert not store.client.exists(pin.key)
         with pytest.raises(PinLost):
-            await confirm_async(pin, aclient.execute_command)
+            await run(pin.confirm_steps())
         await aclient.aclose()
 
     asyncio.run(main())

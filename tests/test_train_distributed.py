@@ -318,57 +318,6 @@ def test_int8_payloads_refuse_too_many_ranks():
         Synchronizer(SimpleNamespace(size=32), [(w, False)], dtype="int8")
 
 
-@pytest.mark.parametrize("workers", [1, 2, 4])
-def test_every_thread_of_a_rank_gets_jobs_in_each_sync_group(tmp_path, workers):
-    """A rank's threads meet at the end of each sync group, so each group holds at least
-    two jobs a thread (sentences allowing), even when a group is no bigger than
-    ``job_words``. The plan of a rank of a two-rank job, made without starting MPI (the
-    mpiexec tests train such ranks)."""
-    from vecserve.train import Word2Vec
-    from vecserve.train.params import SyncParams
-    from vecserve.train.plan import cut_groups, groups_needed
-
-    corpus = write_topic_corpus(tmp_path / "topics.txt", 3000)  # 30,000 words, 10 a line
-    m = Word2Vec(min_count=1, workers=workers, comm=None)
-    m.build_vocab(str(corpus))
-    bounds = m.corpus.bounds
-    n_groups = groups_needed(m.corpus.n_words, 2, SyncParams(sync_words=5000, sync_min_per_epoch=0))
-    groups = cut_groups(bounds, n_groups, workers=workers, job_words=50_000)
-    assert len(groups) == 6  # 30,000 words / 5,000
-    per_group = 2 * workers if workers > 1 else 1
-    assert all(len(g) >= per_group for g in groups[:-1])
-    words = [j.words for g in groups for j in g]
-    assert sum(words) == m.corpus.n_words  # every word once, in order
-    assert [j.start for g in groups for j in g] == list(np.cumsum([0, *words[:-1]]))
-
-
-def test_short_epochs_sync_at_least_sync_min_per_epoch(tmp_path):
-    """A rank's epoch is cut into at least ``sync_min_per_epoch`` sync groups (a short
-    run syncs more often than every ``sync_words``: 2 ranks with hierarchical softmax on
-    20 MB lost 2.6 analogy points at 34 syncs an epoch, 1.3 at 128), never into groups
-    under ``MIN_SYNC_WORDS``; a long epoch keeps ``sync_words``; one process, one group."""
-    from vecserve.train import Word2Vec
-    from vecserve.train.params import SyncParams
-    from vecserve.train.plan import MIN_SYNC_WORDS, cut_groups, groups_needed
-
-    corpus = write_topic_corpus(tmp_path / "topics.txt", 3000)  # 30,000 words
-    m = Word2Vec(min_count=1, workers=1, comm=None)
-    m.build_vocab(str(corpus))
-
-    def groups(size=2, **opts):
-        n_groups = groups_needed(m.corpus.n_words, size, SyncParams(**opts))
-        got = cut_groups(m.corpus.bounds, n_groups, workers=1, job_words=50_000)
-        assert sum(j.words for g in got for j in g) == m.corpus.n_words
-        return len(got)
-
-    assert Word2Vec(comm=None).sync_min_per_epoch == 128
-    assert groups(sync_words=5000, sync_min_per_epoch=0) == 6  # 30,000 / 5,000
-    assert groups(sync_words=5000, sync_min_per_epoch=4) == 6  # long enough already
-    assert groups(sync_words=5000, sync_min_per_epoch=20) == 20
-    assert groups(sync_words=5000) == 30_000 // MIN_SYNC_WORDS  # 128 asked, 30 allowed
-    assert groups(size=1) == 1
-
-
 def test_one_process_group_syncs_nothing():
     w = np.ones((3, 2), np.float32)
     s = Synchronizer(Group(), [(w, False)])

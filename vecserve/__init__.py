@@ -47,14 +47,15 @@ __version__ = "0.1.0"
 
 def __getattr__(name: str):
     # Imported on first use, so `import vecserve` (and the CLI) stay fast.
-    if name == "RedisKeyedVectors":
-        from .keyedvectors import RedisKeyedVectors
+    if name in ("AsyncRedisKeyedVectors", "RedisKeyedVectors"):
+        from . import keyedvectors
 
-        return RedisKeyedVectors
+        return getattr(keyedvectors, name)
     raise AttributeError(f"module 'vecserve' has no attribute {name!r}")
 
 
 __all__ = [
+    "AsyncRedisKeyedVectors",
     "AuthenticationFailed",
     "BadQuery",
     "CodecError",

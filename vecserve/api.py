@@ -269,7 +269,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 settings=settings,
                 stores=StoreHandle(url, timeout=settings.redis_timeout),
                 metrics=metrics,
-                models=ModelCache(ttl=settings.model_ttl, metrics=metrics),
+                models=ModelCache(
+                    ttl=settings.model_ttl, metrics=metrics, vector_cache=settings.vector_cache
+                ),
             )
             ctx.search = SearchState(
                 ctx.stores.get,

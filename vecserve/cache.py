@@ -42,8 +42,9 @@ import redis
 from redis.cluster import RedisCluster
 
 from .store import MODELS, ModelInfo
+from .store.layout import token_of_key
 
-__all__ = ["VectorCache", "cached_lookup", "topology", "tracking_nodes"]
+__all__ = ["VectorCache", "stack_rows", "topology", "tracking_nodes"]
 
 log = logging.getLogger(__name__)
 
@@ -130,6 +131,7 @@ class VectorCache:
         self.seq = 0  # bumped by every invalidation, flush and (re)connect
         self.generation: int | None = None
         self.prefix: bytes | None = None
+        self.buckets = 0  # the tracked generation's hash tags (its key layout)
         self.ready = False
         self.flushes = 0
         self.invalidations = 0
@@ -231,27 +233,25 @@ class VectorCache:
         registry = False
         with self.lock:
             self.seq += 1
-            prefix = self.prefix or b""
-            n = len(prefix)
+            prefix, buckets = self.prefix, self.buckets
             data = self.data
             for k in keys:
                 if k == _REGISTRY_KEY:
                     registry = True
-                elif k.startswith(prefix):
-                    # "P:token", or "P:{b}:token" on a cluster
-                    tok = k[n:]
-                    if tok[:1] == b"{" and b"}:" in tok:
-                        tok = tok[tok.index(b"}:") + 2 :]
-                    data.pop(tok.decode("utf-8", "surrogateescape"), None)
-                    self.invalidations += 1
+                elif prefix is not None:
+                    tok = token_of_key(prefix, k, buckets)
+                    if tok is not None:
+                        data.pop(tok, None)
+                        self.invalidations += 1
         return registry
 
-    def _registry_prefix(self) -> tuple[int | None, bytes | None]:
+    def _registry_prefix(self) -> tuple[int | None, bytes | None, int]:
+        """(generation, key prefix, hash tags) of the model's live generation."""
         raw = self.read_registry()
         if raw is None:
-            return None, None
+            return None, None, 0
         info = ModelInfo.from_json(raw)
-        return info.generation, info.key_prefix
+        return info.generation, info.key_prefix, info.buckets
 
     def _follow_topology(self) -> None:
         """After a listener failed: listen to the primaries there are now (cluster only).
@@ -287,7 +287,7 @@ class VectorCache:
 
     def _update_ready(self) -> None:
         with self.lock:
-            current = (self.generation, self.prefix)
+            current = (self.generation, self.prefix, self.buckets)
             self.ready = self.prefix is not None and all(
                 lst.tracking == current for lst in self._listeners
             )
@@ -335,60 +335,11 @@ _KEEP_KWARGS = {
 }
 
 
-Rows = tuple[ModelInfo, np.ndarray, np.ndarray]  # (entry, float32 rows, found mask)
-
-
-def cached_lookup(
-    cache: VectorCache | None,
-    tokens: Sequence[str],
-    fetch: Callable[[list[str]], Rows],
-    current: Callable[[int], ModelInfo | None],
-) -> tuple[ModelInfo, np.ndarray, np.ndarray, int]:
-    """``(info, rows, found, hits)`` of ``tokens``: hits from ``cache``, the rest fetched.
-
-    Every row comes from ONE generation, the one ``info`` describes. ``fetch(tokens)``
-    reads Redis and returns ``(info, rows, found)`` of a single generation;
-    ``current(generation)`` returns the registry entry of the model's current generation
-    (used when everything was a hit). When the cache's generation and the fetched one
-    differ (a re-load committed in between), the hits are dropped and every token is
-    fetched. Misses that were found are filled into the cache with the lookup's ticket.
-    """
-    ticket, hits = cache.get_many(tokens) if cache is not None else (None, None)
-    if ticket is None or not tokens:
-        info, rows, found = fetch(list(tokens))
-        return info, rows, found, 0
-    todo = [i for i, v in enumerate(hits) if v is None]
-    if todo:
-        want = [tokens[i] for i in todo]
-        info, rows, found = fetch(want)
-        if info.generation != ticket[1]:
-            info, rows, found = fetch(list(tokens))
-            return info, rows, found, 0
-        cache.fill(ticket, info.generation, want, rows, found)  # type: ignore[union-attr]
-        if len(todo) == len(tokens):
-            return info, rows, found, 0
-        zero = None
-        for j, i in enumerate(todo):
-            if found[j]:
-                hits[i] = rows[j]
-            else:
-                zero = np.zeros(info.dim, dtype=np.float32) if zero is None else zero
-                hits[i] = zero
-        found_all = np.ones(len(tokens), dtype=bool)
-        found_all[todo] = found
-        return info, _stack(hits, info.dim), found_all, len(tokens) - len(todo)
-    info = current(ticket[1])
-    if info is None or info.generation != ticket[1]:
-        info, rows, found = fetch(list(tokens))
-        return info, rows, found, 0
-    return info, _stack(hits, info.dim), np.ones(len(tokens), dtype=bool), len(tokens)
-
-
 def _address(kwargs: dict) -> tuple:
     return (kwargs.get("host"), kwargs.get("port"), kwargs.get("path"))
 
 
-def _stack(rows: list[np.ndarray], dim: int) -> np.ndarray:
+def stack_rows(rows: list[np.ndarray], dim: int) -> np.ndarray:
     """``np.stack`` of float32 rows in one copy (7x faster for 100 rows of 300)."""
     return np.frombuffer(bytearray().join(rows), dtype=np.float32).reshape(len(rows), dim)
 
@@ -402,7 +353,7 @@ class _Listener:
         self.kwargs = {k: v for k, v in kwargs.items() if k in _KEEP_KWARGS or k.startswith("ssl")}
         self.kwargs["protocol"] = 2
         self.kwargs["socket_timeout"] = None
-        self.tracking: tuple[int | None, bytes | None] | None = None
+        self.tracking: tuple[int | None, bytes | None, int] | None = None
         self.conn = None
         self.retired = False  # its node is no longer a primary (cluster failover)
         self.thread = threading.Thread(target=self._run, name=f"vecserve-cache-{n}", daemon=True)
@@ -449,17 +400,17 @@ class _Listener:
         if cache._registry_prefix() != want:
             return
         with cache.lock:
-            if (cache.generation, cache.prefix) != want:
+            if (cache.generation, cache.prefix, cache.buckets) != want:
                 cache.seq += 1
                 cache.data = OrderedDict()
                 cache.flushes += 1
-                cache.generation, cache.prefix = want
+                cache.generation, cache.prefix, cache.buckets = want
         self.tracking = want
         cache._update_ready()
         idle_since = time.monotonic()
         pinged = False
         while not cache._closed.is_set():
-            if self.tracking != (cache.generation, cache.prefix):
+            if self.tracking != (cache.generation, cache.prefix, cache.buckets):
                 return  # another node's listener saw a new generation: re-track
             if not conn.can_read(timeout=POLL_SECONDS):
                 if time.monotonic() - idle_since < HEALTH_SECONDS:

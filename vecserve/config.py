@@ -10,6 +10,8 @@ prefix), validated by pydantic; these are the ones the library and the CLI need.
 ``VECSERVE_CACHE_DIR``    similarity snapshots and indexes (platform user cache dir)
 ``VECSERVE_SIMILARITY_URL``  the vecserve HTTP service for whole-matrix calls
 ``VECSERVE_API_KEY``      the key RedisKeyedVectors sends to that service
+``VECSERVE_MODEL_TTL``    seconds a model's registry entry answers metadata calls before
+                          it is read again (default 1.0; every client and the service)
 ``VECSERVE_KEEP_GENERATIONS``  retired generations a load keeps for rollback besides
                           the live one, pinned or not (default 0: only the live one)
 ``VECSERVE_PIN_LEASE``    seconds a pin lives unless renewed (default 30; renewed
@@ -31,12 +33,14 @@ __all__ = [
     "data_dir",
     "env",
     "keep_generations",
+    "model_ttl",
     "pin_lease",
     "redis_url",
     "similarity_url",
 ]
 
 PREFIX = "VECSERVE_"
+DEFAULT_MODEL_TTL = 1.0
 
 
 def env(name: str) -> str | None:
@@ -61,6 +65,28 @@ def similarity_url(explicit: str | None = None) -> str | None:
 def api_key(explicit: str | None = None) -> str | None:
     """``explicit``, else ``$VECSERVE_API_KEY``: the key for the similarity service."""
     return explicit or env("API_KEY")
+
+
+def model_ttl(explicit: float | None = None) -> float:
+    """``explicit``, else ``$VECSERVE_MODEL_TTL``, else 1.0 seconds: how long a model's
+    registry entry answers metadata calls (``len``, ``vector_size``) before it is read
+    again. Reads of rows never wait for it: each carries the entry.
+
+    >>> model_ttl(0.5)
+    0.5
+    """
+    if explicit is not None:
+        return float(explicit)
+    raw = env("MODEL_TTL")
+    if raw is None:
+        return DEFAULT_MODEL_TTL
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ValueError(f"VECSERVE_MODEL_TTL={raw!r} is not a number of seconds") from None
+    if value < 0:
+        raise ValueError(f"VECSERVE_MODEL_TTL={raw!r} is negative")
+    return value
 
 
 def data_dir(explicit: str | os.PathLike | None = None) -> Path:

@@ -36,11 +36,20 @@ Missing words raise ``KeyError`` (:class:`~vecserve.errors.TokenNotFound`, with 
 message) unless ``missing="zeros"`` or ``"skip"`` is chosen for the instance or a call;
 :meth:`RedisKeyedVectors.get_vectors` also returns the mask of found words.
 
-Generations: nothing is pinned. Every fetch carries the registry entry in the same round
-trip; if it changed, the batch is re-read from the new generation (the MGET runs before
-the HGET, so an unchanged entry proves the values came from one live generation). On a
-cluster the entry is re-read at most every ``REGISTRY_TTL`` seconds and after any miss.
-With the cache on, invalidations of the registry key flush it (see :mod:`vecserve.cache`).
+Generations and the read path: every call reads through the model's reader core
+(:mod:`vecserve.reader`), the same one the HTTP service uses. Every fetch carries the
+registry entry in the same round trip; if it changed, the batch is re-read from the new
+generation (the MGET runs before the HGET, so an unchanged entry proves the values came
+from one live generation). Metadata (``len``, ``vector_size``) trusts the entry for
+``model_ttl`` seconds (``$VECSERVE_MODEL_TTL``, default 1.0). With the cache on,
+invalidations of the registry key flush it (see :mod:`vecserve.cache`). ``kv.pin()``
+gives a view that reads the generation live at that moment through reloads, held by a
+lease in Redis (:mod:`vecserve.store.pins`) until the view is closed.
+
+asyncio: :class:`AsyncRedisKeyedVectors` has the same calls, answers, errors and cache,
+with ``await`` on each call that does I/O (``await kv.get_vectors(words)``,
+``await kv["king"]``, ``await kv.most_similar("king")``). Both classes drive the same
+steps (:mod:`vecserve.store.wire`): one over redis-py, the other over ``redis.asyncio``.
 
 Processes and threads: connections, cache and snapshot handles are created lazily in the
 process that uses them; a child forked after construction (Celery prefork) drops the
@@ -54,33 +63,31 @@ thread-safe; cache hits take no lock.
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import logging
 import os
 import threading
-import time
-import warnings
 import weakref
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 
 import numpy as np
 
-from . import config
-from .cache import VectorCache, cached_lookup, topology, tracking_nodes
 from .connect import connect
-from .errors import GenerationChanged, ModelNotFound, TokenNotFound, VecserveError
-from .search.snapshot import IndexManager, SimilarityIndex, mean_vector
-from .store import MODELS, ModelInfo, Pin, Store
+from .errors import GenerationChanged
+from .lookups import Call, Calls
+from .reader import Reader
+from .search.snapshot import IndexManager, SimilarityIndex
+from .store import Pin, Store
+from .store.pins import keep_alive_async
+from .store.wire import AsyncConnections, Steps, arun
 from .wholematrix import WholeMatrixCalls
 
-__all__ = ["RedisKeyedVectors"]
+__all__ = ["AsyncRedisKeyedVectors", "RedisKeyedVectors"]
 
 log = logging.getLogger(__name__)
 
 REAL = np.float32
-_KEY_TYPES = (str, int, np.integer)
-MISSING_POLICIES = ("raise", "zeros", "skip")
-DEFAULT_CACHE_SIZE = 10_000
-REGISTRY_TTL = 0.1  # seconds; cluster fetches and metadata calls
 STREAM_CHUNK = 20_000
 
 _INSTANCES: weakref.WeakSet = weakref.WeakSet()
@@ -95,7 +102,7 @@ def _after_fork_in_child() -> None:
 os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
-class RedisKeyedVectors(WholeMatrixCalls):
+class RedisKeyedVectors(Calls, WholeMatrixCalls):
     """A drop-in for gensim's ``KeyedVectors`` whose vectors live in Redis.
 
     Parameters
@@ -119,6 +126,9 @@ class RedisKeyedVectors(WholeMatrixCalls):
         Key sent to that service as ``Authorization: Bearer``; default ``$VECSERVE_API_KEY``.
     cache_dir : path, optional
         Where local snapshots go (default ``$VECSERVE_CACHE_DIR`` or the user cache dir).
+    model_ttl : float, optional
+        Seconds the registry entry answers metadata calls (default
+        ``$VECSERVE_MODEL_TTL`` or 1.0; reads of rows always check it).
 
     Examples
     --------
@@ -138,24 +148,63 @@ class RedisKeyedVectors(WholeMatrixCalls):
         similarity_url: str | None = None,
         api_key: str | None = None,
         cache_dir: str | os.PathLike | None = None,
+        model_ttl: float | None = None,
     ):
-        if missing not in MISSING_POLICIES:
-            raise ValueError(f"missing must be one of {MISSING_POLICIES}, got {missing!r}")
-        self.name = name
-        self.missing = missing
-        self.similarity_url = config.similarity_url(similarity_url)
-        self._api_key = config.api_key(api_key)  # never shown: not in repr, logs or errors
-        self.cache_dir = cache_dir
-        self.cache_size = (
-            0 if cache is False else DEFAULT_CACHE_SIZE if cache is True else int(cache)
-        )
+        self._init_options(name, cache=cache, missing=missing, similarity_url=similarity_url,
+                           api_key=api_key, cache_dir=cache_dir, model_ttl=model_ttl)  # fmt: skip
         self._redis_url = redis_url
         self._given_store = store
-        self._lock = threading.RLock()
-        self._cache: VectorCache | None = None
+        self._given_reader: Reader | None = None
         self._pin: Pin | None = None  # a pinned view's (see pin())
+        self._lock = threading.RLock()
         self._forget_process_state(first=True)
         _INSTANCES.add(self)
+
+    @classmethod
+    def _wrap(cls, call: Call):
+        fn = call.fn
+
+        def method(self, *args, **kwargs):
+            return self._run(fn(self, *args, **kwargs))
+
+        functools.update_wrapper(method, fn)
+        return property(method, doc=fn.__doc__) if call.prop else method
+
+    @classmethod
+    def _on_reader(cls, reader: Reader, like: Calls) -> RedisKeyedVectors:
+        """A client of ``reader`` (its store, cache and pin), with ``like``'s options."""
+        kv = cls(reader.name, store=reader.store, missing=like.missing,
+                 similarity_url=like.similarity_url, api_key=like._api_key,
+                 cache_dir=like.cache_dir, model_ttl=reader.ttl)  # fmt: skip
+        kv._given_reader = kv._reader_ = reader
+        kv.cache_size = reader.cache_size
+        return kv
+
+    def _view(self, reader: Reader) -> RedisKeyedVectors:
+        """This client's API on another reader of its store (a pinned one: see
+        :mod:`vecserve.reader`)."""
+        return self._on_reader(reader, self)
+
+    def pin(self, *, lease: float | None = None) -> RedisKeyedVectors:
+        """A view of the generation live now that reads it, and only it, until closed.
+
+        The view has this client's API (without its vector cache) while reloads move the
+        client on; use it as a context manager, or call ``close()``. Its pin is a lease in
+        Redis (:class:`vecserve.store.Pin`) that a daemon thread renews every third of
+        ``lease`` seconds (default ``$VECSERVE_PIN_LEASE`` or 30): while it lives no
+        reload deletes the generation; once it ends, or its process dies and the lease
+        runs out, the generation goes at the next load, ``vecserve models history`` or
+        ``cleanup``. A read after the lease was lost raises
+        :class:`~vecserve.errors.PinLost`.
+
+        >>> with kv.pin() as pinned:                      # doctest: +SKIP
+        ...     vectors = pinned[["king", "queen"]]       # one generation throughout
+        """
+        reader = self._reader
+        pin = self._run(Pin.take_steps(reader.store, self.name, lease=lease, info=reader.last_info))
+        view = self._view(reader.pinned(pin.info))
+        view._pin = pin.keep_alive()
+        return view
 
     @classmethod
     def from_url(cls, url: str, name: str, **kwargs) -> RedisKeyedVectors:
@@ -166,7 +215,7 @@ class RedisKeyedVectors(WholeMatrixCalls):
     def connect(cls, name: str, **kwargs) -> RedisKeyedVectors:
         """Like the constructor, but connect now: ModelNotFound/StoreUnavailable raise here."""
         kv = cls(name, **kwargs)
-        kv._refresh_info()
+        kv._run(kv._info_steps(fresh=True))
         if kv.cache_size:
             kv._get_cache().wait_ready(5)
         return kv
@@ -176,15 +225,13 @@ class RedisKeyedVectors(WholeMatrixCalls):
     def _forget_process_state(self, first: bool = False) -> None:
         """Drop every connection-bound object (after fork: without closing its sockets)."""
         if not first:
-            _GRAVEYARD.append((self._store, self._cache, self._embedded, self._indexes))
+            _GRAVEYARD.append((self._store, self._reader_, self._embedded, self._indexes))
             self._lock = threading.RLock()
         self._pid = os.getpid()
         self._store: Store | None = self._given_store
+        self._reader_: Reader | None = self._given_reader if first else None
         self._embedded = None
-        self._cache = None
         self._indexes: IndexManager | None = None
-        self._info: ModelInfo | None = None
-        self._info_time = 0.0
         self._vocab: tuple[int, list[str], dict[str, int]] | None = None
         self._counts: tuple[int, np.ndarray | None] | None = None
 
@@ -198,31 +245,41 @@ class RedisKeyedVectors(WholeMatrixCalls):
                 self._store = Store.from_url(self._embedded.url)
             return self._store
 
-    def _get_cache(self) -> VectorCache | None:
-        if not self.cache_size:
-            return None
-        cache = self._cache
-        if cache is not None:
-            return cache
-        with self._lock:
-            if self._cache is None:
-                store = self._get_store()
-                self._cache = VectorCache(
-                    self.cache_size,
-                    nodes=tracking_nodes(store.client),
-                    topology=topology(store.client),
-                    read_registry=lambda: store.client.hget(MODELS, self.name),
-                )
-            return self._cache
+    @property
+    def _reader(self) -> Reader:
+        reader = self._reader_
+        if reader is None:
+            store = self._get_store()
+            with self._lock:
+                if self._reader_ is None:
+                    self._reader_ = self._new_reader(store)
+                reader = self._reader_
+        return reader
+
+    def _run(self, steps: Steps):
+        pin = self._pin
+        if pin is not None:  # a pinned view: good only if its pin lived through the read
+            steps = pin.confirmed(steps)
+        return self._reader.store.run(steps)
+
+    @property
+    def _cache(self):
+        """The vector cache (None when off or not made yet)."""
+        reader = self._reader_
+        return reader._cache if reader is not None else None
+
+    def _get_cache(self):
+        self._run(self._info_steps())
+        return self._reader.cache()
 
     def close(self) -> None:
-        """Stop the cache listener and close the connections this instance opened (and
-        end a pinned view's pin)."""
+        """Stop the cache listener and close the connections this instance opened (a
+        pinned view: end its pin)."""
         if self._pin is not None:
             self._pin.release()
         with self._lock:
-            if self._cache is not None:
-                self._cache.close()
+            if self._reader_ is not None and self._given_reader is None:
+                self._reader_.close()
             if self._store is not None and self._given_store is None:
                 self._store.close()
             if self._embedded is not None:
@@ -235,483 +292,54 @@ class RedisKeyedVectors(WholeMatrixCalls):
     def __exit__(self, *exc) -> None:
         self.close()
 
-    def __repr__(self) -> str:
-        pin = self._pin
-        pinned = f" pinned to generation {pin.info.generation}" if pin is not None else ""
-        return f"<RedisKeyedVectors {self.name!r}{pinned}>"
-
-    # -- registry ---------------------------------------------------------------------------
-
-    def _refresh_info(self) -> ModelInfo:
-        if self._pin is not None:  # a pinned view never follows the registry
-            self._info = self._pin.info
-            return self._info
-        store = self._get_store()
-        try:
-            self._info = store.model_from_entry(self.name, store.registry_entry(self.name))
-        except ModelNotFound:
-            self._info = None
-            raise
-        self._info_time = time.monotonic()
-        return self._info
-
-    def _current_info(self) -> ModelInfo:
-        """The registry entry, re-read if older than REGISTRY_TTL or the cache saw a change."""
-        info = self._info
-        if self._pin is not None:
-            return self._pin.info
-        if info is None or time.monotonic() - self._info_time > REGISTRY_TTL:
-            return self._refresh_info()
-        cache = self._cache
-        if cache is not None and cache.ready and cache.generation != info.generation:
-            return self._refresh_info()
-        return info
-
-    @property
-    def info(self) -> ModelInfo:
-        """Registry entry of the current generation (:class:`~vecserve.store.ModelInfo`)."""
-        return self._current_info()
-
-    def __len__(self) -> int:
-        return self._current_info().count
-
-    @property
-    def vector_size(self) -> int:
-        return self._current_info().dim
-
-    # -- fetching ---------------------------------------------------------------------------
-
-    def _fetch(self, tokens: list[str]) -> tuple[ModelInfo, np.ndarray, np.ndarray]:
-        """Decoded rows and found-mask of ``tokens``, all from one live generation."""
-        store = self._get_store()
-        info = self._info if self._info is not None else self._refresh_info()
-        if not tokens:
-            info = self._current_info()
-            return info, np.zeros((0, info.dim), dtype=REAL), np.zeros(0, dtype=bool)
-        if self._pin is not None:
-            return self._fetch_pinned(store, tokens)
-        try:
-            if info.subwords:
-                info, mat, found = self._fetch_subwords(store, info, tokens)
-            else:
-                info, mat, found = store.read_rows(info, tokens)
-        except ModelNotFound:
-            self._info = None
-            raise
-        self._info, self._info_time = info, time.monotonic()
-        return info, mat, found
-
-    def _fetch_pinned(self, store: Store, tokens: list[str]):
-        """Rows of the pinned generation: its keys' MGET, no registry entry; good only if
-        the pin lived through it (``Pin.confirm``, else PinLost)."""
-        pin = self._pin
-        assert pin is not None
-        info = pin.info
-        values = store.fetch(info, tokens)
-        mat, found = info.codec_obj.decode_values(values, info.dim, what=tokens)
-        pin.confirm()
-        return info, mat, found
-
-    def pin(self, *, lease: float | None = None) -> RedisKeyedVectors:
-        """A view of the generation live now that reads it, and only it, until closed.
-
-        The view answers like this client (without its vector cache) while reloads move
-        the client on; a context manager, or call ``close()``. Its pin is a lease in
-        Redis renewed by a daemon thread every third of ``lease`` seconds (default
-        ``$VECSERVE_PIN_LEASE`` or 30); while it lives no reload deletes the generation,
-        and once it ends (or its process dies and the lease runs out) the generation goes
-        at the next load, ``vecserve models history`` or ``cleanup``. A read after the
-        lease was lost raises :class:`~vecserve.errors.PinLost`.
-
-        >>> with kv.pin() as pinned:                      # doctest: +SKIP
-        ...     vectors = pinned[["king", "queen"]]       # the same generation throughout
-        """
-        store = self._get_store()
-        pin = Pin.take(store, self.name, lease=lease, info=self._info)
-        if pin.info.subwords:
-            pin.release()
-            raise VecserveError(f"pinned views of fastText models ({self.name!r}) come later")
-        pin.keep_alive()
-        view = RedisKeyedVectors(self.name, store=store, missing=self.missing,
-                                 similarity_url=self.similarity_url, api_key=self._api_key,
-                                 cache_dir=self.cache_dir)  # fmt: skip
-        view._pin = pin
-        return view
-
-    def _fetch_subwords(
-        self, store: Store, info: ModelInfo, tokens: list[str]
-    ) -> tuple[ModelInfo, np.ndarray, np.ndarray]:
-        """Rows of a fastText model: every word has one (`Store.read_rows_subwords`)."""
-        info, mat, _ = store.read_rows_subwords(info, tokens)
-        return info, mat, np.ones(len(tokens), dtype=bool)
-
-    def built_from_subwords(self, keys: Sequence[str]) -> list[bool]:
-        """For each key: True when its vector is built from n-grams (not in the vocabulary).
-
-        Always False for models without subwords (their unknown words have no vector).
-        """
-        info = self._current_info()
-        if not info.subwords:
-            return [False] * len(keys)
-        _, _, in_vocab = self._get_store().read_rows(info, list(keys))
-        return (~in_vocab).tolist()
-
-    def _lookup(self, keys: Sequence) -> tuple[np.ndarray, np.ndarray]:
-        """Rows (zeros where missing) and found-mask of ``keys``; cache-aware."""
-        tokens = [k if isinstance(k, str) else self._token_at(k) for k in keys]
-        valid = [i for i, t in enumerate(tokens) if t is not None]
-        want = tokens if len(valid) == len(tokens) else [tokens[i] for i in valid]
-        info, mat, found = self._lookup_rows(want)
-        if want is tokens:
-            return mat, found
-        out = np.zeros((len(tokens), info.dim), dtype=REAL)
-        out_found = np.zeros(len(tokens), dtype=bool)
-        out[valid], out_found[valid] = mat, found
-        return out, out_found
-
-    def _lookup_rows(self, tokens: list[str]) -> tuple[ModelInfo, np.ndarray, np.ndarray]:
-        """``(info, rows, found)`` of ``tokens``, cache first, all of generation ``info``."""
-        info, mat, found, _ = cached_lookup(
-            self._get_cache(), tokens, self._fetch, self._info_of_generation
-        )
-        return info, mat, found
-
-    def _info_of_generation(self, generation: int) -> ModelInfo:
-        """The registry entry, re-read if it is not of ``generation`` (the cache's)."""
-        info = self._current_info()
-        return info if info.generation == generation else self._refresh_info()
-
-    def _token_at(self, key) -> str | None:
-        """The token at position ``key`` (gensim accepts int keys as positions)."""
-        if isinstance(key, (int, np.integer)):
-            info = self._current_info()
-            if 0 <= key < info.count:
-                if self._vocab is not None and self._vocab[0] == info.generation:
-                    return self._vocab[1][key]
-                got = self._get_store().vocab(info, int(key), int(key) + 1)
-                return got[0] if got else None
-        return None
-
-    def _missing(self, key, policy: str | None):
-        policy = policy or self.missing
-        if policy not in MISSING_POLICIES:
-            raise ValueError(f"missing must be one of {MISSING_POLICIES}, got {policy!r}")
-        if policy == "raise":
-            raise TokenNotFound(key, self.name, lookup=True)
-        return policy
-
-    # -- lookups (gensim API) ---------------------------------------------------------------
+    # -- the calls Python's syntax makes --------------------------------------------------
 
     def __getitem__(self, key_or_keys):
         """``kv["word"]`` (1-D, read-only) or ``kv[["a", "b"]]`` (2-D), like gensim."""
         if type(key_or_keys) is str:
-            cache = self._cache
-            if cache is not None:
-                v = cache.data.get(key_or_keys)
+            reader = self._reader_
+            if reader is not None:
+                v = reader.cached(key_or_keys)
                 if v is not None:
-                    try:  # noqa: SIM105  (faster than contextlib.suppress on the hit path)
-                        cache.data.move_to_end(key_or_keys)
-                    except KeyError:
-                        pass
                     return v
-            return self.get_vector(key_or_keys)
-        if isinstance(key_or_keys, _KEY_TYPES):
-            return self.get_vector(key_or_keys)
-        keys = list(key_or_keys)
-        if not keys:
-            raise ValueError("need at least one array to concatenate")  # as numpy.vstack
-        return self.get_vectors(keys)[0]
+                plain = reader.plain_round([key_or_keys])
+                if plain is not None:  # one hand-written round trip, no steps
+                    got = reader.plain_lookup(
+                        plain[0], [key_or_keys], reader.store.execute(plain[1])
+                    )
+                    if got is not None and got.found[0]:
+                        v = got.rows[0]
+                        v.setflags(write=False)
+                        return v
+        return self._getitem(key_or_keys)
 
-    def get_vector(self, key, norm: bool = False, *, missing: str | None = None) -> np.ndarray:
-        """The vector of ``key`` (unit length with ``norm=True``), read-only, as gensim.
-
-        >>> kv.get_vector("king", norm=True).shape        # doctest: +SKIP
-        (300,)
-        """
-        mat, found = self._lookup([key])
-        if not found[0]:
-            self._missing(key, missing)
-            result = np.zeros(mat.shape[1], dtype=REAL)
-        elif norm:
-            result = mat[0] / np.linalg.norm(mat[:1], axis=1)[0]
-        else:
-            result = mat[0]
-        result.setflags(write=False)
-        return result
-
-    def word_vec(self, *args, **kwargs) -> np.ndarray:
-        """gensim's older name of :meth:`get_vector` (deprecated there too)."""
-        warnings.warn(
-            "Call to deprecated `word_vec` (Use get_vector instead).", DeprecationWarning, 2
-        )
-        return self.get_vector(*args, **kwargs)
-
-    def get_vectors(
-        self, keys: Sequence, *, norm: bool = False, missing: str | None = None
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """Vectors of ``keys`` in one round trip, and the boolean mask of those found.
-
-        ``missing="raise"`` raises KeyError for the first missing key, ``"zeros"`` gives
-        a zero row for it, ``"skip"`` leaves its row out (use the mask to align).
-
-        >>> vectors, found = kv.get_vectors(["king", "qwzx"], missing="skip")  # doctest: +SKIP
-        >>> vectors.shape, found.tolist()                                       # doctest: +SKIP
-        ((1, 300), [True, False])
-        """
-        mat, found = self._lookup(list(keys))
-        if not found.all():
-            policy = missing or self.missing
-            first = next(k for k, ok in zip(keys, found, strict=True) if not ok)
-            if self._missing(first, policy) == "skip":
-                mat = mat[found]
-        if norm:
-            norms = np.linalg.norm(mat, axis=1)
-            mat = mat / np.where(norms > 0, norms, 1)[:, None]
-        return mat, found
-
-    def _vectors_of(self, keys: Iterable, *, norm: bool = False) -> dict:
-        """{key: vector} of the keys found, one round trip; for gensim-style arithmetic."""
-        uniq = list(dict.fromkeys(k for k in keys if isinstance(k, _KEY_TYPES)))
-        if not uniq:
-            return {}
-        mat, found = self._lookup(uniq)
-        out = {}
-        for k, row, ok in zip(uniq, mat, found, strict=True):
-            if ok:
-                out[k] = row / np.linalg.norm(row[None, :], axis=1)[0] if norm else row
-        return out
-
-    def has_index_for(self, key) -> bool:
-        """Whether ``key`` is in the vocabulary (for fastText models too, as gensim)."""
-        if not isinstance(key, _KEY_TYPES):
-            return False
-        info = self._current_info()
-        if info.subwords:  # the cache holds subword-built vectors too: ask Redis
-            token = key if isinstance(key, str) else self._token_at(key)
-            if token is None:
-                return False
-            got, _, found = self._get_store().read_rows(info, [token])
-            self._info = got
-            return bool(found[0])
-        if type(key) is str and self._cache is not None and key in self._cache.data:
-            return True
-        return bool(self._lookup([key])[1][0])
+    def __len__(self) -> int:
+        return self.next_index
 
     def __contains__(self, key) -> bool:
-        """``key in kv``: for a fastText model with n-gram buckets, always True (gensim's
-        ``FastTextKeyedVectors``: every word has a vector); else `has_index_for`."""
-        if self._current_info().subwords:
-            return True
-        return self.has_index_for(key)
-
-    def _subword_terms(self, positive, negative):
-        """``most_similar``'s arguments with out-of-vocabulary words of a fastText model
-        replaced by their unit vectors (gensim normalises each word's vector first)."""
-        if not self._current_info().subwords:
-            return positive, negative
-
-        def listed(terms):
-            if terms is None:
-                return []
-            if isinstance(terms, (str, int, np.integer, np.ndarray)):
-                return [terms]
-            return list(terms)
-
-        positive, negative = listed(positive), listed(negative)
-        words = [t[0] if isinstance(t, tuple) else t for t in positive + negative]
-        words = list(dict.fromkeys(w for w in words if isinstance(w, str)))
-        oov = [w for w in words if not self.has_index_for(w)]
-        if not oov:
-            return positive, negative
-        vecs = dict(zip(oov, self.get_vectors(oov, norm=True)[0], strict=True))
-
-        def swap(t):
-            if isinstance(t, tuple) and isinstance(t[0], str) and t[0] in vecs:
-                return (vecs[t[0]], *t[1:])
-            return vecs[t] if isinstance(t, str) and t in vecs else t
-
-        return [swap(t) for t in positive], [swap(t) for t in negative]
-
-    def get_mean_vector(
-        self, keys, weights=None, pre_normalize=True, post_normalize=False, ignore_missing=True
-    ) -> np.ndarray:
-        """gensim's ``get_mean_vector``, with every word fetched in one round trip."""
-        if len(keys) == 0:
-            raise ValueError("cannot compute mean with no input")
-        if isinstance(weights, list):
-            weights = np.array(weights, dtype=REAL)
-        if weights is None:
-            weights = np.ones(len(keys), dtype=REAL)
-        if len(keys) != weights.shape[0]:
-            raise ValueError("keys and weights array must have same number of elements")
-        vecs = self._vectors_of(
-            (k for k in keys if not isinstance(k, np.ndarray)), norm=pre_normalize
-        )
-        return mean_vector(
-            keys,
-            weights,
-            vecs,
-            self.vector_size,
-            post_normalize=post_normalize,
-            ignore_missing=ignore_missing,
-        )
-
-    def similarity(self, w1, w2) -> float:
-        from gensim import matutils
-
-        v = self._pair(w1, w2)
-        return np.dot(matutils.unitvec(v[w1]), matutils.unitvec(v[w2]))
-
-    def _pair(self, *words) -> dict:
-        vecs = self._vectors_of(words)
-        for w in words:
-            if w not in vecs:
-                self._missing(w, "raise")
-        return vecs
-
-    def distance(self, w1, w2) -> float:
-        return 1 - self.similarity(w1, w2)
-
-    def n_similarity(self, ws1, ws2) -> float:
-        from gensim import matutils
-
-        if not (len(ws1) and len(ws2)):
-            raise ZeroDivisionError("At least one of the passed list is empty.")
-        mean1 = self.get_mean_vector(ws1, pre_normalize=False)
-        mean2 = self.get_mean_vector(ws2, pre_normalize=False)
-        return np.dot(matutils.unitvec(mean1), matutils.unitvec(mean2))
-
-    @staticmethod
-    def cosine_similarities(vector_1, vectors_all):
-        norm = np.linalg.norm(vector_1)
-        all_norms = np.linalg.norm(vectors_all, axis=1)
-        return np.dot(vectors_all, vector_1) / (norm * all_norms)
+        return self.contains(key)
 
     def distances(self, word_or_vector, other_words=()) -> np.ndarray:
         """Cosine distances to ``other_words`` (one round trip), or to every key (snapshot)."""
         if not other_words:
             return self._index().distances(word_or_vector)
-        words = list(other_words)
-        first = [word_or_vector] if isinstance(word_or_vector, _KEY_TYPES) else []
-        vecs = self._pair(*first, *words)
-        vec = vecs[word_or_vector] if first else word_or_vector
-        return 1 - self.cosine_similarities(vec, np.stack([vecs[w] for w in words]))
+        return self._distances_to(word_or_vector, other_words)
 
-    def most_similar_to_given(self, key1, keys_list):
-        from gensim import matutils
+    # -- what the whole-matrix calls (wholematrix.py) need ----------------------------------
 
-        vecs = self._pair(key1, *keys_list)
-        v1 = matutils.unitvec(vecs[key1])
-        sims = [np.dot(v1, matutils.unitvec(vecs[k])) for k in keys_list]
-        return keys_list[np.argmax(sims)]
+    def _vectors_of(self, keys: Iterable, *, norm: bool = False) -> dict:
+        return self._run(self._vectors_of_steps(keys, norm=norm))
 
-    def rank_by_centrality(self, words, use_norm=True):
-        vecs = self._vectors_of(words, norm=use_norm)
-        used_words = [w for w in words if w in vecs]
-        if len(used_words) != len(words):
-            ignored = set(words) - set(used_words)
-            log.warning("vectors for words %s are not present in the model, ignoring these words",
-                        ignored)  # fmt: skip
-        if not used_words:
-            raise ValueError("cannot select a word from an empty list")
-        vectors = np.vstack([vecs[w] for w in used_words]).astype(REAL)
-        mean = self.get_mean_vector(vectors, post_normalize=True)
-        dists = np.dot(vectors, mean)
-        return sorted(zip(dists, used_words, strict=True), reverse=True)
-
-    def doesnt_match(self, words):
-        return self.rank_by_centrality(words)[-1][1]
-
-    def vectors_for_all(self, keys: Iterable, allow_inference: bool = True,
-                        copy_vecattrs: bool = False):  # fmt: skip
-        """A gensim ``KeyedVectors`` of the given keys that exist (deduplicated, in order)."""
-        from gensim.models import KeyedVectors
-
-        uniq = list(dict.fromkeys(keys))
-        vecs = self._vectors_of(uniq)
-        vocab = [k for k in uniq if k in vecs]
-        kv = KeyedVectors(self.vector_size, len(vocab), dtype=REAL)
-        for i, key in enumerate(vocab):
-            kv.add_vector(key, vecs[key])
-            kv.set_vecattr(key, "count", len(vocab) - i)
-            if copy_vecattrs:
-                kv.set_vecattr(key, "count", self.get_vecattr(key, "count"))
-        return kv
-
-    def wmdistance(self, document1, document2, norm=True) -> float:
-        """gensim's Word Mover's Distance (needs POT), on the documents' vectors only."""
-        from ot import emd2  # noqa: F401  (ImportError like gensim when POT is missing)
-
-        subset = self.vectors_for_all(list(document1) + list(document2))
-        return subset.wmdistance(document1, document2, norm=norm)
-
-    # -- vocabulary and counts --------------------------------------------------------------
-
-    def _load_vocab(self) -> tuple[list[str], dict[str, int]]:
-        info = self._current_info()
-        v = self._vocab
-        if v is None or v[0] != info.generation:
-            with self._lock:
-                v = self._vocab
-                if v is None or v[0] != info.generation:
-                    tokens = self._get_store().vocab(info)
-                    v = (info.generation, tokens, {t: i for i, t in enumerate(tokens)})
-                    self._vocab = v
-        return v[1], v[2]
-
-    @property
-    def index_to_key(self) -> list[str]:
-        """All tokens in model order (fetched once per generation)."""
-        return self._load_vocab()[0]
-
-    @property
-    def key_to_index(self) -> dict[str, int]:
-        return self._load_vocab()[1]
-
-    def get_index(self, key, default=None) -> int:
-        val = self.key_to_index.get(key, -1)
-        if val >= 0:
-            return val
-        if isinstance(key, (int, np.integer)) and 0 <= key < len(self):
-            return int(key)
-        if default is not None:
-            return default
-        raise TokenNotFound(key, self.name, lookup=True)
-
-    def get_vecattr(self, key, attr):
-        """``"count"``: the source's count, or gensim's made-up ``count - index``."""
-        index = self.get_index(key)
-        if attr != "count":
-            raise KeyError(attr)
-        info = self._current_info()
-        c = self._counts
-        if c is None or c[0] != info.generation:
-            c = self._counts = (info.generation, self._get_store().counts(info))
-        if c[1] is None:
-            return info.count - index
-        return c[1][index]
-
-    @property
-    def expandos(self) -> dict[str, np.ndarray]:
-        """gensim's per-key attributes: ``{"count": counts}`` in model order."""
-        info = self._current_info()
-        counts = self._get_store().counts(info)
-        if counts is None:  # gensim's made-up counts of a file without them
-            counts = np.arange(info.count, 0, -1, dtype=np.int64)
-        return {"count": counts}
-
-    @property
-    def next_index(self) -> int:
-        return len(self)
-
-    mapfile_path = None  # gensim's: the file a memory-mapped load came from
-    lifecycle_events: tuple = ()  # gensim's log of what made the model; none here
+    def _subword_terms(self, positive, negative):
+        return self._run(self._subword_terms_steps(positive, negative))
 
     def _index(self) -> SimilarityIndex:
+        reader = self._reader
         with self._lock:
             if self._indexes is None:
-                self._indexes = IndexManager(self._get_store(), cache_dir=self.cache_dir)
-        return self._indexes.get(self.name, info=self._refresh_info())
+                self._indexes = IndexManager(reader.store, cache_dir=self.cache_dir)
+        fresh = reader.pin is None
+        return self._indexes.get(self.name, info=self._run(reader.info_steps(fresh=fresh)))
 
     # -- materialising ----------------------------------------------------------------------
 
@@ -725,13 +353,15 @@ class RedisKeyedVectors(WholeMatrixCalls):
 
         if keys is not None:
             return self.vectors_for_all(keys, copy_vecattrs=True)
-        info = self._refresh_info()
-        store = self._get_store()
+        reader = self._reader
+        info = self._run(reader.info_steps(fresh=reader.pin is None))
+        store = reader.store
         kv = KeyedVectors(info.dim, info.count, dtype=REAL)
-        counts = store.counts(info)
+        counts = store.run(store.counts_steps(info))
         vocab: list[str] = []
+        pinned = reader.pin is not None
         for tokens in store.iter_vocab(info, chunk=chunk):
-            got, mat, found = self._fetch(tokens)
+            got, mat, found = self._run(store.read_rows_steps(info, tokens, pinned=pinned))
             if not found.all() or got.generation != info.generation:
                 raise GenerationChanged(f"model {self.name!r} changed while being copied")
             kv.vectors[len(vocab) : len(vocab) + len(tokens)] = mat
@@ -743,3 +373,299 @@ class RedisKeyedVectors(WholeMatrixCalls):
         fake = info.count - np.arange(info.count, dtype=np.int64)
         kv.expandos["count"][:] = counts if counts is not None else fake
         return kv
+
+
+# The calls AsyncRedisKeyedVectors answers in a worker thread, on its sync twin: those
+# of the whole matrix (a local memory-mapped snapshot, or the HTTP service) and the
+# whole-model copy.
+_THREADED = sorted(
+    {n for n in vars(WholeMatrixCalls) if not n.startswith("_")}
+    - {n for n, v in vars(WholeMatrixCalls).items() if isinstance(v, (staticmethod, property))}
+    | {"to_keyedvectors"}
+)
+_THREADED_PROPERTIES = sorted(
+    n for n, v in vars(WholeMatrixCalls).items() if isinstance(v, property)
+)
+
+
+class AsyncRedisKeyedVectors(Calls):
+    """:class:`RedisKeyedVectors` for asyncio: the same calls, answers, errors and cache,
+    with ``await`` on every call that does I/O, over ``redis.asyncio``.
+
+    ``await kv.get_vector("king")``, ``await kv["king"]``, ``await kv.index_to_key``,
+    ``await kv.most_similar("king")``. Lookups are driven on the event loop (a batch of
+    many words is decoded in a thread); whole-matrix calls (``most_similar``,
+    ``closer_than``, the evaluations, ...) run the sync snapshot code in a worker thread.
+    ``len(kv)`` and ``kv.vector_size`` answer from the registry entry last read (after
+    :meth:`connect` or any call); ``key in kv`` cannot await: use
+    ``await kv.contains(key)``. A cancelled call leaves the connections usable.
+
+    Takes the same arguments as :class:`RedisKeyedVectors`.
+
+    >>> kv = await AsyncRedisKeyedVectors.connect("GOOGLE_W2V", cache=True)  # doctest: +SKIP
+    >>> (await kv.get_vectors(["king", "queen"]))[0].shape                   # doctest: +SKIP
+    (2, 300)
+    """
+
+    def __init__(self, name: str, *, redis_url: str | None = None, store: Store | None = None,
+                 cache: bool | int = False, missing: str = "raise",
+                 similarity_url: str | None = None, api_key: str | None = None,
+                 cache_dir: str | os.PathLike | None = None,
+                 model_ttl: float | None = None):  # fmt: skip
+        self._init_options(name, cache=cache, missing=missing, similarity_url=similarity_url,
+                           api_key=api_key, cache_dir=cache_dir, model_ttl=model_ttl)  # fmt: skip
+        self._redis_url = redis_url
+        self._given_store = store
+        self._reader_: Reader | None = None
+        self._twin_: RedisKeyedVectors | None = None
+        self._embedded = None
+        self._aclient = None
+        self._connections: AsyncConnections | None = None
+        self._connecting: asyncio.Lock | None = None
+        self._vocab: tuple[int, list[str], dict[str, int]] | None = None
+        self._counts: tuple[int, np.ndarray | None] | None = None
+        # a pinned view's: its pin, the task renewing it, the client whose connections it uses
+        self._pin: Pin | None = None
+        self._pin_task: asyncio.Task | None = None
+        self._parent: AsyncRedisKeyedVectors | None = None
+
+    @classmethod
+    def _wrap(cls, call: Call):
+        fn = call.fn
+        if call.prop:
+            return property(lambda self: self._arun(fn(self)), doc=fn.__doc__)
+
+        async def method(self, *args, **kwargs):
+            return await self._arun(fn(self, *args, **kwargs))
+
+        functools.update_wrapper(method, fn)
+        return method
+
+    @classmethod
+    async def connect(cls, name: str, **kwargs) -> AsyncRedisKeyedVectors:
+        """Construct and connect now: ModelNotFound/StoreUnavailable raise here."""
+        kv = cls(name, **kwargs)
+        await kv._arun(kv._info_steps(fresh=True))
+        if kv.cache_size:
+            cache = kv._reader.cache()
+            await asyncio.to_thread(cache.wait_ready, 5)
+        return kv
+
+    def _view(self, reader: Reader) -> AsyncRedisKeyedVectors:
+        """This client's API on another reader of its connections (a pinned one)."""
+        kv = AsyncRedisKeyedVectors(self.name, missing=self.missing,
+                                    similarity_url=self.similarity_url, api_key=self._api_key,
+                                    cache_dir=self.cache_dir, model_ttl=reader.ttl)  # fmt: skip
+        kv._reader_, kv._aclient, kv._connections = reader, self._aclient, self._connections
+        kv._given_store = reader.store
+        kv._embedded = None
+        kv._parent = self
+        return kv
+
+    def pin(self, *, lease: float | None = None) -> _Pinning:
+        """A view of the generation live now, as :meth:`RedisKeyedVectors.pin`: ``async
+        with kv.pin() as pinned:`` (closed at the block's end) or ``pinned = await
+        kv.pin()`` (then ``await pinned.aclose()``). An asyncio task renews its lease;
+        it uses this client's connections.
+
+        >>> async with kv.pin() as pinned:                # doctest: +SKIP
+        ...     vectors, found = await pinned.get_vectors(["king", "queen"])
+        """
+        return _Pinning(self, lease)
+
+    async def _pin_view(self, lease: float | None) -> AsyncRedisKeyedVectors:
+        reader = await self._ensure()
+        pin = await self._arun(
+            Pin.take_steps(reader.store, self.name, lease=lease, info=reader.last_info)
+        )
+        view = self._view(reader.pinned(pin.info))
+        view._pin = pin
+        run = functools.partial(view._arun, confirm=False)
+        view._pin_task = asyncio.create_task(keep_alive_async(pin, run))
+        return view
+
+    # -- connections --------------------------------------------------------------------
+
+    def _connect_sync(self) -> None:
+        """Connect the sync store (and the embedded server): run in a thread."""
+        if self._given_store is not None:
+            store = self._given_store
+        else:
+            self._embedded = connect(self._redis_url)
+            store = Store.from_url(self._embedded.url)
+        self._reader_ = self._new_reader(store)
+
+    async def _ensure(self) -> Reader:
+        if self._aclient is not None and self._reader_ is not None:
+            return self._reader_
+        if self._connecting is None:
+            self._connecting = asyncio.Lock()
+        async with self._connecting:
+            if self._reader_ is None:
+                await asyncio.to_thread(self._connect_sync)
+            if self._aclient is None:
+                self._aclient, self._connections = _async_client(self._reader_.store)
+        return self._reader_
+
+    @property
+    def _reader(self) -> Reader:
+        if self._reader_ is None:
+            raise RuntimeError("not connected: call through an await first")
+        return self._reader_
+
+    async def _arun(self, steps: Steps, *, confirm: bool = True):
+        reader = await self._ensure()
+        if self._pin is not None and confirm:  # a pinned view: its pin lived through it
+            steps = self._pin.confirmed(steps)
+        return await arun(steps, self._aclient, reader.store.url, self._connections)
+
+    @property
+    def _twin(self) -> RedisKeyedVectors:
+        """A sync client of the same reader, for the calls run in a worker thread."""
+        if self._twin_ is None:
+            self._twin_ = RedisKeyedVectors._on_reader(self._reader, self)
+            self._twin_._pin = self._pin  # its reads are confirmed too; closed by us
+        return self._twin_
+
+    async def _threaded(self, name: str, *args, **kwargs):
+        await self._ensure()
+        return await asyncio.to_thread(getattr(self._twin, name), *args, **kwargs)
+
+    async def aclose(self) -> None:
+        """Stop the cache listener and close the connections this instance opened (a
+        pinned view: end its pin; its client's connections stay open)."""
+        if self._pin is not None:
+            if self._pin_task is not None:
+                self._pin_task.cancel()
+            await self._arun(self._pin.release_steps(), confirm=False)
+        if self._parent is not None:
+            self._reader_ = self._twin_ = self._aclient = self._connections = None
+            return
+        if self._connections is not None:
+            await self._connections.close()
+        if self._aclient is not None:
+            await self._aclient.aclose()
+        reader = self._reader_
+        if reader is not None:
+            await asyncio.to_thread(reader.close)
+            if self._given_store is None:
+                await asyncio.to_thread(reader.store.close)
+        if self._embedded is not None:
+            self._embedded.release()
+        self._reader_ = self._twin_ = self._aclient = self._connections = None
+
+    async def __aenter__(self) -> AsyncRedisKeyedVectors:
+        await self._arun(self._info_steps())  # connected, the entry read: len() answers
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        await self.aclose()
+
+    # -- the calls Python's syntax makes --------------------------------------------------
+
+    def __getitem__(self, key_or_keys):
+        """``await kv["word"]`` or ``await kv[["a", "b"]]``."""
+        return self._getitem(key_or_keys)
+
+    def __len__(self) -> int:
+        info = self._reader_.last_info if self._reader_ is not None else None
+        if info is None:
+            raise TypeError("len() of an AsyncRedisKeyedVectors before its first call: "
+                            "await kv.connect(...) or any call first")  # fmt: skip
+        return info.count
+
+    def __contains__(self, key) -> bool:
+        raise TypeError("`in` cannot await: use `await kv.contains(key)`")
+
+    @property
+    def vector_size(self) -> int:
+        """The dimension, from the registry entry last read (no I/O)."""
+        len(self)  # TypeError before the first call
+        return self._reader.last_info.dim
+
+    async def distances(self, word_or_vector, other_words=()) -> np.ndarray:
+        """Cosine distances to ``other_words`` (one round trip), or to every key (snapshot,
+        in a thread)."""
+        if not other_words:
+            return await self._threaded("distances", word_or_vector)
+        return await self._arun(self._distances_to_steps(word_or_vector, other_words))
+
+    def _distances_to_steps(self, word_or_vector, other_words):
+        return Calls._distances_to(self, word_or_vector, other_words)
+
+    cosine_similarities = staticmethod(Calls.cosine_similarities)
+
+
+def _threaded_method(name: str):
+    async def method(self, *args, **kwargs):
+        return await self._threaded(name, *args, **kwargs)
+
+    method.__name__ = method.__qualname__ = name
+    method.__doc__ = getattr(WholeMatrixCalls, name, getattr(RedisKeyedVectors, name)).__doc__
+    return method
+
+
+def _threaded_property(name: str):
+    async def get(self):
+        await self._ensure()
+        return await asyncio.to_thread(getattr, self._twin, name)
+
+    return property(lambda self: get(self), doc=getattr(WholeMatrixCalls, name).__doc__)
+
+
+for _name in _THREADED:
+    setattr(AsyncRedisKeyedVectors, _name, _threaded_method(_name))
+for _name in _THREADED_PROPERTIES:
+    setattr(AsyncRedisKeyedVectors, _name, _threaded_property(_name))
+for _name in ("log_accuracy", "log_evaluate_word_pairs"):
+    setattr(AsyncRedisKeyedVectors, _name, staticmethod(getattr(WholeMatrixCalls, _name)))
+
+
+def _async_client(store: Store):
+    """A ``redis.asyncio`` client to the server ``store`` speaks to, and (single server)
+    its raw connections."""
+    import redis.asyncio
+    from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
+
+    if store.is_cluster:
+        node = store.client.get_random_node()
+        kw = dict(node.redis_connection.connection_pool.connection_kwargs)
+        keep = {k: kw[k] for k in ("username", "password", "socket_timeout",
+                                   "socket_connect_timeout") if kw.get(k) is not None}  # fmt: skip
+        return AsyncRedisCluster(host=node.host, port=node.port, **keep), None
+    pool = store.client.connection_pool
+    kw = {
+        k: v for k, v in pool.connection_kwargs.items() if k in _ASYNC_KWARGS or k.startswith("ssl")
+    }
+    name = pool.connection_class.__name__
+    cls = getattr(redis.asyncio.connection, name, None) or redis.asyncio.Connection
+    client = redis.asyncio.Redis(connection_pool=redis.asyncio.ConnectionPool(
+        connection_class=cls, **kw))  # fmt: skip
+    return client, AsyncConnections(client)
+
+
+_ASYNC_KWARGS = {
+    "host", "port", "path", "db", "username", "password", "socket_timeout",
+    "socket_connect_timeout", "socket_keepalive", "socket_keepalive_options",
+    "health_check_interval", "client_name", "protocol",
+}  # fmt: skip
+
+
+class _Pinning:
+    """What :meth:`AsyncRedisKeyedVectors.pin` returns: awaited, the pinned view; used
+    with ``async with``, the view, closed (its pin ended) at the block's end."""
+
+    def __init__(self, kv: AsyncRedisKeyedVectors, lease: float | None):
+        self._kv, self._lease = kv, lease
+        self._view: AsyncRedisKeyedVectors | None = None
+
+    def __await__(self):
+        return self._kv._pin_view(self._lease).__await__()
+
+    async def __aenter__(self) -> AsyncRedisKeyedVectors:
+        self._view = await self._kv._pin_view(self._lease)
+        return self._view
+
+    async def __aexit__(self, *exc) -> None:
+        assert self._view is not None
+        await self._view.aclose()

@@ -26,6 +26,8 @@ __all__ = [
     "ngram_buckets",
     "ngram_buckets_flat",
     "ngrams",
+    "swap_oov",
+    "unit_rows",
     "word_hashes",
 ]
 
@@ -198,3 +200,26 @@ def in_vocabulary(known: np.ndarray, words: Sequence[bytes]) -> np.ndarray:
         return np.zeros(len(h), dtype=bool)
     at = np.minimum(np.searchsorted(known, h), len(known) - 1)
     return known[at] == h
+
+
+def unit_rows(rows: np.ndarray) -> np.ndarray:
+    """Rows at unit length (zero rows stay zero), gensim's per-word normalisation."""
+    norms = np.linalg.norm(rows, axis=1)
+    return rows / np.where(norms > 0, norms, 1)[:, None]
+
+
+def swap_oov(items: Sequence, vectors: dict) -> list:
+    """``most_similar`` terms with the words in ``vectors`` (a fastText model's
+    out-of-vocabulary words -> their unit vectors) replaced by their vectors; a
+    ``(word, weight)`` pair keeps its weight.
+
+    >>> swap_oov(["a", ("b", 2.0), "c"], {"b": "B", "c": "C"})
+    ['a', ('B', 2.0), 'C']
+    """
+
+    def swap(item):
+        if isinstance(item, tuple) and isinstance(item[0], str) and item[0] in vectors:
+            return (vectors[item[0]], *item[1:])
+        return vectors[item] if isinstance(item, str) and item in vectors else item
+
+    return [swap(i) for i in items]

@@ -37,6 +37,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import BadQuery, GenerationChanged, QueryRejected, TokenNotFound
+from ..subwords import swap_oov, unit_rows
 from .wire import parse_item
 
 __all__ = ["Answer", "Limits", "Planner", "Query"]
@@ -159,15 +160,8 @@ class Planner:
         info, rows, _, _ = self.vectors(words)
         if info.generation != self.index.generation:
             raise GenerationChanged(f"model {self.name!r} changed generation; retry")
-        norms = np.linalg.norm(rows, axis=1)
-        vecs = dict(zip(words, rows / np.where(norms > 0, norms, 1)[:, None], strict=True))
-
-        def swap(item):
-            if isinstance(item, tuple) and isinstance(item[0], str) and item[0] in vecs:
-                return (vecs[item[0]], item[1])
-            return vecs[item] if isinstance(item, str) and item in vecs else item
-
-        return [swap(i) for i in pos], [swap(i) for i in neg]
+        vecs = dict(zip(words, unit_rows(rows), strict=True))
+        return swap_oov(pos, vecs), swap_oov(neg, vecs)
 
     def _approximate(self, q: Query):
         """The approximate index that answers ``q``, or None (answered exactly)."""

@@ -5,9 +5,11 @@ and yields it as lifespan state; handlers receive its parts through the aliases 
 (``SettingsDep``, ``ContextDep``, ``ModelName``), so a test can override any
 of them with ``app.dependency_overrides``.
 
-Model metadata is cached for ``settings.model_ttl`` seconds (:class:`ModelCache`); a
-reader that finds words missing re-checks the registry before believing it, so a model
-reloaded under a new generation is picked up at once, never mixed with the old one.
+Every read goes through one :class:`vecserve.reader.Reader` per model (the same core
+RedisKeyedVectors uses; :class:`ModelCache` holds them): the registry entry serves
+metadata for ``settings.model_ttl`` seconds, while every read of rows carries the entry,
+so a model reloaded under a new generation is picked up at once, never mixed with the
+old one. :func:`fetch_vectors` is the service's one call for rows.
 
 >>> from typing import get_args
 >>> get_args(SettingsDep)[0].__name__
@@ -18,7 +20,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Annotated, Any, TypeVar
@@ -27,11 +28,10 @@ import numpy as np
 from fastapi import Depends, HTTPException, Query, Request
 from starlette.concurrency import run_in_threadpool
 
-from ..cache import Rows, VectorCache, cached_lookup, topology, tracking_nodes
-from ..errors import StoreUnavailable
+from ..cache import VectorCache
+from ..errors import ModelNotFound, StoreUnavailable
+from ..reader import Lookup, Reader
 from ..store import ModelInfo, Store, validate_model_name
-from ..store.layout import encode_tokens
-from ..subwords import in_vocabulary
 from .metrics import Metrics
 from .settings import Settings
 
@@ -45,6 +45,8 @@ __all__ = [
     "fetch_rows",
     "fetch_vectors",
 ]
+
+Rows = tuple[ModelInfo, np.ndarray, np.ndarray]  # (entry, float32 rows, found mask)
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -79,38 +81,57 @@ class StoreHandle:
 
 
 class ModelCache:
-    """Registry entries (:class:`ModelInfo`) cached for ``ttl`` seconds per model name."""
+    """This process's :class:`~vecserve.reader.Reader` of each model: its registry entry
+    (``ttl`` seconds for metadata) and vector cache (``vector_cache`` entries, admitted
+    on a word's second miss). Readers exist only for models that exist."""
 
-    def __init__(self, *, ttl: float, metrics: Metrics):
+    def __init__(self, *, ttl: float, metrics: Metrics, vector_cache: int = 0):
         self.ttl = ttl
         self.metrics = metrics
-        self._entries: dict[str, tuple[float, ModelInfo]] = {}
+        self.vector_cache = vector_cache
+        self._readers: dict[str, Reader] = {}
+        self._lock = threading.Lock()
 
-    def get(self, store: Store, name: str, *, fresh: bool = False) -> tuple[ModelInfo, bool]:
-        """``(info, from_cache)``; raises ModelNotFound (-> 404) when there is no such model."""
-        now = time.monotonic()
-        hit = None if fresh else self._entries.get(name)
-        if hit is not None and now - hit[0] < self.ttl:
-            self.metrics.inc("vecserve_cache_hits_total", cache="model")
-            return hit[1], True
-        self.metrics.inc("vecserve_cache_misses_total", cache="model")
+    def _on_registry(self, hit: bool) -> None:
+        kind = "vecserve_cache_hits_total" if hit else "vecserve_cache_misses_total"
+        self.metrics.inc(kind, cache="model")
+
+    def reader(self, store: Store, name: str) -> Reader:
+        reader = self._readers.get(name)
+        if reader is None or reader.store is not store:
+            with self._lock:
+                reader = self._readers.get(name)
+                if reader is None or reader.store is not store:
+                    reader = self._readers[name] = Reader(
+                        store, name, ttl=self.ttl, cache_size=self.vector_cache,
+                        admit_on_repeat=True, on_registry=self._on_registry,
+                    )  # fmt: skip
+        return reader
+
+    def run(self, store: Store, name: str, steps_of: Callable[[Reader], Any]):
+        """Drive ``steps_of(reader)`` on ``store``; an unknown model leaves no reader."""
+        reader = self.reader(store, name)
         try:
-            info = store.get_model(name)
-        except KeyError:
-            self._entries.pop(name, None)
+            return store.run(steps_of(reader))
+        except ModelNotFound:
+            with self._lock:
+                if self._readers.get(name) is reader and reader.last_info is None:
+                    del self._readers[name]
+                    reader.close()
             raise
-        self._entries[name] = (now, info)
-        return info, False
 
-    def remember(self, info: ModelInfo) -> None:
-        """Cache ``info`` (a newer entry a read just saw) as fresh."""
-        self._entries[info.name] = (time.monotonic(), info)
+    def get(self, store: Store, name: str, *, fresh: bool = False) -> ModelInfo:
+        """The registry entry; ModelNotFound (-> 404) when there is no such model."""
+        return self.run(store, name, lambda r: r.info_steps(fresh=fresh))
 
-    def forget(self, name: str | None = None) -> None:
-        if name is None:
-            self._entries.clear()
-        else:
-            self._entries.pop(name, None)
+    def caches(self) -> dict[str, VectorCache]:
+        return {n: r._cache for n, r in list(self._readers.items()) if r._cache is not None}
+
+    def close(self) -> None:
+        with self._lock:
+            readers, self._readers = list(self._readers.values()), {}
+        for reader in readers:
+            reader.close()
 
 
 @dataclass
@@ -123,7 +144,6 @@ class AppContext:
     models: ModelCache
     search: Any = None  # the snapshots and ANN indexes: vecserve.service.indexes.SearchState
     _inline_ok: bool = False
-    _vector_caches: dict[str, VectorCache] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     async def run(self, fn: Callable[..., T], /, *args) -> T:
@@ -146,139 +166,53 @@ class AppContext:
         return result
 
     def model(self, name: str, *, fresh: bool = False) -> ModelInfo:
-        return self.models.get(self.stores.get(), name, fresh=fresh)[0]
+        return self.models.get(self.stores.get(), name, fresh=fresh)
 
-    def vector_cache(self, info: ModelInfo) -> VectorCache | None:
-        """The vector cache of model ``info.name`` (made on first use), or None when off.
-
-        ``info`` proves the model exists: a cache (one tracking connection and thread per
-        Redis primary) is only ever made for a committed model, so unknown names cost
-        nothing. It follows re-loads by itself (see :mod:`vecserve.cache`).
-        """
-        size = self.settings.vector_cache
-        if not size:
-            return None
-        cache = self._vector_caches.get(info.name)
-        if cache is None:
-            store = self.stores.get()
-            with self._lock:
-                cache = self._vector_caches.get(info.name)
-                if cache is None:
-                    cache = self._vector_caches[info.name] = VectorCache(
-                        size,
-                        nodes=tracking_nodes(store.client),
-                        topology=topology(store.client),
-                        read_registry=lambda: store.registry_entry(info.name),
-                        admit_on_repeat=True,
-                    )
-        return cache
+    def reader(self, name: str) -> Reader:
+        """The reader core of model ``name`` in this process (see :mod:`vecserve.reader`)."""
+        return self.models.reader(self.stores.get(), name)
 
     def vector_cache_stats(self) -> dict[str, dict]:
         """:meth:`VectorCache.stats` of every model's cache in this process."""
-        return {name: cache.stats() for name, cache in list(self._vector_caches.items())}
+        return {name: cache.stats() for name, cache in self.models.caches().items()}
 
     def collect_metrics(self, metrics: Metrics) -> None:
         """Gauges of this process's state, set before each render (a ``Metrics`` collector)."""
-        for name, cache in list(self._vector_caches.items()):
+        for name, cache in self.models.caches().items():
             metrics.set("vecserve_vector_cache_entries", len(cache), model=name)
 
     def close(self) -> None:
-        for cache in self._vector_caches.values():
-            cache.close()
-        self._vector_caches.clear()
+        self.models.close()
         if self.search is not None:
             self.search.close()
         self.stores.close()
 
 
-def fetch_rows(ctx: AppContext, name: str, words: list[str], in_vocab: dict | None = None) -> Rows:
-    """``(info, rows, found)`` of ``words``: float32 rows of ONE generation of ``name``.
+def lookup(ctx: AppContext, name: str, words: list[str]) -> Lookup:
+    """:meth:`Reader.lookup_steps <vecserve.reader.Reader.lookup_steps>` of ``words`` in
+    model ``name``: rows of ONE generation, cache first, fastText words built from their
+    n-grams; the vector cache's hits and misses counted."""
+    got = ctx.models.run(ctx.stores.get(), name, lambda r: r.lookup_steps(words))
+    if ctx.settings.vector_cache:
+        ctx.metrics.inc("vecserve_cache_hits_total", got.hits, cache="vectors")
+        ctx.metrics.inc("vecserve_cache_misses_total", len(words) - got.hits, cache="vectors")
+    return got
 
-    Rows of missing words are zeros (``found`` False). With the vector cache on, hot words
-    come from this process's memory (:func:`vecserve.cache.cached_lookup`); the rest from
-    :meth:`Store.read_rows <vecserve.store.Store.read_rows>`, which reads the registry
-    entry with the rows, so a generation flip is noticed on every read, not after
-    ``model_ttl``.
 
-    With ``in_vocab`` (a dict), a fastText generation with vocabulary hashes is read with
-    :meth:`Store.read_rows_subwords <vecserve.store.Store.read_rows_subwords>`: the missing
-    words' vectors are built from their n-grams in the same round trip, so every word is
-    found, and ``in_vocab`` records which fetched words the vocabulary has.
-    """
-    store = ctx.stores.get()
-    first, _ = ctx.models.get(store, name)  # 404 before any cache is made for the name
-
-    def fetch(tokens: list[str]) -> Rows:
-        info, _ = ctx.models.get(store, name)
-        if in_vocab is not None and info.subwords and store.vocab_hashes(info) is not None:
-            got, rows, known = store.read_rows_subwords(info, tokens)
-            in_vocab.update(zip(tokens, known.tolist(), strict=True))
-            read = got, rows, np.ones(len(tokens), dtype=bool)
-        else:
-            read = store.read_rows(info, tokens)
-        if read[0] is not info:  # a re-load committed: remember the new generation
-            ctx.models.remember(read[0])
-        return read
-
-    def current(generation: int) -> ModelInfo:
-        if first.generation == generation:
-            return first
-        return ctx.models.get(store, name, fresh=True)[0]
-
-    cache = ctx.vector_cache(first)
-    info, rows, found, hits = cached_lookup(cache, words, fetch, current)
-    if cache is not None:
-        ctx.metrics.inc("vecserve_cache_hits_total", hits, cache="vectors")
-        ctx.metrics.inc("vecserve_cache_misses_total", len(words) - hits, cache="vectors")
-    return info, rows, found
+def fetch_rows(ctx: AppContext, name: str, words: list[str]) -> Rows:
+    """``(info, rows, found)`` of ``words``: float32 rows of ONE generation of ``name``
+    (zeros where not found; a fastText model finds every word)."""
+    got = lookup(ctx, name, words)
+    return got.info, got.rows, got.found
 
 
 def fetch_vectors(
     ctx: AppContext, name: str, words: list[str]
 ) -> tuple[ModelInfo, np.ndarray, np.ndarray, list[str]]:
-    """``(info, rows, found, built)``: :func:`fetch_rows`, and for fastText models every
-    missing word's vector built from its n-grams (``built``: those words, in order).
-
-    A generation with vocabulary hashes takes one round trip for words and n-grams alike,
-    and built vectors are cached like stored ones (a generation never changes); which
-    cached words were built, the hashes say. Older generations: :func:`fill_subwords`.
-    """
-    in_vocab: dict[str, bool] = {}
-    info, rows, found = fetch_rows(ctx, name, words, in_vocab)
-    if not info.subwords:
-        return info, rows, found, []
-    known = ctx.stores.get().vocab_hashes(info) if found.all() else None
-    if known is None:
-        return fill_subwords(ctx, words, (info, rows, found))
-    hits = [w for w in words if w not in in_vocab]  # from the vector cache
-    if hits:
-        in_vocab.update(zip(hits, in_vocabulary(known, encode_tokens(hits)).tolist(), strict=True))
-    return info, rows, found, [w for w in words if not in_vocab[w]]
-
-
-def fill_subwords(
-    ctx: AppContext, words: list[str], rows: Rows
-) -> tuple[ModelInfo, np.ndarray, np.ndarray, list[str]]:
-    """fastText models: the vectors of the words `fetch_rows` did not find, built from
-    their n-grams (:meth:`Store.read_rows_subwords`); ``(info, rows, found, built)``.
-
-    One more round trip, only when a word is missing. Should a re-load have committed
-    in between, every word is read again from the new generation.
-    """
-    info, mat, found = rows
-    if not info.subwords or found.all():
-        return info, mat, found, []
-    store = ctx.stores.get()
-    idx = np.flatnonzero(~found)
-    got, sub, _ = store.read_rows_subwords(info, [words[i] for i in idx])
-    if got.generation == info.generation:
-        mat = np.array(mat, copy=True)
-        mat[idx] = sub
-        built = [words[i] for i in idx.tolist()]
-    else:
-        got, mat, in_vocab = store.read_rows_subwords(got, words)
-        built = [w for w, ok in zip(words, in_vocab, strict=True) if not ok]
-    return got, mat, np.ones(len(words), dtype=bool), built
+    """``(info, rows, found, built)``: :func:`fetch_rows`, and ``built``: the words of a
+    fastText model whose vectors were built from their n-grams, in order."""
+    got = lookup(ctx, name, words)
+    return got.info, got.rows, got.found, got.built
 
 
 async def get_context(request: Request) -> AppContext:

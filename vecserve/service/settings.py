@@ -16,6 +16,8 @@ from pathlib import Path
 from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from ..config import DEFAULT_MODEL_TTL
+
 __all__ = ["Settings"]
 
 
@@ -77,5 +79,8 @@ class Settings(BaseSettings):
         "needs `Authorization: Bearer <key>`.",
     )
     model_ttl: float = Field(
-        1.0, ge=0, description="Seconds a model's metadata is cached between checks."
+        DEFAULT_MODEL_TTL,
+        ge=0,
+        description="Seconds a model's registry entry answers metadata calls between checks "
+        "(every read of rows checks it anyway); the same setting RedisKeyedVectors reads.",
     )

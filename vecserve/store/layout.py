@@ -507,30 +507,40 @@ def refusal(exc: redis.RedisError, url: str, what: str, *, user: str = "") -> Se
 def translate_errors(url: str, what: str) -> Iterator[None]:
     """The one boundary where redis-py's errors become ours: an error reply becomes a
     :class:`ServerRefused` (:func:`refusal`), NOPERM :class:`PermissionDenied`, a lost
-    connection :class:`StoreUnavailable`.
+    connection :class:`StoreUnavailable` (:func:`translated`).
 
-    Messages never carry a password: ``url`` is redacted.
+    Messages never carry a password: ``url`` is redacted. Nothing is computed unless an
+    error passes (the read path enters this once a round trip).
     """
-    user, url = _url_user(url), redact_url(url)
     try:
         yield
-    except redis.exceptions.NoPermissionError as exc:
-        raise PermissionDenied(
+    except (redis.RedisError, OSError) as exc:
+        ours = translated(exc, url, what)
+        if ours is None:
+            raise
+        raise ours from exc
+
+
+def translated(exc: Exception, url: str, what: str) -> Exception | None:
+    """Our exception for redis-py's ``exc`` (None: not ours to translate); what
+    :func:`translate_errors` raises."""
+    user, url = _url_user(url), redact_url(url)
+    if isinstance(exc, redis.exceptions.NoPermissionError):
+        return PermissionDenied(
             f"Redis user {user!r} at {url} may not do this ({what}): {exc}. "
             "Grant it to the user (`vecserve acl --help` prints least-privilege roles)"
-        ) from exc
-    except _CLUSTER_ERRORS as exc:
-        raise StoreUnavailable(
+        )
+    if isinstance(exc, _CLUSTER_ERRORS):
+        return StoreUnavailable(
             f"Redis Cluster at {url} is failing over or moving slots ({what}): {exc}; retry"
-        ) from exc
-    except (redis.RedisError, OSError) as exc:
-        if isinstance(exc, redis.RedisError):
-            refused = refusal(exc, url, what, user=user)
-            if refused is not None:
-                raise refused from exc
-        if isinstance(exc, _REDIS_ERRORS):
-            raise StoreUnavailable(f"Redis at {url} is unreachable while {what}: {exc}") from exc
-        raise
+        )
+    if isinstance(exc, redis.RedisError):
+        refused = refusal(exc, url, what, user=user)
+        if refused is not None:
+            return refused
+    if isinstance(exc, _REDIS_ERRORS):
+        return StoreUnavailable(f"Redis at {url} is unreachable while {what}: {exc}")
+    return None
 
 
 def vector_keys(prefix: str, raw: Sequence[bytes], buckets: int = 0) -> list[bytes]:
@@ -543,6 +553,27 @@ def vector_keys(prefix: str, raw: Sequence[bytes], buckets: int = 0) -> list[byt
     if not buckets:
         return [p + t for t in raw]
     return [b"%s{%d}:%s" % (p, zlib.crc32(t) % buckets, t) for t in raw]
+
+
+def token_of_key(key_prefix: bytes, key: bytes, buckets: int = 0) -> str | None:
+    """The token whose vector key (:func:`vector_keys`) is ``key``, in the generation whose
+    keys begin with ``key_prefix`` (:attr:`ModelInfo.key_prefix`) and have ``buckets``
+    hash tags; None if ``key`` is not one of its vector keys.
+
+    >>> token_of_key(b"M:", b"M:car"), token_of_key(b"M:", b"M:{29}:car", 128)
+    ('car', 'car')
+    >>> token_of_key(b"M:", b"M:{1}:x"), token_of_key(b"M:", b"N:car")
+    ('{1}:x', None)
+    """
+    if not key.startswith(key_prefix):
+        return None
+    raw = key[len(key_prefix) :]
+    if buckets:
+        end = raw.find(b"}:")
+        if raw[:1] != b"{" or end < 0:
+            return None
+        raw = raw[end + 2 :]
+    return raw.decode("utf-8", "surrogateescape")
 
 
 def describe_client(client) -> str:

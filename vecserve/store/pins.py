@@ -52,8 +52,9 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass
+from typing import TypeVar
 
 from .. import config
 from ..errors import GenerationChanged, LoadInProgress, ModelNotFound, PinLost, VecserveError
@@ -71,6 +72,9 @@ from .layout import (
 )
 from .lease import Lease
 from .registry import Store
+from .wire import Round, Steps
+
+T = TypeVar("T")
 
 log = logging.getLogger("vecserve.pins")
 
@@ -80,7 +84,6 @@ __all__ = [
     "PinState",
     "collect",
     "collect_all",
-    "confirm_async",
     "drop_history",
     "history",
     "keep_alive_async",
@@ -144,9 +147,10 @@ class Pin:
     or when a renewal then succeeds (``SET XX`` succeeds only while the key never
     expired); otherwise the pin is lost (:meth:`confirm` raises PinLost).
 
-    The commands are given as tuples (:meth:`take_commands`, :meth:`renew_command`,
-    :meth:`release_commands`) and their replies read by :meth:`renewed`, so a client on
-    ``redis.asyncio`` sends the same ones.
+    Every operation is also written as steps (:mod:`vecserve.store.wire`:
+    :meth:`take_steps`, :meth:`renew_steps`, :meth:`confirm_steps`,
+    :meth:`release_steps`, :meth:`confirmed`), so the asyncio client drives the same
+    code on ``redis.asyncio``.
     """
 
     def __init__(self, store: Store, info: ModelInfo, holder: str, lease_ms: int):
@@ -158,46 +162,126 @@ class Pin:
         self.valid_until = 0.0  # monotonic time up to which the pin surely lives
         self._pid = os.getpid()  # a forked child renews no pin: it asks (confirm)
         self._stop: threading.Event | None = None
+        self._released = False
 
     @property
     def lease(self) -> float:
         """Seconds the pin lives unless renewed."""
         return self.lease_ms / 1000
 
-    def take_commands(self) -> list[tuple]:
-        """Write the pin (``SET NX PX``), index it, then read the registry entry."""
-        return [
-            ("SET", self.key, self.value, "NX", "PX", self.lease_ms),
-            ("SADD", pins_key(self.info.name), self.id),
-            ("HGET", MODELS, self.info.name),
-        ]
+    # -- steps ---------------------------------------------------------------------------
 
-    def renew_command(self) -> tuple:
-        """``SET XX PX``: extends the lease, never recreates a pin that is gone."""
-        return ("SET", self.key, self.value, "XX", "PX", self.lease_ms)
+    @classmethod
+    def take_steps(
+        cls,
+        store: Store,
+        name: str,
+        *,
+        lease: float | None = None,
+        info: ModelInfo | None = None,
+        attempts: int = 5,
+    ) -> Steps[Pin]:
+        """:meth:`take` as steps: write the pin (``SET NX PX``), index it, and read the
+        registry entry in one round; the entry still naming the pinned generation proves
+        no commit flipped before the pin existed (a commit flips, then looks for pins).
+        Re-loaded meanwhile: release it and pin the new generation."""
+        lease_ms = _lease_ms(lease)
+        if info is None:
+            info = store.model_from_entry(name, (yield from store.registry_entry_steps(name)))
+        holder = cls.holder_token()
+        for _ in range(attempts):
+            pin = cls(store, info, holder, lease_ms)
+            sent = time.monotonic()
+            _, _, raw = yield Round(
+                [
+                    ("SET", pin.key, pin.value, "NX", "PX", lease_ms),
+                    ("SADD", pins_key(name), pin.id),
+                    ("HGET", MODELS, name),
+                ],
+                f"pinning {name!r}",
+            )
+            pin.valid_until = sent + pin.lease  # the key is this pin's alone: it is set
+            try:
+                current = store.model_from_entry(name, raw)
+            except ModelNotFound:
+                yield from pin.release_steps()
+                raise
+            if (current.generation, current.prefix) == (info.generation, info.prefix):
+                return pin
+            yield from pin.release_steps()
+            info = current
+        raise GenerationChanged(f"model {name!r} was re-loaded under every try to pin it")
 
-    def release_commands(self) -> list[tuple]:
-        return [("DEL", self.key), ("SREM", pins_key(self.info.name), self.id)]
-
-    def renewed(self, reply, sent: float) -> bool:
-        """Note the reply of a ``SET`` of the pin sent at monotonic time ``sent``: nil
-        means the pin is gone for good (:attr:`lost`)."""
-        if reply is None:
+    def renew_steps(self) -> Steps[bool]:
+        """Extend the lease (``SET XX PX``: never recreates a pin that is gone); False,
+        and :attr:`lost`, once it is gone."""
+        sent = time.monotonic()
+        (ok,) = yield Round(
+            [("SET", self.key, self.value, "XX", "PX", self.lease_ms)],
+            f"renewing the pin of {self.info.name!r}",
+        )
+        if ok is None:
             self.lost = True
         elif not self.lost:
             self.valid_until = max(self.valid_until, sent + self.lease)
         return not self.lost
 
+    def confirm_steps(self) -> Steps[None]:
+        """After a read of the pinned generation: no round while :meth:`holds`; else one
+        renewal, PinLost if the pin is gone."""
+        if not self.holds() and not (yield from self.renew_steps()):
+            raise self.lost_error()
+
+    def confirmed(self, steps: Steps[T]) -> Steps[T]:
+        """``steps`` (a read of the pinned generation), then :meth:`confirm_steps`."""
+        out = yield from steps
+        yield from self.confirm_steps()
+        return out
+
+    def release_steps(self) -> Steps[None]:
+        """End the pin (idempotent; in a process forked after it was taken, only this
+        process's view of it ends: the parent's pin stays)."""
+        if self._released:
+            return
+        self.lost = self._released = True
+        if self._stop is not None:
+            self._stop.set()
+        if os.getpid() != self._pid:
+            return
+        yield Round(
+            [("DEL", self.key), ("SREM", pins_key(self.info.name), self.id)],
+            f"releasing the pin of {self.info.name!r}",
+        )
+
+    # -- the same, driven on the store's sync connections ----------------------------------
+
+    @classmethod
+    def take(cls, store: Store, name: str, **options) -> Pin:
+        """Pin the generation of ``name`` that is live now (``info``: the one the caller
+        believes live; read from the registry when None).
+
+        ``lease``: seconds the pin lives unless renewed (``$VECSERVE_PIN_LEASE``, 30).
+        Raises ModelNotFound if the model does not exist, GenerationChanged if it was
+        re-loaded under every one of ``attempts`` tries.
+        """
+        return store.run(cls.take_steps(store, name, **options))
+
+    def renew(self) -> bool:
+        """Extend the lease by :attr:`lease`; False (and :attr:`lost`) if the pin is gone."""
+        return self.store.run(self.renew_steps())
+
+    def confirm(self) -> None:
+        self.store.run(self.confirm_steps())
+
+    def release(self) -> None:
+        """End the pin (the generation goes at the next collection if nothing else needs
+        it). Idempotent; the renewal thread stops."""
+        self.store.run(self.release_steps())
+
     def holds(self) -> bool:
         """True while the pin surely lives (no I/O; see the class docstring). Never in a
         process forked after the pin was taken: its parent may release it meanwhile."""
         return not self.lost and time.monotonic() < self.valid_until and os.getpid() == self._pid
-
-    def confirm(self) -> None:
-        """After a read of the pinned generation: PinLost unless the pin lived through it
-        (:meth:`holds`, else one renewal, which succeeds only if it never expired)."""
-        if not self.holds() and not self.renew():
-            raise self.lost_error()
 
     def lost_error(self) -> PinLost:
         return PinLost(
@@ -210,59 +294,6 @@ class Pin:
     def holder_token(cls) -> str:
         """``host:pid:nonce``: who holds a pin (shown by ``vecserve models history``)."""
         return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
-
-    @classmethod
-    def take(
-        cls,
-        store: Store,
-        name: str,
-        *,
-        lease: float | None = None,
-        info: ModelInfo | None = None,
-        attempts: int = 5,
-    ) -> Pin:
-        """Pin the generation of ``name`` that is live now (``info``: the one the caller
-        believes live; read from the registry when None).
-
-        ``lease``: seconds the pin lives unless renewed (``$VECSERVE_PIN_LEASE``, 30).
-        Raises ModelNotFound if the model does not exist, GenerationChanged if it was
-        re-loaded under every one of ``attempts`` tries.
-        """
-        lease_ms = _lease_ms(lease)
-        info = info or store.get_model(name)
-        holder = cls.holder_token()
-        for _ in range(attempts):
-            pin = cls(store, info, holder, lease_ms)
-            sent = time.monotonic()
-            replies = pin._send(pin.take_commands(), f"pinning {name!r}")
-            pin.renewed(replies[0], sent)
-            if not pin.settle(replies[-1]):
-                return pin
-            info = pin.info
-        raise GenerationChanged(f"model {name!r} was re-loaded under every try to pin it")
-
-    def settle(self, raw_entry: bytes | None) -> bool:
-        """Read the registry entry that :meth:`take_commands` ends with: False when the
-        pin holds the live generation (taken); True when the model was re-loaded
-        meanwhile (the caller releases this pin and pins :attr:`info`, now the new
-        generation, again). ModelNotFound if the model is gone."""
-        name = self.info.name
-        try:
-            current = self.store.model_from_entry(name, raw_entry)
-        except ModelNotFound:
-            self.release()
-            raise
-        if (current.generation, current.prefix) == (self.info.generation, self.info.prefix):
-            return False
-        self.release()
-        self.info = current
-        return True
-
-    def renew(self) -> bool:
-        """Extend the lease by :attr:`lease`; False (and :attr:`lost`) if the pin is gone."""
-        sent = time.monotonic()
-        (ok,) = self._send([self.renew_command()], f"renewing the pin of {self.info.name!r}")
-        return self.renewed(ok, sent)
 
     def keep_alive(self) -> Pin:
         """Renew the pin every third of its lease on a daemon thread until :meth:`release`
@@ -287,55 +318,24 @@ class Pin:
                 log.warning("renewing the pin on %s failed: %s", self.info.name, exc)
                 wait = self.lease / 10
 
-    def release(self) -> None:
-        """End the pin (the generation goes at the next collection if nothing else needs
-        it). Idempotent; the renewal thread stops."""
-        if self._stop is not None:
-            self._stop.set()
-        was = self.lost
-        self.lost = True
-        if not was:
-            self._send(self.release_commands(), f"releasing the pin of {self.info.name!r}")
-
-    def _send(self, commands: Sequence[tuple], what: str) -> list:
-        client = self.store.client
-        with self.store.errors(what):
-            if self.store.is_cluster:  # keys in different slots: one after the other
-                return [client.execute_command(*c) for c in commands]
-            pipe = client.pipeline(transaction=False)
-            for c in commands:
-                pipe.execute_command(*c)
-            return pipe.execute()
-
     def __repr__(self) -> str:
         return f"<Pin {self.info.name!r} generation {self.info.generation} ({self.holder})>"
 
 
-async def confirm_async(pin: Pin, execute: Callable[..., Awaitable]) -> None:
-    """:meth:`Pin.confirm` on an asyncio client (``execute`` as in :func:`keep_alive_async`)."""
-    if pin.holds():
-        return
-    sent = time.monotonic()
-    if pin.lost or not pin.renewed(await execute(*pin.renew_command()), sent):
-        raise pin.lost_error()
-
-
-async def keep_alive_async(pin: Pin, execute: Callable[..., Awaitable]) -> None:
+async def keep_alive_async(pin: Pin, run: Callable[[Steps], Awaitable]) -> None:
     """Renew ``pin`` every third of its lease until it is lost or the task is cancelled
-    (the asyncio client runs this as a task). ``execute(*command)`` sends one command,
-    e.g. ``redis.asyncio.Redis.execute_command``, with the errors translated."""
+    (the asyncio client runs this as a task). ``run(steps)`` drives steps on the
+    client's connections."""
     wait = pin.lease / 3
     while not pin.lost:
         await asyncio.sleep(wait)
-        sent = time.monotonic()
         try:
-            reply = await execute(*pin.renew_command())
+            if not await run(pin.renew_steps()):
+                return
         except VecserveError as exc:
             log.warning("renewing the pin on %s failed: %s", pin.info.name, exc)
             wait = pin.lease / 10
             continue
-        if not pin.renewed(reply, sent):
-            return
         wait = pin.lease / 3
 
 

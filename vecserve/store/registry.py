@@ -7,6 +7,7 @@ import json
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 import numpy as np
 import redis
@@ -49,6 +50,9 @@ from .layout import (
     vocab_parts,
     vocab_sizes_key,
 )
+from .wire import Connections, Round, Steps, drive, executor, packed
+
+T = TypeVar("T")
 
 __all__ = ["MemoryFacts", "RowCheck", "Store"]
 
@@ -157,7 +161,12 @@ class Store:
         self.client = client
         self.url = redact_url(url or describe_client(client))
         self.is_cluster = isinstance(client, RedisCluster)
+        # reads go out on raw per-thread connections (see vecserve.store.wire)
+        self._connections = None if self.is_cluster else Connections(client)
+        #: sends one round of read steps (:mod:`vecserve.store.wire`) and returns its replies
+        self.execute = executor(client, self.url, self._connections)
         self._entries: dict[str, tuple[bytes, ModelInfo]] = {}  # model_from_entry
+        self._entry_requests: dict[str, bytes] = {}  # HGET of a registry entry, packed
         # vocab_hashes, by (prefix, generation): a later generation may reuse a prefix
         self._vocab_hashes: dict[tuple[str, int], np.ndarray | None] = {}
         # False once the server refused SUBWORD_READ (no EVAL_RO: Redis < 7, or an ACL
@@ -193,7 +202,13 @@ class Store:
         return DEFAULT_CLUSTER_BUCKETS if self.is_cluster else 0
 
     def close(self) -> None:
+        if self._connections is not None:
+            self._connections.close()
         self.client.close()
+
+    def run(self, steps: Steps[T]) -> T:
+        """Drive read ``steps`` (the ``*_steps`` methods) on this store's connections."""
+        return drive(steps, self.execute)
 
     def ping(self) -> bool:
         with self.errors("PING"):
@@ -287,15 +302,16 @@ class Store:
         if not tokens:
             return []
         keys = self.vector_keys(model.prefix, tokens, model.buckets)
-        with self.errors(f"reading {len(keys)} vectors of {model.name!r}"):
-            if not self.is_cluster:
-                return self.client.mget(keys)
-            return self._cluster_mget(keys)
+        return self.run(self._mget_steps(keys, f"reading {len(keys)} vectors of {model.name!r}"))
 
     def registry_entry(self, name: str) -> bytes | None:
         """The raw registry JSON of ``name`` (None if not committed); cheap change check."""
-        with self.errors(f"reading model {name!r}"):
-            return self.client.hget(MODELS, name)
+        return self.run(self.registry_entry_steps(name))
+
+    def registry_entry_steps(self, name: str) -> Steps[bytes | None]:
+        """:meth:`registry_entry` as steps (:mod:`vecserve.store.wire`)."""
+        (raw,) = yield Round([("HGET", MODELS, name)], f"reading model {name!r}")
+        return raw
 
     def model_from_entry(self, name: str, raw: bytes | None) -> ModelInfo:
         """The :class:`ModelInfo` of a raw registry entry (parsed once per distinct entry)."""
@@ -309,7 +325,12 @@ class Store:
         self._entries[name] = (raw, info)
         return info
 
-    def read_rows(
+    def read_rows(self, model: ModelInfo, tokens: Sequence[str], **options):
+        """``(info, rows, found)``: float32 rows of ``tokens``, all of ONE generation
+        (:meth:`read_rows_steps`, driven on this store's connections)."""
+        return self.run(self.read_rows_steps(model, tokens, **options))
+
+    def read_rows_steps(
         self,
         model: ModelInfo,
         tokens: Sequence[str],
@@ -318,7 +339,8 @@ class Store:
         attempts: int = 5,
         ngrams: np.ndarray | None = None,
         needs: tuple[np.ndarray, np.ndarray] | None = None,
-    ) -> tuple[ModelInfo, np.ndarray, np.ndarray]:
+        pinned: bool = False,
+    ) -> Steps[tuple[ModelInfo, np.ndarray, np.ndarray]]:
         """``(info, rows, found)``: float32 rows of ``tokens``, all of ONE generation.
 
         The one read of rows every reader uses (RedisKeyedVectors, the service, ``vecserve
@@ -348,21 +370,42 @@ class Store:
         i's buckets are ``ngrams[positions[bounds[i]:bounds[i + 1]]]``), buckets are read
         only for tokens that are missing (`SUBWORD_READ`, one server-side script on a
         single server); the others' come back not found.
+
+        ``pinned=True``: ``model`` is a generation the caller holds a pin on (see
+        :mod:`vecserve.reader`); its rows are read without the registry entry and never
+        followed to another generation.
         """
-        extra = np.zeros(0, np.int64) if ngrams is None else np.asarray(ngrams, np.int64)
+        extra = _NO_IDS if ngrams is None else np.asarray(ngrams, np.int64)
+        if pinned:
+            ids = extra if model.ngram_buckets or not len(extra) else _NO_IDS
+            values = yield from self._fetch_steps(model, tokens, ids, needs)
+            rows, found = _decode(model, values, _Names(tokens, ids))
+            if len(tokens) and not found[: len(tokens)].all():
+                yield from self._damage_steps(model, tokens, found[: len(tokens)])
+            return model, rows, found
         for _ in range(attempts):
-            ids = extra if model.ngram_buckets else extra[:0]
-            if not tokens and not len(ids):
-                values: list[bytes | None] = []
-                raw = self.registry_entry(model.name)
+            ids = extra if model.ngram_buckets or not len(extra) else _NO_IDS
+            rnd = self.plain_round(model, tokens) if not len(ids) else None
+            if rnd is not None:  # the common read: words only, one server
+                replies = yield rnd
+                got = self.plain_rows(model, tokens, replies)
+                if got is not None:
+                    if not got[2].all():
+                        yield from self._damage_steps(model, tokens, got[2])
+                    return got
+                current = self.model_from_entry(model.name, replies[1])
             else:
-                values, raw = self._fetch_with_entry(model, tokens, ids, needs)
-            current = self.model_from_entry(model.name, raw)
-            if current.generation == model.generation and current.prefix == model.prefix:
-                rows, found = _decode(model, values, _Names(tokens, ids))
-                if len(tokens) and not found[: len(tokens)].all():
-                    self._raise_if_damaged(model, tokens, found[: len(tokens)])
-                return model, rows, found
+                if not tokens and not len(ids):
+                    values: list[bytes | None] = []
+                    raw = yield from self.registry_entry_steps(model.name)
+                else:
+                    values, raw = yield from self._fetch_with_entry_steps(model, tokens, ids, needs)
+                current = self.model_from_entry(model.name, raw)
+                if current.generation == model.generation and current.prefix == model.prefix:
+                    rows, found = _decode(model, values, _Names(tokens, ids))
+                    if len(tokens) and not found[: len(tokens)].all():
+                        yield from self._damage_steps(model, tokens, found[: len(tokens)])
+                    return model, rows, found
             settings = (current.min_n, current.max_n, current.ngram_buckets)
             if not follow or (
                 len(extra) and settings != (model.min_n, model.max_n, model.ngram_buckets)
@@ -373,9 +416,46 @@ class Store:
             f"model {model.name!r} changed generation while it was being read; retry"
         )
 
+    def plain_round(self, model: ModelInfo, tokens: Sequence[str]) -> Round | None:
+        """The one round trip of a plain read of ``tokens`` (their MGET and the model's
+        registry entry, pipelined) on a single server; None where a read needs more (a
+        cluster, no tokens). :meth:`plain_rows` reads its replies. The two are the hot path
+        of :meth:`read_rows_steps`, also driven directly by a client's single-word lookup.
+        """
+        if self.is_cluster or not tokens:
+            return None
+        entry = self._entry_requests.get(model.name)
+        if entry is None:
+            entry = self._entry_requests[model.name] = packed("HGET", MODELS, model.name)
+        keys = vector_keys(model.prefix, encode_tokens(tokens), model.buckets)
+        return Round([("MGET", *keys), entry], f"reading {len(keys)} vectors of {model.name!r}")
+
+    def plain_rows(
+        self, model: ModelInfo, tokens: Sequence[str], replies: list
+    ) -> tuple[ModelInfo, np.ndarray, np.ndarray] | None:
+        """``(model, rows, found)`` from the replies of :meth:`plain_round`, or None when
+        the entry read after the rows names another generation (read again). A model
+        deleted meanwhile raises ModelNotFound."""
+        values, raw = replies
+        hit = self._entries.get(model.name)
+        if hit is None or hit[0] != raw:
+            current = self.model_from_entry(model.name, raw)
+            if current.generation != model.generation or current.prefix != model.prefix:
+                return None
+        elif hit[1].generation != model.generation or hit[1].prefix != model.prefix:
+            return None
+        rows, found = _decode(model, values, tokens)
+        return model, rows, found
+
     def read_rows_subwords(
         self, model: ModelInfo, tokens: Sequence[str]
     ) -> tuple[ModelInfo, np.ndarray, np.ndarray]:
+        """``(info, rows, in_vocab)`` of a fastText model (:meth:`read_rows_subwords_steps`)."""
+        return self.run(self.read_rows_subwords_steps(model, tokens))
+
+    def read_rows_subwords_steps(
+        self, model: ModelInfo, tokens: Sequence[str], *, pinned: bool = False
+    ) -> Steps[tuple[ModelInfo, np.ndarray, np.ndarray]]:
         """``(info, rows, in_vocab)`` of a fastText model: a row for every token.
 
         An in-vocabulary word's row is its stored vector; any other word's is gensim's
@@ -388,32 +468,39 @@ class Store:
         64-bit hash equals a known one's, ~1e-13 a word at 2M words, reads as damage
         too). Generations without the hashes (loaded before they existed) read
         with `SUBWORD_READ`, or the buckets of every word. A model without n-gram
-        buckets: `read_rows`.
+        buckets: `read_rows`. ``pinned``: as in :meth:`read_rows_steps`.
         """
         for attempt in range(2):
             if not model.subwords:
-                return self.read_rows(model, tokens)
+                return (yield from self.read_rows_steps(model, tokens, pinned=pinned))
             try:
-                known = self.vocab_hashes(model)
+                known = yield from self.vocab_hashes_steps(model)
                 if known is None:
-                    return self._read_rows_subwords_all(model, tokens)
-                return self._read_rows_subwords_known(model, tokens, known)
+                    return (yield from self._read_rows_subwords_all(model, tokens, pinned))
+                return (yield from self._read_rows_subwords_known(model, tokens, known, pinned))
             except GenerationChanged:  # a new generation with other n-gram settings
                 if attempt:
                     raise
-                model = self.model_from_entry(model.name, self.registry_entry(model.name))
+                raw = yield from self.registry_entry_steps(model.name)
+                model = self.model_from_entry(model.name, raw)
         raise AssertionError("unreachable")
 
     def vocab_hashes(self, model: ModelInfo) -> np.ndarray | None:
         """The sorted word hashes of a generation (None if committed before every
         generation had them; ModelDamaged if they were written and are gone), read once per
         generation and kept (8 bytes a word)."""
+        return self.run(self.vocab_hashes_steps(model))
+
+    def vocab_hashes_steps(self, model: ModelInfo) -> Steps[np.ndarray | None]:
+        """:meth:`vocab_hashes` as steps: no round trip once the generation's are known."""
         gen = (model.prefix, model.generation)
         hit = self._vocab_hashes.get(gen, False)
         if hit is not False:
             return hit
-        with self.errors(f"reading the vocabulary hashes of {model.name!r}"):
-            raw = self.client.get(vocab_hashes_key(model.prefix))
+        (raw,) = yield Round(
+            [("GET", vocab_hashes_key(model.prefix))],
+            f"reading the vocabulary hashes of {model.name!r}",
+        )
         if raw is None and model.word_hashes:  # written at its commit, gone since
             raise ModelDamaged(
                 model.name,
@@ -430,9 +517,11 @@ class Store:
         self._vocab_hashes[gen] = known
         return known
 
-    def _raise_if_damaged(self, model: ModelInfo, tokens: Sequence[str], found: np.ndarray) -> None:
+    def _damage_steps(
+        self, model: ModelInfo, tokens: Sequence[str], found: np.ndarray
+    ) -> Steps[None]:
         """ModelDamaged if a word of ``tokens`` not ``found`` is in the vocabulary."""
-        known = self.vocab_hashes(model)
+        known = yield from self.vocab_hashes_steps(model)
         if known is None:
             return
         absent = np.flatnonzero(~found)
@@ -593,14 +682,16 @@ class Store:
         return [i for i, n in enumerate(pipe.execute()) if not int(n)]
 
     def _read_rows_subwords_known(
-        self, model: ModelInfo, tokens: Sequence[str], known: np.ndarray
-    ) -> tuple[ModelInfo, np.ndarray, np.ndarray]:
+        self, model: ModelInfo, tokens: Sequence[str], known: np.ndarray, pinned: bool
+    ) -> Steps[tuple[ModelInfo, np.ndarray, np.ndarray]]:
         absent = np.flatnonzero(~in_vocabulary(known, encode_tokens(tokens)))
         flat, bounds = ngram_buckets_flat(
             [tokens[i] for i in absent], model.min_n, model.max_n, model.ngram_buckets
         )
         uniq, inverse = np.unique(flat, return_inverse=True)
-        got, rows, found = self.read_rows(model, tokens, ngrams=uniq)
+        got, rows, found = yield from self.read_rows_steps(
+            model, tokens, ngrams=uniq, pinned=pinned
+        )
         n = len(tokens)
         mat, in_vocab = rows[:n], found[:n]
         own = {i: inverse[bounds[k] : bounds[k + 1]] for k, i in enumerate(absent.tolist())}
@@ -610,19 +701,21 @@ class Store:
         # every missing word is one the hashes call absent: a present word whose row is
         # missing raised ModelDamaged in read_rows, never gets an n-gram vector
         if any(i not in own for i in oov.tolist()):  # the read followed a re-load
-            return self.read_rows_subwords(got, tokens)
+            return (yield from self.read_rows_subwords_steps(got, tokens, pinned=pinned))
         mat = np.array(mat, copy=True)
         mat[oov] = compose(None, [own[i] for i in oov.tolist()], rows[n:])
         return got, mat, in_vocab
 
     def _read_rows_subwords_all(
-        self, model: ModelInfo, tokens: Sequence[str]
-    ) -> tuple[ModelInfo, np.ndarray, np.ndarray]:
+        self, model: ModelInfo, tokens: Sequence[str], pinned: bool
+    ) -> Steps[tuple[ModelInfo, np.ndarray, np.ndarray]]:
         """Every word's n-grams hashed; only the missing words' buckets read
         (`SUBWORD_READ`) where the server runs it, else all of them."""
         flat, bounds = ngram_buckets_flat(tokens, model.min_n, model.max_n, model.ngram_buckets)
         uniq, inverse = np.unique(flat, return_inverse=True)
-        got, rows, found = self.read_rows(model, tokens, ngrams=uniq, needs=(inverse, bounds))
+        got, rows, found = yield from self.read_rows_steps(
+            model, tokens, ngrams=uniq, needs=(inverse, bounds), pinned=pinned
+        )
         n = len(tokens)
         mat, in_vocab = rows[:n], found[:n]
         oov = np.flatnonzero(~in_vocab)
@@ -632,29 +725,45 @@ class Store:
             mat[oov] = compose(None, own, rows[n:])
         return got, mat, in_vocab
 
-    def _fetch_with_entry(
+    def _fetch_steps(
+        self,
+        model: ModelInfo,
+        tokens: Sequence[str],
+        ngrams: np.ndarray,
+        needs: tuple[np.ndarray, np.ndarray] | None,
+    ) -> Steps[list[bytes | None]]:
+        """The values of ``tokens`` (and n-gram rows ``ngrams``) without the registry entry."""
+        keys = self.vector_keys(model.prefix, tokens, model.buckets)
+        if len(ngrams):
+            if needs is not None and self.subword_script and not model.buckets:
+                got = yield from self._fetch_subwords(model, keys, ngrams, needs, entry=False)
+                if got is not None:
+                    return got[0]
+            keys += ngram_keys(model.prefix, ngrams, model.buckets)
+        return (yield from self._mget_steps(keys, f"reading {len(keys)} vectors of {model.name!r}"))
+
+    def _fetch_with_entry_steps(
         self,
         model: ModelInfo,
         tokens: Sequence[str],
         ngrams: np.ndarray | None = None,
         needs: tuple[np.ndarray, np.ndarray] | None = None,
-    ) -> tuple[list[bytes | None], bytes | None]:
+    ) -> Steps[tuple[list[bytes | None], bytes | None]]:
         keys = self.vector_keys(model.prefix, tokens, model.buckets)
         if ngrams is not None and len(ngrams):
             if needs is not None and self.subword_script and not model.buckets:
-                got = self._fetch_subwords(model, keys, ngrams, needs)
+                got = yield from self._fetch_subwords(model, keys, ngrams, needs)
                 if got is not None:
                     return got
             keys += ngram_keys(model.prefix, ngrams, model.buckets)
+        what = f"reading {len(keys)} vectors of {model.name!r}"
         if self.is_cluster:
-            with self.errors(f"reading {len(keys)} vectors of {model.name!r}"):
-                values = self._cluster_mget(keys)
-            return values, self.registry_entry(model.name)
-        pipe = self.client.pipeline(transaction=False)
-        pipe.execute_command("MGET", *keys)
-        pipe.execute_command("HGET", MODELS, model.name)
-        with self.errors(f"reading {len(keys)} vectors of {model.name!r}"):
-            values, raw = pipe.execute()
+            values = yield from self._mget_steps(keys, what)
+            return values, (yield from self.registry_entry_steps(model.name))
+        entry = self._entry_requests.get(model.name)
+        if entry is None:
+            entry = self._entry_requests[model.name] = packed("HGET", MODELS, model.name)
+        values, raw = yield Round([("MGET", *keys), entry], what)
         return values, raw
 
     def _fetch_subwords(
@@ -663,8 +772,11 @@ class Store:
         keys: list[bytes],
         ngrams: np.ndarray,
         needs: tuple[np.ndarray, np.ndarray],
-    ) -> tuple[list[bytes | None], bytes | None] | None:
-        """`SUBWORD_READ` and the registry entry in one round trip; None if refused."""
+        *,
+        entry: bool = True,
+    ) -> Steps[tuple[list[bytes | None], bytes | None] | None]:
+        """`SUBWORD_READ` and (``entry``) the registry entry in one round trip; None if
+        the server refused the script."""
         positions, bounds = needs
         args = [
             ngram_keys(model.prefix, [0])[0][:-1],  # the bucket keys' prefix
@@ -672,48 +784,62 @@ class Store:
             np.asarray(positions, "<u4").tobytes(),
             np.asarray(bounds, "<u4").tobytes(),
         ]
-        pipe = self.client.pipeline(transaction=False)
-        pipe.execute_command("EVAL_RO", SUBWORD_READ, len(keys), *keys, *args)
-        pipe.execute_command("HGET", MODELS, model.name)
+        commands = [("EVAL_RO", SUBWORD_READ, len(keys), *keys, *args)]
+        if entry:
+            commands.append(("HGET", MODELS, model.name))
         what = f"reading {len(keys)} words and their n-grams of {model.name!r}"
-        with self.errors(what):
-            try:
-                values, raw = pipe.execute()
-            except redis.ResponseError as exc:
-                msg = str(exc).lower()
-                if "eval_ro" not in msg and "unknown command" not in msg:
-                    raise
-                self.subword_script = False  # Redis < 7 or an ACL without it: MGET all
-                return None
+        replies = yield Round(commands, what, tolerate=True)
+        values = replies[0]
+        if isinstance(values, redis.ResponseError):
+            msg = str(values).lower()
+            if "eval_ro" not in msg and "unknown command" not in msg:
+                with self.errors(what):
+                    raise values
+            self.subword_script = False  # Redis < 7 or an ACL without it: MGET all
+            return None
+        raw = replies[1] if entry else None
+        if isinstance(raw, redis.ResponseError):
+            with self.errors(what):
+                raise raw
         return values, raw
 
-    def _cluster_mget(self, keys: list[bytes]) -> list[bytes | None]:
-        pipe = self.client.pipeline(transaction=False)
+    def _mget_steps(self, keys: list[bytes], what: str) -> Steps[list[bytes | None]]:
+        """One MGET; on a cluster one per hash tag (a slot each), in one round."""
+        if not self.is_cluster:
+            (values,) = yield Round([("MGET", *keys)], what)
+            return values
         order = group_by_tag(keys)
-        for idx in order:
-            pipe.execute_command("MGET", *[keys[i] for i in idx])
+        replies = yield Round([("MGET", *[keys[i] for i in idx]) for idx in order], what)
         out: list[bytes | None] = [None] * len(keys)
-        for idx, values in zip(order, pipe.execute(), strict=True):
+        for idx, values in zip(order, replies, strict=True):
             for i, v in zip(idx, values, strict=True):
                 out[i] = v
         return out
 
     def vocab(self, model: ModelInfo, start: int = 0, stop: int | None = None) -> list[str]:
         """Tokens ``start:stop`` in model order (only the blobs that hold them are read)."""
+        return self.run(self.vocab_steps(model, start, stop))
+
+    def vocab_steps(
+        self, model: ModelInfo, start: int = 0, stop: int | None = None
+    ) -> Steps[list[str]]:
+        """:meth:`vocab` as steps."""
         stop = model.count if stop is None else min(stop, model.count)
         if start >= stop:
             return []
-        with self.errors(f"reading the vocabulary of {model.name!r}"):
-            sizes = np.frombuffer(
-                self.client.get(vocab_sizes_key(model.prefix)) or b"", dtype="<u4"
+        what = f"reading the vocabulary of {model.name!r}"
+        (sizes,) = yield Round([("GET", vocab_sizes_key(model.prefix))], what)
+        sizes = np.frombuffer(sizes or b"", dtype="<u4")
+        bounds = np.concatenate(([0], np.cumsum(sizes, dtype=np.int64)))
+        first = int(np.searchsorted(bounds, start, side="right")) - 1
+        last = int(np.searchsorted(bounds, stop, side="left"))
+        raw: list[bytes] = []
+        for lo in range(first, last, 64):  # 64 blobs (~100k tokens) per LRANGE
+            (blobs,) = yield Round(
+                [("LRANGE", vocab_key(model.prefix), lo, min(lo + 64, last) - 1)], what
             )
-            bounds = np.concatenate(([0], np.cumsum(sizes, dtype=np.int64)))
-            first = int(np.searchsorted(bounds, start, side="right")) - 1
-            last = int(np.searchsorted(bounds, stop, side="left"))
-            raw: list[bytes] = []
-            for lo in range(first, last, 64):  # 64 blobs (~100k tokens) per LRANGE
-                for blob in self.client.lrange(vocab_key(model.prefix), lo, min(lo + 64, last) - 1):
-                    raw.extend(unpack_vocab(blob))
+            for blob in blobs:
+                raw.extend(unpack_vocab(blob))
         skip = start - int(bounds[first])
         return decode_tokens(raw[skip : skip + stop - start])
 
@@ -724,11 +850,14 @@ class Store:
 
     def counts(self, model: ModelInfo) -> np.ndarray | None:
         """Per-token counts in vocab order, or None if the source had none."""
+        return self.run(self.counts_steps(model))
+
+    def counts_steps(self, model: ModelInfo) -> Steps[np.ndarray | None]:
+        """:meth:`counts` as steps."""
         if not model.has_counts:
             return None
-        with self.errors(f"reading counts of {model.name!r}"):
-            raw = self.client.get(model.counts_key) or b""
-        return np.frombuffer(raw, dtype="<i8").astype(np.int64)
+        (raw,) = yield Round([("GET", model.counts_key)], f"reading counts of {model.name!r}")
+        return np.frombuffer(raw or b"", dtype="<i8").astype(np.int64)
 
     # -- deleting -----------------------------------------------------------------------
 
@@ -833,10 +962,26 @@ class _Names(Sequence[str]):
         return self.tokens[i] if i < n else f"n-gram bucket {int(self.ids[i - n])}"
 
 
+# every value found: the mask of a read of up to this many (a read-only slice, no alloc)
+_ALL_FOUND = np.ones(4096, dtype=bool)
+_ALL_FOUND.setflags(write=False)
+_NO_IDS = np.zeros(0, np.int64)
+_NO_IDS.setflags(write=False)
+
+
+def _found_all(n: int) -> np.ndarray:
+    return _ALL_FOUND[:n] if n <= len(_ALL_FOUND) else np.ones(n, dtype=bool)
+
+
 def _decode(model: ModelInfo, values: list[bytes | None], tokens: Sequence[str]):
     codec = model.codec_obj
     if values and None not in values:  # the common case: no mask, no scatter
         buf = b"".join(values)  # type: ignore[arg-type]
-        if len(buf) == len(values) * codec.nbytes(model.dim):
-            return codec.decode(buf, len(values), model.dim), np.ones(len(values), dtype=bool)
+        n = len(values)
+        if codec.name == "f32" and len(buf) == 4 * n * model.dim:
+            # little-endian float32 as stored: one writable copy, no conversion
+            rows = np.frombuffer(bytearray(buf), dtype="<f4").reshape(n, model.dim)
+            return rows, _found_all(n)
+        if len(buf) == n * codec.nbytes(model.dim):
+            return codec.decode(buf, n, model.dim), _found_all(n)
     return codec.decode_values(values, model.dim, what=tokens)

@@ -17,8 +17,8 @@ sigmoid table clamped at +-6 (negative sampling) or skip the node (hierarchical 
 
 Skip-gram with ``batch=1`` (the default of :class:`~vecserve.train.Word2Vec`): for one
 centre, its contexts share the centre and K negatives as outputs (HogBatch's sharing)
-but run pair after pair like the per-pair kernel, as an output chain (below), which
-does less arithmetic a pair than the ``sgemm`` form of such small matrices.
+but run pair after pair like the per-pair kernel, as an output chain (below): no rows
+gathered into matrices and back, no BLAS call overhead on matrices this small.
 ``batch=2`` runs the ``sgemm`` form (HogBatch proper), kept for comparison.
 
 Output chains (:c:func:`out_chain`): inputs (a centre's contexts, or CBOW's mean) against

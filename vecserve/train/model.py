@@ -31,13 +31,10 @@ from .plan import RunPlan, head_rows_budget, plan_epoch, row_schedule, update_ra
 from .vocab import (
     alias_table,
     build_vocab,
-    count_corpus,
-    count_pruned,
     encode_corpus,
-    finish_vocab,
+    encode_share,
     huffman_tree,
-    merge_counts,
-    prune_counts,
+    merge_shares,
     sample_thresholds,
     scan_corpus,
 )
@@ -150,10 +147,17 @@ class Word2Vec:
         if isinstance(corpus, (str, os.PathLike)):
             self.source = os.fspath(corpus)
         t0 = time.perf_counter()
-        if self.group.size > 1:
-            self.vocab, encode = self._merged_vocab(corpus)
+        if self.group.size > 1:  # each rank its share; one vocabulary for all
+            shard = self._shard(corpus)
+            self.vocab, scan = merge_shares(
+                self.group,
+                shard,
+                min_count=self.min_count,
+                max_vocab_size=self.max_vocab_size,
+                max_final_vocab=self.max_final_vocab,
+            )
             t1 = time.perf_counter()
-            self.corpus = encode()
+            self.corpus = encode_share(shard, scan, self.vocab)
         elif self.max_vocab_size is None:  # one pass: count and encode together
             self.vocab, self.corpus = scan_corpus(
                 corpus, min_count=self.min_count, max_final_vocab=self.max_final_vocab
@@ -199,45 +203,6 @@ class Word2Vec:
             f"(each rank takes its share), not {type(corpus).__name__}",
             collective=True,
         )
-
-    def _merged_vocab(self, corpus: Corpus):
-        """Count this rank's share, merge all ranks' counts on rank 0, share the result.
-
-        Returns the vocabulary and a function that encodes this rank's share with it.
-        """
-        g = self.group
-        shard = self._shard(corpus)
-        if self.max_vocab_size is None:
-            scan = count_corpus(shard)
-            mine = (scan.keys, scan.counts, scan.raw)
-        else:  # gensim's pruning, on each rank's share, then once more on the merge
-            scan = None
-            mine = count_pruned(shard, self.max_vocab_size)
-        counted = g.gather(mine)
-        result: Any = None
-        if g.rank == 0:
-            try:
-                keys, counts, raw = merge_counts(counted)
-                if self.max_vocab_size is not None:
-                    keys, counts = prune_counts(keys, counts, self.max_vocab_size)
-                vocab = finish_vocab(
-                    keys,
-                    counts,
-                    raw,
-                    min_count=self.min_count,
-                    max_final_vocab=self.max_final_vocab,
-                )
-                vocab.order = None
-                result = vocab
-            except TrainingError as exc:
-                result = str(exc)
-        result = g.bcast(result)
-        if isinstance(result, str):
-            raise TrainingError(result, collective=True)
-        vocab = result
-        if scan is not None:
-            return vocab, lambda: scan.encode(scan.remap_to(vocab))
-        return vocab, lambda: encode_corpus(shard, vocab, exact=False)
 
     def _init_weights(self) -> None:
         n, d = len(self.vocab), self.vector_size

@@ -40,9 +40,11 @@ __all__ = [
     "count_corpus",
     "count_pruned",
     "encode_corpus",
+    "encode_share",
     "finish_vocab",
     "huffman_tree",
     "merge_counts",
+    "merge_shares",
     "prune_counts",
     "sample_thresholds",
     "scan_corpus",
@@ -358,6 +360,62 @@ def finish_vocab(keys, counts, raw, *, min_count=5, max_final_vocab=None) -> Voc
     if raw == 0:
         raise TrainingError("corpus is empty: no tokens to train on")
     return _finish_vocab(keys, np.asarray(counts, np.int64), raw, min_count, max_final_vocab)
+
+
+@dataclass(frozen=True)
+class _Merged:
+    """Rank 0's answer to a vocabulary merge: the vocabulary, or why there is none."""
+
+    vocab: Vocab | None
+    problem: str | None = None
+
+
+def merge_shares(
+    group,
+    shard: Corpus,
+    *,
+    min_count: int,
+    max_vocab_size: int | None,
+    max_final_vocab: int | None,
+) -> tuple[Vocab, Scan | None]:
+    """The vocabulary of the whole corpus, and this rank's count of its *shard* (for
+    :func:`encode_share`; None with ``max_vocab_size``): every rank of *group* counts its
+    share, rank 0 merges the counts in rank order (ties sort
+    as one reader of the whole corpus sorts them), applies the limits and sends every
+    rank the same vocabulary. With ``max_vocab_size``, gensim's pruning runs on each
+    share and once more on the merge."""
+    if max_vocab_size is None:
+        scan = count_corpus(shard)
+        mine = (scan.keys, scan.counts, scan.raw)
+    else:
+        scan = None
+        mine = count_pruned(shard, max_vocab_size)
+    counted = group.gather(mine)
+    merged = None
+    if group.rank == 0:
+        try:
+            keys, counts, raw = merge_counts(counted)
+            if max_vocab_size is not None:
+                keys, counts = prune_counts(keys, counts, max_vocab_size)
+            vocab = finish_vocab(
+                keys, counts, raw, min_count=min_count, max_final_vocab=max_final_vocab
+            )
+            vocab.order = None
+            merged = _Merged(vocab)
+        except TrainingError as exc:
+            merged = _Merged(None, str(exc))
+    merged = group.bcast(merged)
+    if merged.problem is not None:
+        raise TrainingError(merged.problem, collective=True)
+    return merged.vocab, scan
+
+
+def encode_share(shard: Corpus, scan: Scan | None, vocab: Vocab) -> EncodedCorpus:
+    """A rank's *shard* encoded with the merged *vocab*: from its count (*scan*) if it
+    kept one, else in a second pass over the shard."""
+    if scan is not None:
+        return scan.encode(scan.remap_to(vocab))
+    return encode_corpus(shard, vocab, exact=False)
 
 
 def scan_corpus(

@@ -1,0 +1,90 @@
+"""AsyncRedisKeyedVectors beyond the shared parity cases (tests/test_keyedvectors.py runs
+those against both clients): cancellation, concurrency, the calls Python's syntax makes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import numpy as np
+import pytest
+
+from vecserve import AsyncRedisKeyedVectors, RedisKeyedVectors
+from vecserve.loader import load_arrays
+
+WORDS = [f"w{i}" for i in range(5000)]
+
+
+@pytest.fixture
+def model(store):
+    rng = np.random.default_rng(0)
+    vectors = rng.standard_normal((len(WORDS), 64)).astype(np.float32)
+    load_arrays(WORDS, vectors, name="M", store=store)
+    return vectors
+
+
+def test_cancelled_calls_leave_the_connections_usable(store, model):
+    """Calls cancelled at every stage (before the request, mid-reply, while a big batch
+    is decoded in a thread) never leave a reply behind for the next call to read."""
+
+    async def scenario():
+        kv = await AsyncRedisKeyedVectors.connect("M", store=store)
+        try:
+            cancelled = 0
+            for i in range(60):
+                task = asyncio.ensure_future(kv.get_vectors(WORDS[: 100 + 80 * i]))
+                for _ in range(i % 6):
+                    await asyncio.sleep(0)
+                task.cancel()
+                try:
+                    await task
+                except asyncio.CancelledError:
+                    cancelled += 1
+                # the very next calls, on whatever connection is free, answer right
+                words = [WORDS[i], WORDS[-1 - i]]
+                got, found = await kv.get_vectors(words)
+                assert found.all()
+                np.testing.assert_array_equal(got, model[[i, len(WORDS) - 1 - i]])
+                assert (await kv["w7"]).tolist() == model[7].tolist()
+            assert cancelled > 10  # the cancellations did land mid-call
+        finally:
+            await kv.aclose()
+
+    asyncio.run(scenario())
+
+
+def test_concurrent_coroutines_get_their_own_answers(store, model):
+    async def scenario():
+        async with AsyncRedisKeyedVectors("M", store=store, cache=500) as kv:
+
+            async def ask(seed):
+                r = np.random.default_rng(seed)
+                for _ in range(10):
+                    idx = r.integers(0, len(WORDS), 100)
+                    got, _ = await kv.get_vectors([WORDS[i] for i in idx])
+                    np.testing.assert_array_equal(got, model[idx])
+
+            await asyncio.gather(*(ask(s) for s in range(32)))
+
+    asyncio.run(scenario())
+
+
+def test_syntax_calls_and_metadata(store, model, tmp_path):
+    async def scenario():
+        async with AsyncRedisKeyedVectors("M", store=store, cache_dir=tmp_path) as kv:
+            with pytest.raises(TypeError):
+                len(AsyncRedisKeyedVectors("M", store=store))  # nothing read yet
+            assert len(kv) == len(WORDS) and kv.vector_size == 64
+            assert await kv.contains("w1") and not await kv.contains("nope")
+            with pytest.raises(TypeError, match=r"await kv\.contains"):
+                "w1" in kv  # noqa: B015
+            assert (await kv.index_to_key)[:2] == ["w0", "w1"]
+            assert (await kv.key_to_index)["w3"] == 3
+            with pytest.raises(KeyError):
+                await kv["nope"]
+            sync = RedisKeyedVectors("M", store=store, cache_dir=tmp_path)
+            assert await kv.most_similar("w5", topn=3) == sync.most_similar("w5", topn=3)
+            assert (await kv.vectors).shape == (len(WORDS), 64)
+            sync.close()
+
+    asyncio.run(scenario())
