@@ -417,3 +417,57 @@ def test_the_suite_never_touches_the_users_server(valkey):
     assert proc.returncode == 0, proc.stdout[-2000:]
     assert " passed" in proc.stdout
     assert r.get("precious") == b"data" and r.dbsize() == 1
+
+
+# -- replication ------------------------------------------------------------------------
+
+
+def _synced(replica) -> redis.Redis:
+    r = redis.Redis(port=replica.port)
+    deadline = time.monotonic() + 15
+    while r.info("replication").get("master_link_status") != "up":
+        assert time.monotonic() < deadline, "the replica never synced"
+        time.sleep(0.05)
+    return r
+
+
+def test_a_commit_waits_for_the_replicas(valkey):
+    """When the load returns, the replica has every row and the registry entry: a failover
+    right after the commit loses nothing (WAIT, not the replication's usual speed)."""
+    primary = valkey("primary")
+    replica = _synced(valkey("replica", replicaof=f"127.0.0.1 {primary.port}"))
+    tokens = [f"w{i}" for i in range(5_000)]
+    vectors = np.random.default_rng(3).standard_normal((5_000, 8)).astype(np.float32)
+    info = load_arrays(tokens, vectors, name="R", redis_url=primary.url, batch_size=500)
+    keys = Store.vector_keys(info.prefix, tokens)
+    assert replica.exists(*keys) == len(tokens)  # read at once: no polling
+    assert replica.hget("vecserve:models", "R") is not None
+
+
+def test_a_replica_that_does_not_acknowledge_is_named(valkey, monkeypatch, caplog):
+    """A replica that stopped answering (SIGSTOP) does not block the commit forever: the
+    load commits after the wait and warns that a failover now could lose part of it."""
+    import signal
+
+    from vecserve.store import registry
+
+    primary = valkey("primary")
+    replica = valkey("replica", replicaof=f"127.0.0.1 {primary.port}")
+    _synced(replica)
+    wait = registry.Store.wait_for_replicas
+    monkeypatch.setattr(
+        registry.Store,
+        "wait_for_replicas",
+        lambda self, s, timeout=10.0: wait(self, s, timeout=0.3),
+    )
+    os.kill(replica.process.pid, signal.SIGSTOP)
+    try:
+        tokens = [f"w{i}" for i in range(1_000)]
+        vectors = np.ones((1_000, 4), dtype=np.float32)
+        with caplog.at_level("WARNING", logger="vecserve.load"):
+            load_arrays(tokens, vectors, name="S", redis_url=primary.url)
+    finally:
+        os.kill(replica.process.pid, signal.SIGCONT)
+    warned = [r.getMessage() for r in caplog.records if "have not acknowledged" in r.getMessage()]
+    assert len(warned) == 2, warned  # the new generation, then the commit
+    assert "(0 of 1 replicas)" in warned[0] and "vecserve models check S" in warned[0]

@@ -37,7 +37,13 @@ from __future__ import annotations
 import secrets
 
 from .errors import VecserveError
-from .store.layout import EVENTS, SHARED_METADATA, model_key_patterns, pin_key_patterns
+from .store.layout import (
+    EVENTS,
+    SHARED_METADATA,
+    model_key_patterns,
+    pin_key_patterns,
+    replication_marker,
+)
 
 __all__ = ["ROLES", "setuser_line"]
 
@@ -72,7 +78,9 @@ def setuser_line(
     if role == "loader":
         if not model:
             raise VecserveError("a loader writes one model: name it with --model NAME")
-        keys = [f"~{p}" for p in (*model_key_patterns(model), *SHARED_METADATA)]
+        # the scratch keys a commit writes before WAIT (Store.wait_for_replicas)
+        markers = replication_marker("*")
+        keys = [f"~{p}" for p in (*model_key_patterns(model), *SHARED_METADATA, markers)]
         rights = ["-@all", "+@read", "+@write", "+@connection", "+@transaction", "-@dangerous",
                   "+eval", "+info"]  # fmt: skip
         return " ".join([*head, f"&{EVENTS}", *keys, *rights, "+publish", *_CLUSTER])

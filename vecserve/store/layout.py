@@ -141,6 +141,17 @@ def model_key_patterns(name: str) -> list[str]:
     return [*out, lock_key(name), history_key(name), *pin_key_patterns(name)]
 
 
+def replication_marker(slot_of: str) -> str:
+    """A scratch key in the same cluster slot as the key (or hash tag) ``slot_of``: the
+    loader writes it and then ``WAIT``s on the same connection, so the replicas of the node
+    that holds ``slot_of`` are known to have everything written before.
+
+    >>> replication_marker("vecserve:models")
+    'vecserve:replicated:{vecserve:models}'
+    """
+    return f"{NS}:replicated:{{{slot_of}}}"
+
+
 def lock_key(name: str) -> str:
     return f"{NS}:lock:{name}"
 

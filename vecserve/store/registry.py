@@ -41,6 +41,7 @@ from .layout import (
     ngram_keys,
     ngrams_key,
     redact_url,
+    replication_marker,
     resp_exists,
     translate_errors,
     unpack_vocab,
@@ -242,6 +243,48 @@ class Store:
             )
             for i in infos
         ]
+
+    def wait_for_replicas(self, slots_of: Sequence[str], *, timeout: float = 10.0) -> list[str]:
+        """Block until the replicas of every node holding one of ``slots_of`` (keys or hash
+        tags) have acknowledged every write made so far; the nodes whose replicas did not
+        within ``timeout`` seconds, named (empty: all did, or there are no replicas).
+
+        Redis replicates asynchronously: a write a primary acknowledged can be lost when a
+        replica takes over before it arrived. ``WAIT`` counts only the writes of its own
+        connection, so a scratch key in the same slot (:func:`replication_marker`) is
+        written first, on the same connection; the replication stream is ordered, so every
+        earlier write of any client is acknowledged with it. A server that refuses INFO
+        (least privilege) is not waited on.
+        """
+        late = []
+        with self.errors("waiting for the replicas"):
+            for node, client, marker in self._nodes_of(slots_of):
+                try:
+                    replicas = int(client.info("replication").get("connected_slaves", 0))
+                except redis.ResponseError:  # INFO refused: nothing to count replicas by
+                    continue
+                if not replicas:
+                    continue
+                pipe = client.pipeline(transaction=False)
+                pipe.set(marker, b"1", px=60_000)
+                pipe.execute_command("WAIT", replicas, int(timeout * 1000))
+                acked = pipe.execute()[1]
+                if int(acked) < replicas:
+                    late.append(f"{node} ({acked} of {replicas} replicas)")
+        return late
+
+    def _nodes_of(self, slots_of: Sequence[str]):
+        """``(node name, client, marker key)`` once per node holding one of ``slots_of``."""
+        if not self.is_cluster:
+            yield describe_client(self.client), self.client, replication_marker(slots_of[0])
+            return
+        seen = set()
+        for slot_of in slots_of:
+            marker = replication_marker(slot_of)
+            node = self.client.get_node_from_key(marker)
+            if node.name not in seen:
+                seen.add(node.name)
+                yield node.name, self.client.get_redis_connection(node), marker
 
     # -- key names ----------------------------------------------------------------------
 

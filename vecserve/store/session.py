@@ -333,6 +333,10 @@ class LoadSession:
                     f"{s.written} in {s.chunks}: the server lost writes (restarted without "
                     "persistence?); the load was not committed"
                 )
+        # the replicas first have every row, so a failover after the check loses none
+        slots = [vocab_key(s.prefix), vocab_sizes_key(s.prefix), counts_key(s.prefix),
+                 *(str(b) for b in range(info.buckets))]  # fmt: skip
+        _warn_late(s.name, store.wait_for_replicas(slots), "the new generation")
         check = store.check_rows(info, hashes=True, progress=progress)
         if check.missing:
             words = ", ".join(repr(w) for w in check.words[:3])
@@ -358,6 +362,7 @@ class LoadSession:
                 EVENTS,
                 json.dumps({"event": "commit", "model": s.name, "generation": s.generation}),
             )
+        _warn_late(s.name, store.wait_for_replicas([MODELS]), "the commit")
         self.committed = info
         collect(store, s.name, keep=self.keep, lease=self.lease)
         self.lease.release()
@@ -372,6 +377,18 @@ class LoadSession:
                 drop_load(self.store, self.state.name, lease=self.lease)
         finally:
             self.lease.release()
+
+
+def _warn_late(name: str, late: list[str], what: str) -> None:
+    if late:
+        log.warning(
+            "replicas of %s have not acknowledged %s of %r yet: a failover now could lose "
+            "part of it (`vecserve models check %s` tells)",
+            ", ".join(late),
+            what,
+            name,
+            name,
+        )
 
 
 def _raise_first(replies: list) -> None:
