@@ -15,7 +15,7 @@ from vecserve.search._exact import Heaps, top_k
 from vecserve.search.exact import BATCH_FROM_ROWS, ExactScan, gensim_argsort
 from vecserve.search.snapshot import SimilarityIndex
 
-CORPUS = Path(__file__).resolve().parents[1] / ".." / ".." / "shared" / "data" / "wiki100m.zip"
+CORPUS = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "wiki100m.zip"
 
 
 def gensim_kv(words, vectors) -> KeyedVectors:
