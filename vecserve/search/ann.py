@@ -92,6 +92,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..fileio import atomic_write
 from ..procs import pid_alive
 from . import recall
 from .ivf import IvfIndex, default_nlist
@@ -599,10 +600,9 @@ class BuildProgress:
         if self.file is None:
             return
         data = dict(self.as_dict(), pid=os.getpid(), updated=time.time())
-        tmp = self.file.with_name(f".{self.file.name}.{os.getpid()}")
-        with contextlib.suppress(OSError):  # progress is informative: never fail a build
-            tmp.write_text(json.dumps(data))
-            os.replace(tmp, self.file)
+        # progress is informative: never fail a build
+        with contextlib.suppress(OSError), atomic_write(self.file, "w", fsync=False) as f:
+            f.write(json.dumps(data))
 
     def remove(self) -> None:
         if self.file is not None:

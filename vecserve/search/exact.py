@@ -47,6 +47,7 @@ True
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Sequence
 
@@ -221,7 +222,7 @@ class ExactScan:
         block = max(256, min(65536, BLOCK_BYTES // (4 * max(d, m))) // 64 * 64)
         buf = np.empty((m, block), dtype=REAL)
         parts = [(lo, min(lo + -(-m // threads), m)) for lo in range(0, m, -(-m // threads))]
-        pool = _pool() if len(parts) > 1 else None
+        pool = scan_pool() if len(parts) > 1 else None
         for lo in range(0, n, block):
             hi = min(lo + block, n)
             s = buf if hi - lo == block else np.empty((m, hi - lo), dtype=REAL)
@@ -261,12 +262,14 @@ _POOL = None
 _POOL_LOCK = threading.Lock()
 
 
-def _pool():
-    """Two threads that stream a block's scores into the heaps (made on first use)."""
+def scan_pool():
+    """The process's threads for GIL-free scans (exact batches' heaps, the IVF scan's
+    parts of a file), made on first use: one pool, so concurrent queries share the cores
+    instead of each bringing threads of its own."""
     global _POOL
     with _POOL_LOCK:
         if _POOL is None:
             from concurrent.futures import ThreadPoolExecutor
 
-            _POOL = ThreadPoolExecutor(2, "vecserve-exact-topn")
+            _POOL = ThreadPoolExecutor(max(2, min(8, os.cpu_count() or 2)), "vecserve-scan")
         return _POOL

@@ -41,13 +41,14 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import threading
 from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 
+from ..fileio import atomic_path
 from ._ivfscan import top_rows
+from .exact import scan_pool
 
 __all__ = ["IvfIndex", "default_nlist"]
 
@@ -229,8 +230,7 @@ class IvfIndex:
         del assign
         header, size = _layout(nlist, count, dim, stored)
         head = _header_bytes(header)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        try:
+        with atomic_path(path, fsync=False) as tmp:  # a cache: rebuilt if damaged
             with open(tmp, "wb") as f:
                 f.write(head)
                 f.truncate(len(head) + size)
@@ -248,10 +248,6 @@ class IvfIndex:
                 report(work[0] + work[1] + WRITE_COST * hi)
             mapped.flush()
             del arrays, out, mapped
-            os.replace(tmp, path)
-        finally:
-            with contextlib.suppress(FileNotFoundError):
-                tmp.unlink()
 
     @classmethod
     def open(cls, path: str | os.PathLike) -> IvfIndex:
@@ -306,7 +302,7 @@ class IvfIndex:
         if parts == 1:
             return scan(0, len(queries))
         edges = np.linspace(0, len(queries), parts + 1).astype(int)
-        done = _pool().map(lambda i: scan(edges[i], edges[i + 1]), range(parts))
+        done = scan_pool().map(lambda i: scan(edges[i], edges[i + 1]), range(parts))
         return [c for part in done for c in part]
 
     def scan_all(self, query: np.ndarray, k: int, threads: int = 2) -> tuple:
@@ -320,7 +316,7 @@ class IvfIndex:
         if parts == 1:
             pos, scores = top_rows(self.rows, edges[:1], edges[1:], query, k)
         else:
-            got = list(_pool().map(
+            got = list(scan_pool().map(
                 lambda i: top_rows(self.rows, edges[i : i + 1], edges[i + 1 : i + 2], query, k),
                 range(parts),
             ))  # fmt: skip
@@ -329,21 +325,6 @@ class IvfIndex:
             best = np.lexsort((pos, -scores))[:k]  # score, then stored position
             pos, scores = pos[best], scores[best]
         return np.asarray(self.ids[pos], dtype=np.int64), scores
-
-
-_POOL = None
-_POOL_LOCK = threading.Lock()
-
-
-def _pool():
-    """The threads that scan parts of a file at once (made on first use)."""
-    global _POOL
-    with _POOL_LOCK:
-        if _POOL is None:
-            from concurrent.futures import ThreadPoolExecutor
-
-            _POOL = ThreadPoolExecutor(max(2, min(8, os.cpu_count() or 2)), "vecserve-ivf-scan")
-        return _POOL
 
 
 def _views(buf: np.memmap, header: dict, start: int) -> dict[str, np.ndarray]:

@@ -36,12 +36,12 @@ import operator
 import os
 import struct
 import sys
-import tempfile
 import zlib
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from pathlib import Path
 
 import numpy as np
+
+from ..fileio import atomic_write
 
 __all__ = ["SharedVocab", "encode", "write"]
 
@@ -122,17 +122,10 @@ def _refuse_duplicates(encoded: list[bytes], hashes: np.ndarray) -> None:
 
 def write(path: str | os.PathLike, words: Iterable[str]) -> None:
     """Write ``vocab.idx`` for ``words`` at ``path`` atomically (temp file, then rename)."""
-    path = Path(path)
     parts = encode(words)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            for part in parts:
-                f.write(part)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with atomic_write(path) as f:
+        for part in parts:
+            f.write(part)
 
 
 class SharedVocab(Sequence):
