@@ -65,6 +65,7 @@ def _race(store: Store, read) -> tuple[int, set[int]]:
             )
             reads += 1
             seen.add(generation)
+            time.sleep(0.0002)  # a cached read never waits on I/O: let the reloads run
     finally:
         stop.set()
         writer.join()
