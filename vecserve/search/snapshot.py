@@ -97,7 +97,6 @@ import json
 import logging
 import os
 import shutil
-import tempfile
 import threading
 from collections.abc import Sequence
 from numbers import Integral
@@ -107,6 +106,7 @@ import numpy as np
 
 from .. import config
 from ..errors import SnapshotDamaged, StoreUnavailable
+from ..fileio import atomic_dir
 from ..store import ModelInfo, Store
 from .exact import ExactScan, gensim_argsort
 from .vocab import SharedVocab
@@ -298,17 +298,8 @@ class SimilarityIndex:
                     shutil.rmtree(final, ignore_errors=True)
         if not (final / "vectors.npy").exists():
             root.mkdir(parents=True, exist_ok=True)
-            tmp = Path(tempfile.mkdtemp(prefix=f".{info.name}.building.", dir=root))
-            try:
+            with atomic_dir(final) as tmp:  # another builder's, if first, is used
                 _write_snapshot(store, info, tmp, chunk)
-                try:
-                    os.rename(tmp, final)
-                except OSError:
-                    if not (final / "vectors.npy").exists():
-                        raise
-                    # another builder won the race: use theirs
-            finally:
-                shutil.rmtree(tmp, ignore_errors=True)
             _remove_older(root, info)
         return cls.open(final, name=info.name, generation=info.generation)
 
