@@ -168,7 +168,8 @@ static inline void vs_offer(vs_pair *h, int64_t *n, int64_t k, float s, int64_t 
     }
 }
 
-/* Empty a heap of n pairs into pos/score, best first (a heap sort: the worst goes last); returns n. */
+/* Empty a heap of n pairs into pos/score, best first (a heap sort: the worst goes
+   last); returns n. */
 static int64_t vs_drain(vs_pair *heap, int64_t n, int64_t *pos, float *score) {
     for (int64_t m = n; m > 0; m--) {
         pos[m - 1] = heap[0].p;
@@ -262,8 +263,7 @@ VS_AVX2 static VS_INLINE __m256 vs_load8(const char *r, int half, int j) {
 }
 VS_AVX2 static VS_INLINE void vs_dot4(const char *r, int half, const float *q0, const float *q1,
                                       const float *q2, const float *q3, int d, float *out) {
-    __m256 a0 = _mm256_setzero_ps(), a1 = a0, b0 = a0, b1 = a0, c0 = a0, c1 = a0, e0 = a0,
-           e1 = a0;
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0, b0 = a0, b1 = a0, c0 = a0, c1 = a0, e0 = a0, e1 = a0;
     int j = 0;
     for (; j + 16 <= d; j += 16) {
         __m256 r0 = vs_load8(r, half, j), r1 = vs_load8(r, half, j + 8);
@@ -328,10 +328,9 @@ VS_AVX2 static void vs_group_avx2(const char *rows, int half, int d, int64_t lo,
 }
 #endif
 
-static void vs_scan_groups(const void *rows, int half, int d, const int64_t *lo,
-                           const int64_t *hi, const int64_t *qptr, const int32_t *qidx,
-                           int64_t ngroups, const float *Q, int64_t k, vs_pair *heaps,
-                           int64_t *lens) {
+static void vs_scan_groups(const void *rows, int half, int d, const int64_t *lo, const int64_t *hi,
+                           const int64_t *qptr, const int32_t *qidx, int64_t ngroups,
+                           const float *Q, int64_t k, vs_pair *heaps, int64_t *lens) {
 #ifdef VS_X86
     int fast = vs_have_avx2();
 #endif
