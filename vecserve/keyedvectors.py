@@ -72,6 +72,7 @@ import weakref
 from collections.abc import Iterable
 
 import numpy as np
+import redis
 
 from .connect import connect
 from .errors import GenerationChanged
@@ -80,7 +81,7 @@ from .reader import Reader
 from .search.snapshot import IndexManager, SimilarityIndex
 from .store import Pin, Store
 from .store.pins import keep_alive_async
-from .store.wire import AsyncConnections, Steps, arun
+from .store.wire import HEAVY_KEYS, AsyncConnections, Steps, arun
 from .wholematrix import WholeMatrixCalls
 
 __all__ = ["AsyncRedisKeyedVectors", "RedisKeyedVectors"]
@@ -302,14 +303,13 @@ class RedisKeyedVectors(Calls, WholeMatrixCalls):
                 v = reader.cached(key_or_keys)
                 if v is not None:
                     return v
-                plain = reader.plain_round([key_or_keys])
-                if plain is not None:  # one hand-written round trip, no steps
-                    got = reader.plain_lookup(
-                        plain[0], [key_or_keys], reader.store.execute(plain[1])
-                    )
-                    if got is not None and got.found[0]:
-                        v = got.rows[0]
-                        v.setflags(write=False)
+                single = reader.single_request(key_or_keys)
+                if single is not None:  # one hand-written request, no steps
+                    try:
+                        v = reader.single_row(single[0], reader.store.request(single[1], 2))
+                    except (redis.RedisError, OSError):
+                        v = None  # the general read retries, and names what failed
+                    if v is not None:
                         return v
         return self._getitem(key_or_keys)
 
@@ -436,7 +436,9 @@ class AsyncRedisKeyedVectors(Calls):
             return property(lambda self: self._arun(fn(self)), doc=fn.__doc__)
 
         async def method(self, *args, **kwargs):
-            return await self._arun(fn(self, *args, **kwargs))
+            first = args[0] if args else None  # a big batch: its keys are built off the loop
+            heavy = isinstance(first, (list, tuple)) and len(first) >= HEAVY_KEYS
+            return await self._arun(fn(self, *args, **kwargs), heavy=heavy)
 
         functools.update_wrapper(method, fn)
         return method
@@ -513,11 +515,11 @@ class AsyncRedisKeyedVectors(Calls):
             raise RuntimeError("not connected: call through an await first")
         return self._reader_
 
-    async def _arun(self, steps: Steps, *, confirm: bool = True):
+    async def _arun(self, steps: Steps, *, confirm: bool = True, heavy: bool = False):
         reader = await self._ensure()
         if self._pin is not None and confirm:  # a pinned view: its pin lived through it
             steps = self._pin.confirmed(steps)
-        return await arun(steps, self._aclient, reader.store.url, self._connections)
+        return await arun(steps, self._aclient, reader.store.url, self._connections, heavy=heavy)
 
     @property
     def _twin(self) -> RedisKeyedVectors:

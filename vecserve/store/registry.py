@@ -45,13 +45,14 @@ from .layout import (
     resp_exists,
     translate_errors,
     unpack_vocab,
+    vector_key,
     vector_keys,
     vocab_hashes_key,
     vocab_key,
     vocab_parts,
     vocab_sizes_key,
 )
-from .wire import Connections, Round, Steps, drive, executor, packed
+from .wire import Connections, Round, Steps, drive, executor, packed, pause
 
 T = TypeVar("T")
 
@@ -168,6 +169,10 @@ class Store:
         self.execute = executor(client, self.url, self._connections)
         self._entries: dict[str, tuple[bytes, ModelInfo]] = {}  # model_from_entry
         self._entry_requests: dict[str, bytes] = {}  # HGET of a registry entry, packed
+        self._singles: dict[str, tuple] = {}  # single_request's plan, by model name
+        #: ``request(data, n)``: the ``n`` replies of a packed request on this thread's raw
+        #: connection, untranslated, no retry (single server; the one-word hot path)
+        self.request = None if self._connections is None else self._connections.request
         # vocab_hashes, by (prefix, generation): a later generation may reuse a prefix
         self._vocab_hashes: dict[tuple[str, int], np.ndarray | None] = {}
         # False once the server refused SUBWORD_READ (no EVAL_RO: Redis < 7, or an ACL
@@ -472,6 +477,52 @@ class Store:
             entry = self._entry_requests[model.name] = packed("HGET", MODELS, model.name)
         keys = vector_keys(model.prefix, encode_tokens(tokens), model.buckets)
         return Round([("MGET", *keys), entry], f"reading {len(keys)} vectors of {model.name!r}")
+
+    def single_request(self, model: ModelInfo, token: str) -> tuple[tuple, bytes] | None:
+        """``(plan, request)``: the packed request of a plain one-word read on a single
+        server (the GET of the word's key and the HGET of the model's registry entry,
+        pipelined) and what :meth:`single_row` checks its two replies against; None where
+        a read needs more (a cluster, hash-tag buckets, n-grams, an entry this store did
+        not parse). The hot path of ``kv[word]``: all but the key is packed once per
+        generation."""
+        plan = self._singles.get(model.name)
+        if plan is None or plan[0] is not model:
+            plan = self._single_plan(model)
+            if plan is None:
+                return None
+        key = vector_key(plan[1], token)
+        return plan, b"*2\r\n$3\r\nGET\r\n$%d\r\n%b\r\n%b" % (len(key), key, plan[2])
+
+    def _single_plan(self, model: ModelInfo) -> tuple | None:
+        hit = self._entries.get(model.name)
+        if self.is_cluster or model.buckets or model.subwords or hit is None or hit[1] is not model:
+            return None
+        codec = model.codec_obj
+        plan = (
+            model,
+            model.key_prefix,
+            packed("HGET", MODELS, model.name),
+            hit[0],  # the raw entry: the reply that proves the row is of this generation
+            codec.nbytes(model.dim),
+            codec.name == "f32",
+        )
+        self._singles[model.name] = plan
+        return plan
+
+    @staticmethod
+    def single_row(plan: tuple, replies: list) -> np.ndarray | None:
+        """The row (read-only) from the replies of :meth:`single_request`; None unless the
+        word was found and the registry entry, read after it, is still the plan's (then
+        :meth:`read_rows_steps` reads it again and says why)."""
+        value, raw = replies
+        if raw != plan[3] or type(value) is not bytes or len(value) != plan[4]:
+            return None
+        if plan[5]:  # f32 as stored: a view of the reply, no copy
+            return np.frombuffer(value, _F4)
+        model = plan[0]
+        row = model.codec_obj.decode(value, 1, model.dim)[0]
+        row.setflags(write=False)
+        return row
 
     def plain_rows(
         self, model: ModelInfo, tokens: Sequence[str], replies: list
@@ -1012,19 +1063,45 @@ _NO_IDS = np.zeros(0, np.int64)
 _NO_IDS.setflags(write=False)
 
 
+_F4 = np.dtype("<f4")
+
+
+def _join_rows(values: list[bytes], size: int) -> bytearray | None:
+    """``values`` joined into one writable buffer, None unless each is ``size`` bytes.
+    A big join goes ``DECODE_CHUNK`` rows at a time, with a :func:`pause` in between."""
+    total = size * len(values)
+    if len(values) <= DECODE_CHUNK:
+        out = bytearray().join(values)
+        return out if len(out) == total else None
+    out = bytearray(total)
+    view, pos = memoryview(out), 0
+    for i in range(0, len(values), DECODE_CHUNK):
+        part = b"".join(values[i : i + DECODE_CHUNK])
+        if pos + len(part) > total:
+            return None
+        view[pos : pos + len(part)] = part
+        pos += len(part)
+        pause()
+    return out if pos == total else None
+
+
 def _found_all(n: int) -> np.ndarray:
     return _ALL_FOUND[:n] if n <= len(_ALL_FOUND) else np.ones(n, dtype=bool)
+
+
+#: Rows a big decode joins at a time (see :func:`vecserve.store.wire.pause`).
+DECODE_CHUNK = 1024
 
 
 def _decode(model: ModelInfo, values: list[bytes | None], tokens: Sequence[str]):
     codec = model.codec_obj
     if values and None not in values:  # the common case: no mask, no scatter
-        buf = b"".join(values)  # type: ignore[arg-type]
         n = len(values)
-        if codec.name == "f32" and len(buf) == 4 * n * model.dim:
-            # little-endian float32 as stored: one writable copy, no conversion
-            rows = np.frombuffer(bytearray(buf), dtype="<f4").reshape(n, model.dim)
-            return rows, _found_all(n)
+        if codec.name == "f32":  # little-endian float32 as stored: one copy, no conversion
+            rows = _join_rows(values, 4 * model.dim)  # type: ignore[arg-type]
+            if rows is not None:
+                return np.frombuffer(rows, _F4).reshape(n, model.dim), _found_all(n)
+        buf = b"".join(values)  # type: ignore[arg-type]
         if len(buf) == n * codec.nbytes(model.dim):
             return codec.decode(buf, n, model.dim), _found_all(n)
     return codec.decode_values(values, model.dim, what=tokens)

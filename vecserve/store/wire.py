@@ -24,13 +24,17 @@ b'PONG'
 from __future__ import annotations
 
 import asyncio
+import collections
 import threading
+import time
 import weakref
 from collections.abc import Awaitable, Callable, Generator, Sequence
 from typing import Any, TypeVar
 
+import hiredis
 import redis
 import redis.asyncio
+from redis._parsers import BaseParser
 from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
 from redis.cluster import RedisCluster
 
@@ -45,6 +49,7 @@ __all__ = [
     "drive",
     "executor",
     "pack",
+    "pause",
     "run",
 ]
 
@@ -55,6 +60,8 @@ Steps = Generator["Round", list, T]
 #: :func:`arun` (its replies decoded in a thread): a 10,000-row batch takes ~10 ms to
 #: decode, which would stall every other coroutine.
 HEAVY_KEYS = 2000
+#: Arguments :func:`pack` packs at a time.
+PACK_CHUNK = 1024
 
 
 class Round:
@@ -72,7 +79,8 @@ class Round:
 
 def pack(commands: Sequence[tuple | bytes]) -> bytes:
     """The RESP request of ``commands`` (arguments: bytes, str or int; a ``bytes``
-    command is one already packed, sent as it is).
+    command is one already packed, sent as it is). A command of many arguments is packed
+    ``PACK_CHUNK`` at a time, with a :func:`pause` in between.
 
     >>> pack([("GET", b"k")])
     b'*2\\r\\n$3\\r\\nGET\\r\\n$1\\r\\nk\\r\\n'
@@ -82,12 +90,37 @@ def pack(commands: Sequence[tuple | bytes]) -> bytes:
         if type(cmd) is bytes:
             out.append(cmd)
             continue
-        args = [
-            a if type(a) is bytes else a.encode() if isinstance(a, str) else b"%d" % a for a in cmd
-        ]
-        out.append(b"*%d\r\n" % len(args))
-        out.append(b"".join([b"$%d\r\n%b\r\n" % (len(a), a) for a in args]))
+        out.append(b"*%d\r\n" % len(cmd))
+        for i in range(0, len(cmd), PACK_CHUNK):
+            if i:
+                pause()
+            part = cmd[i : i + PACK_CHUNK] if len(cmd) > PACK_CHUNK else cmd
+            args = [
+                a if type(a) is bytes else a.encode() if isinstance(a, str) else b"%d" % a
+                for a in part
+            ]
+            out.append(b"".join([b"$%d\r\n%b\r\n" % (len(a), a) for a in args]))
     return b"".join(out)
+
+
+_THREAD = threading.local()
+
+
+def pause() -> None:
+    """In :func:`arun`'s worker threads, release the GIL for a moment: long work there
+    (packing or decoding 10,000 rows) calls this between chunks, so the event loop's
+    thread, which may be waiting for the GIL, never waits for a whole switch interval
+    (5 ms). Elsewhere it does nothing."""
+    if getattr(_THREAD, "pausing", False):
+        time.sleep(0)
+
+
+def _in_worker(fn: Callable[..., T], *args) -> T:
+    _THREAD.pausing = True
+    try:
+        return fn(*args)
+    finally:
+        _THREAD.pausing = False
 
 
 def packed(*args) -> bytes:
@@ -113,6 +146,67 @@ def _check(replies: list, rnd: Round) -> list:
     return replies
 
 
+_NEED = object()  # hiredis's "not enough data yet"
+
+
+def _reply_reader() -> hiredis.Reader:
+    """A RESP reader whose error replies come back as redis-py's exception objects (the
+    classes :func:`~vecserve.store.layout.translated` knows), not raised."""
+    return hiredis.Reader(
+        protocolError=redis.exceptions.InvalidResponse,
+        replyError=BaseParser.parse_error,
+        notEnoughData=_NEED,
+    )
+
+
+class _Raw:
+    """One connection as a socket and a RESP reader of our own: redis-py connects it (TLS,
+    AUTH, SELECT, HELLO), then every request is one ``sendall`` and its replies are read
+    with ``recv_into`` into one buffer: the whole client-side cost of a round trip."""
+
+    __slots__ = ("__weakref__", "buf", "conn", "reader", "sock")
+
+    def __init__(self, conn):
+        conn.connect()
+        self.conn = conn
+        self.sock = conn._sock
+        self.reader = _reply_reader()
+        self.buf = bytearray(_READ_SIZE)
+
+    def request(self, data: bytes, n: int) -> list:
+        """The ``n`` replies of request ``data`` (error replies as exception objects).
+        On any failure the connection is closed: a reply may be left half read."""
+        reader, out = self.reader, []
+        try:
+            self.sock.sendall(data)
+            while len(out) < n:
+                reply = reader.gets()
+                if reply is _NEED:
+                    got = self.sock.recv_into(self.buf)
+                    if not got:
+                        raise redis.ConnectionError("Connection closed by server.")
+                    reader.feed(self.buf, 0, got)
+                else:
+                    out.append(reply)
+        except TimeoutError as exc:
+            self.close()
+            raise redis.TimeoutError(f"Timeout reading from socket: {exc}") from exc
+        except OSError as exc:
+            self.close()
+            raise redis.ConnectionError(f"Error while talking to the server: {exc}") from exc
+        except BaseException:
+            self.close()
+            raise
+        return out
+
+    def close(self) -> None:
+        self.sock = None
+        self.conn.disconnect()
+
+
+_READ_SIZE = 1 << 18
+
+
 class Connections:
     """A sync client's raw connections, one per thread (no pool lock, no pool checks)."""
 
@@ -122,40 +216,42 @@ class Connections:
         self._all: weakref.WeakSet = weakref.WeakSet()  # a dead thread's goes with it
         self._lock = threading.Lock()
 
-    def execute(self, rnd: Round) -> list:
-        conn = getattr(self._local, "conn", None)
-        if conn is None:
-            conn = self.client.connection_pool.connection_class(
-                **self.client.connection_pool.connection_kwargs
-            )
-            self._local.conn = conn
+    def _connection(self) -> _Raw:
+        raw = getattr(self._local, "raw", None)
+        if raw is None or raw.sock is None:
+            pool = self.client.connection_pool
+            raw = _Raw(pool.connection_class(**pool.connection_kwargs))
+            self._local.raw = raw
             with self._lock:
-                self._all.add(conn)
-        request = [pack(rnd.commands)]
+                self._all.add(raw)
+        return raw
+
+    def request(self, data: bytes, n: int) -> list:
+        """The ``n`` replies of the packed request ``data`` on this thread's connection,
+        error replies as exception objects; redis-py's errors raised, untranslated, no
+        retry: the hot path of a single word, which falls back to :meth:`execute`."""
+        raw = getattr(self._local, "raw", None)
+        if raw is None or raw.sock is None:
+            raw = self._connection()
+        return raw.request(data, n)
+
+    def execute(self, rnd: Round) -> list:
+        request = pack(rnd.commands)
         for attempt in (0, 1):
             try:
-                conn.send_packed_command(request)
-                replies = []
-                for _ in rnd.commands:
-                    try:
-                        replies.append(conn.read_response())
-                    except redis.ResponseError as exc:
-                        replies.append(exc)
+                replies = self._connection().request(request, len(rnd.commands))
                 break
-            except (redis.ConnectionError, redis.TimeoutError, OSError):
-                conn.disconnect()  # a server restarted since: reads retry once, anew
-                if attempt:
+            except (redis.ConnectionError, redis.TimeoutError):
+                if attempt:  # a server restarted since: reads retry once, anew
                     raise
-            except BaseException:
-                conn.disconnect()  # replies may be pending: never reuse it as it is
-                raise
         return _check(replies, rnd)
 
     def close(self) -> None:
         with self._lock:
             conns, self._all = list(self._all), weakref.WeakSet()
-        for conn in conns:
-            conn.disconnect()
+        for raw in conns:
+            if raw.sock is not None:
+                raw.close()
 
 
 def _execute_pipeline(client, rnd: Round) -> list:
@@ -191,41 +287,142 @@ def run(steps: Steps[T], client: redis.Redis | RedisCluster, url: str,
     return drive(steps, executor(client, url, connections))
 
 
-class AsyncConnections:
-    """An asyncio client's raw connections: a free list (one event loop, no lock)."""
+class _Pipe(asyncio.Protocol):
+    """One connection every coroutine of an event loop shares, pipelined: requests are
+    written in the order they are made (those of one loop iteration in one write), and
+    the replies, parsed as they arrive, go to their requests in that order. A request
+    whose caller was cancelled still has its replies read (and dropped), so the
+    connection stays in step. Parsing happens a received chunk at a time (hiredis keeps
+    a half-read reply), so a 12 MB reply never holds the loop for long."""
 
-    def __init__(self, client: redis.asyncio.Redis):
+    def __init__(self, conn, transport: asyncio.Transport):
+        self.conn = conn  # redis.asyncio's: it connected and shook hands; owns the transport
+        self.transport = transport
+        self.loop = asyncio.get_running_loop()
+        self.reader = _reply_reader()
+        self.waiting: collections.deque = collections.deque()  # [future, n, replies]
+        self.out: list[bytes] = []
+        self.lost: Exception | None = None
+
+    def send(self, data: bytes, n: int) -> asyncio.Future:
+        """A future of the ``n`` replies of request ``data``."""
+        if self.lost is not None:
+            raise self.lost
+        fut = self.loop.create_future()
+        self.waiting.append([fut, n, []])
+        if not self.out:
+            self.loop.call_soon(self._flush)
+        self.out.append(data)
+        return fut
+
+    def _flush(self) -> None:
+        out, self.out = self.out, []
+        if self.lost is None and out:
+            self.transport.write(out[0] if len(out) == 1 else b"".join(out))
+
+    def data_received(self, data: bytes) -> None:
+        reader, waiting = self.reader, self.waiting
+        reader.feed(data)
+        while waiting:
+            entry = waiting[0]
+            reply = reader.gets()
+            if reply is _NEED:
+                return
+            replies = entry[2]
+            replies.append(reply)
+            if len(replies) == entry[1]:
+                waiting.popleft()
+                if not entry[0].done():
+                    entry[0].set_result(replies)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.fail(redis.ConnectionError(f"Connection closed by server{f': {exc}' if exc else ''}."))
+
+    def fail(self, exc: Exception) -> None:
+        """End the connection: every waiting request fails with ``exc``."""
+        if self.lost is None:
+            self.lost = exc
+            self.transport.abort()
+            self.conn._reader = self.conn._writer = None  # closed: redis.asyncio's own mark
+        while self.waiting:
+            fut = self.waiting.popleft()[0]
+            if not fut.done():
+                fut.set_exception(exc)
+
+
+class AsyncConnections:
+    """An asyncio client's raw connections (single server): a few :class:`_Pipe` s that
+    the coroutines of the loop pipeline their requests on, each request on the one
+    with the fewest waiting. A new connection is made only while every one has
+    requests waiting, up to ``size``: a server writes a limited amount to one client
+    per turn of its event loop (64 KB), so one connection cannot carry the replies of
+    many concurrent batches; a few can, with far fewer reads than a connection each."""
+
+    def __init__(self, client: redis.asyncio.Redis, size: int = 8):
         self.client = client
-        self._free: list = []
+        self.size = size
+        self._pipes: list[_Pipe] = []
+        self._lock: asyncio.Lock | None = None
+
+    def _pick(self) -> _Pipe | None:
+        best = None
+        for pipe in self._pipes:
+            if pipe.lost is None and (best is None or len(pipe.waiting) < len(best.waiting)):
+                best = pipe
+        return best
+
+    async def _pipe(self) -> _Pipe:
+        pipe = self._pick()
+        if pipe is not None and (not pipe.waiting or len(self._pipes) >= self.size):
+            return pipe
+        if self._lock is None:
+            self._lock = asyncio.Lock()
+        elif pipe is not None and self._lock.locked():
+            return pipe  # another coroutine is connecting: no need to wait for it
+        async with self._lock:  # one coroutine connects at a time
+            best = self._pick()
+            if best is not None and (not best.waiting or len(self._pipes) >= self.size):
+                return best
+            pool = self.client.connection_pool
+            conn = pool.connection_class(**pool.connection_kwargs)
+            await conn.connect()  # redis.asyncio's own: TLS, AUTH, SELECT, HELLO
+            transport = conn._writer.transport
+            new = _Pipe(conn, transport)
+            transport.set_protocol(new)
+            self._pipes = [p for p in self._pipes if p.lost is None] + [new]
+            return new
 
     async def execute(self, rnd: Round) -> list:
-        pool = self.client.connection_pool
-        conn = self._free.pop() if self._free else pool.connection_class(**pool.connection_kwargs)
-        request = pack(rnd.commands)
+        if rnd.keys >= HEAVY_KEYS:  # packing 10,000 keys takes milliseconds: not on the loop
+            request = await asyncio.to_thread(_in_worker, pack, rnd.commands)
+        else:
+            request = pack(rnd.commands)
+        timeout = self.client.connection_pool.connection_kwargs.get("socket_timeout")
         for attempt in (0, 1):
             try:
-                await conn.send_packed_command(request)
-                replies = []
-                for _ in rnd.commands:
+                pipe = await self._pipe()
+                fut = pipe.send(request, len(rnd.commands))
+                if timeout:
                     try:
-                        replies.append(await conn.read_response())
-                    except redis.ResponseError as exc:
-                        replies.append(exc)
+                        replies = await asyncio.wait_for(fut, timeout)
+                    except asyncio.TimeoutError:
+                        exc = redis.TimeoutError(
+                            f"Timeout reading from the server after {timeout} s"
+                        )
+                        pipe.fail(exc)
+                        raise exc from None
+                else:
+                    replies = await fut
                 break
             except (redis.ConnectionError, redis.TimeoutError, OSError):
-                await conn.disconnect(nowait=True)  # reads retry once, on a new connection
-                if attempt:
+                if attempt:  # a server restarted since: reads retry once, anew
                     raise
-            except BaseException:  # cancelled mid-reply too: the connection is dropped
-                await asyncio.shield(conn.disconnect(nowait=True))
-                raise
-        self._free.append(conn)
         return _check(replies, rnd)
 
     async def close(self) -> None:
-        conns, self._free = self._free, []
-        for conn in conns:
-            await conn.disconnect()
+        pipes, self._pipes = self._pipes, []
+        for pipe in pipes:
+            pipe.fail(redis.ConnectionError("Connection closed."))
 
 
 async def _aexecute_pipeline(client, rnd: Round) -> list:
@@ -235,11 +432,21 @@ async def _aexecute_pipeline(client, rnd: Round) -> list:
     return _check(await pipe.execute(raise_on_error=False), rnd)
 
 
-async def arun(steps: Steps[T], client: redis.asyncio.Redis | AsyncRedisCluster, url: str,
-               connections: AsyncConnections | None = None) -> T:  # fmt: skip
-    """:func:`run` on a ``redis.asyncio`` client. The replies of a round naming
-    ``HEAVY_KEYS`` keys or more are handed to the steps in a thread, so decoding a big
-    batch never blocks the event loop."""
+async def arun(
+    steps: Steps[T],
+    client: redis.asyncio.Redis | AsyncRedisCluster,
+    url: str,
+    connections: AsyncConnections | None = None,
+    *,
+    heavy: bool = False,
+) -> T:
+    """:func:`run` on a ``redis.asyncio`` client, without holding the event loop: the
+    replies of a round naming ``HEAVY_KEYS`` keys or more are handed to the steps in a
+    worker thread (decoding them, and what the steps do next, happen there, and the
+    replies are dropped there too); ``heavy``: the steps' first step (building a batch's
+    keys) runs there as well. Packing such a round is the connections' business
+    (:class:`AsyncConnections` packs it in a worker thread); a worker's long work
+    :func:`pause` s between chunks."""
     execute: Callable[[Round], Awaitable[list]]
     if connections is not None:
         execute = connections.execute
@@ -248,26 +455,31 @@ async def arun(steps: Steps[T], client: redis.asyncio.Redis | AsyncRedisCluster,
         async def execute(rnd: Round) -> list:
             return await _aexecute_pipeline(client, rnd)
 
-    done, rnd = _send(steps, None)
+    if heavy:
+        done, rnd = await asyncio.to_thread(_in_worker, _send, steps, [None])
+    else:
+        done, rnd = _send(steps, [None])
     while not done:
         try:
-            replies = await execute(rnd)
+            replies = [await execute(rnd)]
         except (redis.RedisError, OSError) as exc:
             ours = translated(exc, url, rnd.what)
             if ours is None:
                 raise
             raise ours from exc
         if rnd.keys >= HEAVY_KEYS:
-            done, rnd = await asyncio.to_thread(_send, steps, replies)
+            rnd = None  # type: ignore[assignment]  # the steps hold it: it goes with them
+            done, rnd = await asyncio.to_thread(_in_worker, _send, steps, replies)
         else:
             done, rnd = _send(steps, replies)
     return rnd
 
 
-def _send(steps: Steps, replies: list | None) -> tuple[bool, Any]:
-    """``(False, next round)`` or ``(True, result)``: a StopIteration cannot cross a
-    thread's future."""
+def _send(steps: Steps, box: list) -> tuple[bool, Any]:
+    """``(False, next round)`` or ``(True, result)`` of sending ``box``'s one item (taken
+    out, so that a big reply is dropped by whoever runs the steps): a StopIteration
+    cannot cross a thread's future."""
     try:
-        return False, steps.send(replies)
+        return False, steps.send(box.pop())
     except StopIteration as stop:
         return True, stop.value
