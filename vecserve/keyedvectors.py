@@ -81,7 +81,7 @@ from .reader import Reader
 from .search.snapshot import IndexManager, SimilarityIndex
 from .store import Pin, Store
 from .store.pins import keep_alive_async
-from .store.wire import HEAVY_KEYS, AsyncConnections, Steps, arun
+from .store.wire import AsyncConnections, Steps, arun
 from .wholematrix import WholeMatrixCalls
 
 __all__ = ["AsyncRedisKeyedVectors", "RedisKeyedVectors"]
@@ -299,10 +299,13 @@ class RedisKeyedVectors(Calls, WholeMatrixCalls):
         """``kv["word"]`` (1-D, read-only) or ``kv[["a", "b"]]`` (2-D), like gensim."""
         if type(key_or_keys) is str:
             reader = self._reader_
-            if reader is not None:
+            if reader is None:
+                pass
+            elif not reader.plain:
                 v = reader.cached(key_or_keys)
                 if v is not None:
                     return v
+            else:
                 single = reader.single_request(key_or_keys)
                 if single is not None:  # one hand-written request, no steps
                     try:
@@ -436,9 +439,7 @@ class AsyncRedisKeyedVectors(Calls):
             return property(lambda self: self._arun(fn(self)), doc=fn.__doc__)
 
         async def method(self, *args, **kwargs):
-            first = args[0] if args else None  # a big batch: its keys are built off the loop
-            heavy = isinstance(first, (list, tuple)) and len(first) >= HEAVY_KEYS
-            return await self._arun(fn(self, *args, **kwargs), heavy=heavy)
+            return await self._arun(fn(self, *args, **kwargs))
 
         functools.update_wrapper(method, fn)
         return method
@@ -515,11 +516,11 @@ class AsyncRedisKeyedVectors(Calls):
             raise RuntimeError("not connected: call through an await first")
         return self._reader_
 
-    async def _arun(self, steps: Steps, *, confirm: bool = True, heavy: bool = False):
+    async def _arun(self, steps: Steps, *, confirm: bool = True):
         reader = await self._ensure()
         if self._pin is not None and confirm:  # a pinned view: its pin lived through it
             steps = self._pin.confirmed(steps)
-        return await arun(steps, self._aclient, reader.store.url, self._connections, heavy=heavy)
+        return await arun(steps, self._aclient, reader.store.url, self._connections)
 
     @property
     def _twin(self) -> RedisKeyedVectors:

@@ -130,7 +130,8 @@ class Reader:
         self._info_time = time.monotonic()
         self._cache: VectorCache | None = None
         self._lock = threading.Lock()
-        self._plain = not self.cache_size and pin is None  # single_request may answer
+        #: no cache, no pin: :meth:`single_request` may answer (else :meth:`cached` may)
+        self.plain = not self.cache_size and pin is None
         self.single_row = store.single_row
 
     def pinned(self, info: ModelInfo) -> Reader:
@@ -223,7 +224,7 @@ class Reader:
         is missing or a reload committed meanwhile (then :meth:`lookup_steps` reads it and
         says which). The hot path of ``kv[word]`` (:meth:`Store.single_request`)."""
         info = self._info
-        if info is None or not self._plain:
+        if info is None or not self.plain:
             return None
         return self.store.single_request(info, token)
 

@@ -26,7 +26,6 @@ from __future__ import annotations
 import asyncio
 import collections
 import threading
-import time
 import weakref
 from collections.abc import Awaitable, Callable, Generator, Sequence
 from typing import Any, TypeVar
@@ -41,6 +40,7 @@ from redis.cluster import RedisCluster
 from .layout import translated
 
 __all__ = [
+    "PAUSE",
     "AsyncConnections",
     "Connections",
     "Round",
@@ -49,18 +49,15 @@ __all__ = [
     "drive",
     "executor",
     "pack",
-    "pause",
     "run",
 ]
 
 T = TypeVar("T")
 Steps = Generator["Round", list, T]
 
-#: A round whose commands name this many keys or more is read off the event loop by
-#: :func:`arun` (its replies decoded in a thread): a 10,000-row batch takes ~10 ms to
-#: decode, which would stall every other coroutine.
+#: A round naming this many keys or more is packed by :class:`AsyncConnections`
+#: ``PACK_CHUNK`` arguments at a time, letting the event loop run in between.
 HEAVY_KEYS = 2000
-#: Arguments :func:`pack` packs at a time.
 PACK_CHUNK = 1024
 
 
@@ -79,8 +76,7 @@ class Round:
 
 def pack(commands: Sequence[tuple | bytes]) -> bytes:
     """The RESP request of ``commands`` (arguments: bytes, str or int; a ``bytes``
-    command is one already packed, sent as it is). A command of many arguments is packed
-    ``PACK_CHUNK`` at a time, with a :func:`pause` in between.
+    command is one already packed, sent as it is).
 
     >>> pack([("GET", b"k")])
     b'*2\\r\\n$3\\r\\nGET\\r\\n$1\\r\\nk\\r\\n'
@@ -89,38 +85,29 @@ def pack(commands: Sequence[tuple | bytes]) -> bytes:
     for cmd in commands:
         if type(cmd) is bytes:
             out.append(cmd)
-            continue
-        out.append(b"*%d\r\n" % len(cmd))
-        for i in range(0, len(cmd), PACK_CHUNK):
-            if i:
-                pause()
-            part = cmd[i : i + PACK_CHUNK] if len(cmd) > PACK_CHUNK else cmd
-            args = [
-                a if type(a) is bytes else a.encode() if isinstance(a, str) else b"%d" % a
-                for a in part
-            ]
-            out.append(b"".join([b"$%d\r\n%b\r\n" % (len(a), a) for a in args]))
+        else:
+            out.append(b"*%d\r\n" % len(cmd))
+            out.append(_pack_args(cmd))
     return b"".join(out)
 
 
-_THREAD = threading.local()
+def _pack_args(args: Sequence) -> bytes:
+    raw = [a if type(a) is bytes else a.encode() if isinstance(a, str) else b"%d" % a for a in args]
+    return b"".join([b"$%d\r\n%b\r\n" % (len(a), a) for a in raw])
 
 
-def pause() -> None:
-    """In :func:`arun`'s worker threads, release the GIL for a moment: long work there
-    (packing or decoding 10,000 rows) calls this between chunks, so the event loop's
-    thread, which may be waiting for the GIL, never waits for a whole switch interval
-    (5 ms). Elsewhere it does nothing."""
-    if getattr(_THREAD, "pausing", False):
-        time.sleep(0)
-
-
-def _in_worker(fn: Callable[..., T], *args) -> T:
-    _THREAD.pausing = True
-    try:
-        return fn(*args)
-    finally:
-        _THREAD.pausing = False
+async def _pack_yielding(commands: Sequence[tuple | bytes]) -> bytes:
+    """:func:`pack`, ``PACK_CHUNK`` arguments at a time, letting the loop run in between."""
+    out = []
+    for cmd in commands:
+        if type(cmd) is bytes:
+            out.append(cmd)
+            continue
+        out.append(b"*%d\r\n" % len(cmd))
+        for i in range(0, len(cmd), PACK_CHUNK):
+            out.append(_pack_args(cmd[i : i + PACK_CHUNK]))
+            await asyncio.sleep(0)
+    return b"".join(out)
 
 
 def packed(*args) -> bytes:
@@ -128,12 +115,17 @@ def packed(*args) -> bytes:
     return pack([args])
 
 
+#: What steps yield between chunks of long work (decoding 10,000 rows): no round trip;
+#: :func:`arun` lets the event loop run, :func:`drive` goes straight on. Its reply: [].
+PAUSE = Round([], "pausing")
+
+
 def drive(steps: Steps[T], execute: Callable[[Round], list]) -> T:
     """Run ``steps`` to their result, each round through ``execute``."""
     try:
         rnd = next(steps)
         while True:
-            rnd = steps.send(execute(rnd))
+            rnd = steps.send([] if rnd is PAUSE else execute(rnd))
     except StopIteration as stop:
         return stop.value
 
@@ -288,12 +280,13 @@ def run(steps: Steps[T], client: redis.Redis | RedisCluster, url: str,
 
 
 class _Pipe(asyncio.Protocol):
-    """One connection every coroutine of an event loop shares, pipelined: requests are
-    written in the order they are made (those of one loop iteration in one write), and
-    the replies, parsed as they arrive, go to their requests in that order. A request
-    whose caller was cancelled still has its replies read (and dropped), so the
-    connection stays in step. Parsing happens a received chunk at a time (hiredis keeps
-    a half-read reply), so a 12 MB reply never holds the loop for long."""
+    """One connection coroutines of an event loop share, pipelined: requests are
+    written in the order they are made (those made while it is busy, one loop
+    iteration's in one write), and the replies, parsed as they arrive, go to their
+    requests in that order. A request whose caller was cancelled still has its replies
+    read (and dropped), so the connection stays in step. Parsing happens a received
+    chunk at a time (hiredis keeps a half-read reply), so a 12 MB reply never holds the
+    loop for long."""
 
     def __init__(self, conn, transport: asyncio.Transport):
         self.conn = conn  # redis.asyncio's: it connected and shook hands; owns the transport
@@ -309,10 +302,13 @@ class _Pipe(asyncio.Protocol):
         if self.lost is not None:
             raise self.lost
         fut = self.loop.create_future()
+        if not self.waiting:  # an idle connection: no request to coalesce with
+            self.transport.write(data)
+        else:
+            if not self.out:
+                self.loop.call_soon(self._flush)
+            self.out.append(data)
         self.waiting.append([fut, n, []])
-        if not self.out:
-            self.loop.call_soon(self._flush)
-        self.out.append(data)
         return fut
 
     def _flush(self) -> None:
@@ -393,8 +389,8 @@ class AsyncConnections:
             return new
 
     async def execute(self, rnd: Round) -> list:
-        if rnd.keys >= HEAVY_KEYS:  # packing 10,000 keys takes milliseconds: not on the loop
-            request = await asyncio.to_thread(_in_worker, pack, rnd.commands)
+        if rnd.keys >= HEAVY_KEYS:  # packing 10,000 keys takes milliseconds: in chunks
+            request = await _pack_yielding(rnd.commands)
         else:
             request = pack(rnd.commands)
         timeout = self.client.connection_pool.connection_kwargs.get("socket_timeout")
@@ -437,16 +433,12 @@ async def arun(
     client: redis.asyncio.Redis | AsyncRedisCluster,
     url: str,
     connections: AsyncConnections | None = None,
-    *,
-    heavy: bool = False,
 ) -> T:
-    """:func:`run` on a ``redis.asyncio`` client, without holding the event loop: the
-    replies of a round naming ``HEAVY_KEYS`` keys or more are handed to the steps in a
-    worker thread (decoding them, and what the steps do next, happen there, and the
-    replies are dropped there too); ``heavy``: the steps' first step (building a batch's
-    keys) runs there as well. Packing such a round is the connections' business
-    (:class:`AsyncConnections` packs it in a worker thread); a worker's long work
-    :func:`pause` s between chunks."""
+    """:func:`run` on a ``redis.asyncio`` client. Nothing holds the event loop for long:
+    a big request is packed in chunks (:class:`AsyncConnections`), its replies parsed
+    as they arrive, and steps decoding them yield :data:`PAUSE` between chunks, where
+    the loop runs its other callbacks. No worker threads: a thread would hold the GIL
+    the loop needs for up to a switch interval (5 ms) at a time."""
     execute: Callable[[Round], Awaitable[list]]
     if connections is not None:
         execute = connections.execute
@@ -455,31 +447,26 @@ async def arun(
         async def execute(rnd: Round) -> list:
             return await _aexecute_pipeline(client, rnd)
 
-    if heavy:
-        done, rnd = await asyncio.to_thread(_in_worker, _send, steps, [None])
-    else:
-        done, rnd = _send(steps, [None])
+    done, rnd = _send(steps, None)
     while not done:
+        if rnd is PAUSE:
+            await asyncio.sleep(0)
+            done, rnd = _send(steps, [])
+            continue
         try:
-            replies = [await execute(rnd)]
+            replies = await execute(rnd)
         except (redis.RedisError, OSError) as exc:
             ours = translated(exc, url, rnd.what)
             if ours is None:
                 raise
             raise ours from exc
-        if rnd.keys >= HEAVY_KEYS:
-            rnd = None  # type: ignore[assignment]  # the steps hold it: it goes with them
-            done, rnd = await asyncio.to_thread(_in_worker, _send, steps, replies)
-        else:
-            done, rnd = _send(steps, replies)
+        done, rnd = _send(steps, replies)
     return rnd
 
 
-def _send(steps: Steps, box: list) -> tuple[bool, Any]:
-    """``(False, next round)`` or ``(True, result)`` of sending ``box``'s one item (taken
-    out, so that a big reply is dropped by whoever runs the steps): a StopIteration
-    cannot cross a thread's future."""
+def _send(steps: Steps, replies: list | None) -> tuple[bool, Any]:
+    """``(False, next round)`` or ``(True, result)``."""
     try:
-        return False, steps.send(box.pop())
+        return False, steps.send(replies)
     except StopIteration as stop:
         return True, stop.value
