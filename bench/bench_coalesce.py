@@ -7,7 +7,8 @@ cache directory; then one uvicorn worker is started with ``VECSERVE_COALESCE=1``
 with ``0`` (all map the same files), and ``wrk`` sends ``GET /most_similar`` of random
 words for ``--seconds`` each: approximate ones (``VECSERVE_ANN=1``), then exact ones as
 a default service answers them (no approximate index). Printed: requests/s and p50/p99
-latency of each, and whether every answer under load was the one the word gets alone.
+latency of each, one client alone and ``--connections`` at once, and whether every
+answer under load was the one the word gets alone.
 
     flock /tmp/vecserve-bench.lock python bench/bench_coalesce.py --rows 1000000
 """
@@ -103,20 +104,22 @@ def main() -> None:
                 base = f"http://127.0.0.1:{port}"
                 same = answers_under_load(base, asked[:64], approx, args.connections)
                 seconds = args.seconds if approx else args.exact_seconds
-                got = wrk(f"{base}/", accept="application/json", connections=args.connections,
-                          seconds=seconds, paths=paths_file(work, asked, approx))  # fmt: skip
-                rows.append((coalesce == "1", approx, got, same))
-                print(rows[-1], flush=True)
+                # one client alone (what coalescing costs without load), then many
+                for clients in (1, args.connections):
+                    got = wrk(f"{base}/", accept="application/json", connections=clients,
+                              seconds=seconds, paths=paths_file(work, asked, approx))  # fmt: skip
+                    rows.append((coalesce == "1", approx, clients, got, same))
+                    print(rows[-1], flush=True)
                 procs.pop().terminate()
-        print(f"\n{args.connections} concurrent clients, `GET /most_similar` of one word, "
-              f"{args.rows:,} x {DIM}:\n")  # fmt: skip
-        print("| search | coalescing | requests/s | p50 ms | p99 ms | answers under load |")
-        print("|---|---|---:|---:|---:|---|")
-        for on, approx, got, same in rows:
-            errors = f", {got['errors']} errors" if got["errors"] else ""
-            print(f"| {'approximate' if approx else 'exact'} | {'on' if on else 'off'} | "
-                  f"{got['rps']:,.0f} | {got['p50']:.1f} | {got['p99']:.1f} | "
-                  f"{'each its own' if same else 'DIFFER'}{errors} |")  # fmt: skip
+        print(f"\n`GET /most_similar` of one word, {args.rows:,} x {DIM}:\n")
+        print("| search | clients | coalescing | requests/s | p50 ms | p99 ms | answers |")
+        print("|---|---:|---|---:|---:|---:|---|")
+        for on, approx, clients, got, same in rows:
+            answers = ("each its own" if same else "DIFFER") + (
+                f", {got['errors']} errors" if got["errors"] else "")  # fmt: skip
+            print(f"| {'approximate' if approx else 'exact'} | {clients} | "
+                  f"{'on' if on else 'off'} | {got['rps']:,.0f} | {got['p50']:.1f} | "
+                  f"{got['p99']:.1f} | {answers} |")  # fmt: skip
     finally:
         for p in procs:
             p.terminate()
