@@ -35,10 +35,10 @@ def _slow_batches(monkeypatch) -> list[int]:
     """The size of every coalesced batch; each takes 50 ms more, so that requests queue."""
     sizes, real = [], api._most_similar_many
 
-    def slow(ctx, name, qs):
-        sizes.append(len(qs))
+    def slow(items):
+        sizes.append(len(items))
         time.sleep(0.05)
-        return real(ctx, name, qs)
+        return real(items)
 
     monkeypatch.setattr(api, "_most_similar_many", slow)
     return sizes

@@ -206,18 +206,18 @@ def _most_similar(ctx: AppContext, name: str, q: MostSimilarQuery, info=None) ->
     planner, query = _planner(ctx, info, index), _typed(q)
     coalescer = ctx.search.coalescer
     if coalescer is not None and planner.gains_from_batch(query):
-        return coalescer.submit(name, q, lambda qs: _most_similar_many(ctx, name, qs))
+        return coalescer.submit(name, (planner, query), _most_similar_many)
     answer = planner.answer(query)
     return {"model": info.name, "generation": answer.generation, **_answer_dict(answer)}
 
 
-def _most_similar_many(ctx: AppContext, name: str, qs: list[MostSimilarQuery]) -> list:
-    """Coalesced single queries of one model: each its own answer or error."""
-    info = ctx.model(name)
-    index = ctx.search.index(info)
-    answers = _planner(ctx, info, index).answer_many([_typed(q) for q in qs])
+def _most_similar_many(items: list[tuple[Planner, SearchQuery]]) -> list:
+    """Coalesced single queries of one model, answered by the first one's planner (its
+    generation's snapshot): each its own answer or error."""
+    planner = items[0][0]
+    answers = planner.answer_many([q for _, q in items])
     return [a if isinstance(a, Exception) else
-            {"model": info.name, "generation": a.generation, **_answer_dict(a)}
+            {"model": planner.name, "generation": a.generation, **_answer_dict(a)}
             for a in answers]  # fmt: skip
 
 
