@@ -1,6 +1,6 @@
 /* The IVF scan's C loops (vecserve/search/_ivfscan.pyx declares and calls them): the
  * inner products of one query with spans of float16 or float32 rows, and the k best kept
- * in a heap as the rows stream by.
+ * in the shared top-k heap (_topk.h) as the rows stream by.
  *
  * float16 rows are widened to float32 in registers (F16C) and multiplied in float32
  * (FMA) on x86-64 CPUs that have AVX2; elsewhere through a 65,536-entry table. Only the
@@ -10,6 +10,8 @@
 
 #include <stdint.h>
 #include <string.h>
+
+#include "_topk.h"
 /* VS_NO_SIMD: build the portable loops only (they also run where the CPU lacks AVX2). */
 #if (defined(__GNUC__) || defined(__clang__)) && defined(__x86_64__) && !defined(VS_NO_SIMD)
 #include <immintrin.h>
@@ -121,60 +123,13 @@ static int vs_have_avx2(void) {
 }
 #endif
 
-/* A min-heap of the k best (score, position) pairs seen: heap[0] is the worst kept.
-   Of tied scores, the lower position ranks first. */
-typedef struct {
-    float s;
-    int64_t p;
-} vs_pair;
-
-static inline int vs_worse(vs_pair a, vs_pair b) {
-    return a.s < b.s || (a.s == b.s && a.p > b.p);
-}
-
-static void vs_sift_down(vs_pair *h, int64_t n, int64_t i) {
-    for (;;) {
-        int64_t l = 2 * i + 1, r = l + 1, m = i;
-        if (l < n && vs_worse(h[l], h[m])) m = l;
-        if (r < n && vs_worse(h[r], h[m])) m = r;
-        if (m == i) return;
-        vs_pair t = h[i];
-        h[i] = h[m];
-        h[m] = t;
-        i = m;
-    }
-}
-
-static inline void vs_offer(vs_pair *h, int64_t *n, int64_t k, float s, int64_t p) {
-    uint32_t bits; /* NaN and infinities never rank (by their bits: -ffast-math) */
-    memcpy(&bits, &s, sizeof bits);
-    if ((bits & 0x7f800000u) == 0x7f800000u) return;
-    if (*n < k) { /* sift up */
-        int64_t i = (*n)++;
-        h[i].s = s;
-        h[i].p = p;
-        while (i > 0) {
-            int64_t up = (i - 1) / 2;
-            if (!vs_worse(h[i], h[up])) break;
-            vs_pair t = h[i];
-            h[i] = h[up];
-            h[up] = t;
-            i = up;
-        }
-    } else if (s > h[0].s || (s == h[0].s && p < h[0].p)) {
-        h[0].s = s;
-        h[0].p = p;
-        vs_sift_down(h, *n, 0);
-    }
-}
-
 /* The k best rows of the spans [lo[i], hi[i]) of `rows` (d columns; half = float16)
    against q: positions into *pos best first, scores into *score; returns how many. */
 #ifndef VS_AHEAD
 #define VS_AHEAD 8
 #endif
 static int64_t vs_scan(const void *rows, int half, int d, const int64_t *lo, const int64_t *hi,
-                       int64_t nspans, const float *q, int64_t k, vs_pair *heap, int64_t *pos,
+                       int64_t nspans, const float *q, int64_t k, vs_hit *heap, int64_t *pos,
                        float *score) {
     int64_t n = 0;
 #ifdef VS_X86
@@ -202,16 +157,12 @@ static int64_t vs_scan(const void *rows, int half, int d, const int64_t *lo, con
                 s = vs_dot_f32_plain(r, q, d);
 #endif
             }
-            vs_offer(heap, &n, k, s, p);
+            int32_t key = vs_key(s);
+            /* NaN and infinities never rank */
+            if (key < VS_KEY_PINF && key > VS_KEY_NINF) vs_heap_offer(heap, &n, k, key, p);
         }
     }
-    for (int64_t m = n; m > 0; m--) { /* heap sort: the worst goes last */
-        pos[m - 1] = heap[0].p;
-        score[m - 1] = heap[0].s;
-        heap[0] = heap[m - 1];
-        vs_sift_down(heap, m - 1, 0);
-    }
-    return n;
+    return vs_heap_drain(heap, n, pos, score);
 }
 
 #endif /* VECSERVE_IVFSCAN_H */

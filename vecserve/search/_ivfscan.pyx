@@ -21,14 +21,13 @@ from libc.stdint cimport int64_t, uint16_t
 import numpy as np
 
 cdef extern from "_ivfscan.h":
-    ctypedef struct vs_pair:
-        float s
-        int64_t p
+    ctypedef struct vs_hit:
+        pass
     void vs_scan_init()
     int vs_have_avx2()
     int vs_portable
     int64_t vs_scan(const void *rows, int half, int d, const int64_t *lo, const int64_t *hi,
-                    int64_t nspans, const float *q, int64_t k, vs_pair *heap, int64_t *pos,
+                    int64_t nspans, const float *q, int64_t k, vs_hit *heap, int64_t *pos,
                     float *score) nogil
 
 
@@ -72,7 +71,7 @@ def top_rows(rows, const int64_t[::1] lo, const int64_t[::1] hi, const float[::1
         if not 0 <= lo[i] <= hi[i] <= n_rows:
             raise ValueError(f"span [{lo[i]}, {hi[i]}) is outside the {n_rows} rows")
     k = max(0, k)
-    heap = np.empty(k * 16, dtype=np.uint8)  # k (float, int64) pairs, padded
+    heap = np.empty(k * sizeof(vs_hit), dtype=np.uint8)
     pos = np.empty(k, dtype=np.int64)
     score = np.empty(k, dtype=np.float32)
     cdef unsigned char[::1] h = heap
@@ -86,5 +85,5 @@ def top_rows(rows, const int64_t[::1] lo, const int64_t[::1] hi, const float[::1
         return pos[:0], score[:0]
     with nogil:
         n = vs_scan(&raw[0, 0], half, d, &lo[0], &hi[0], lo.shape[0], &query[0], k,
-                    <vs_pair *>&h[0], &p[0], &s[0])
+                    <vs_hit *>&h[0], &p[0], &s[0])
     return pos[:n], score[:n]
