@@ -24,6 +24,7 @@
 #ifndef VECSERVE_EXACT_H
 #define VECSERVE_EXACT_H
 
+#include <limits.h>
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
@@ -177,6 +178,43 @@ static void vs_i8_offer_plain(const int32_t *sums, int64_t r0, const vs_i8_rows 
     }
 }
 
+/* The cut-off below which a row of a chunk cannot enter query j's heap, on its int32 sum
+ * (codes + 128 against the query's codes, before the offset is taken off): with s, e_r and
+ * |s c| at most smax, emax and umax over the chunk, a row whose sum is at most the cut-off
+ * has an upper bound at most thr - 1e-6 (so its float32 bound is at most thr too).
+ * INT32_MIN: no cut-off (the heap is not full, or thr is too low for one). */
+static int32_t vs_i8_cut(const vs_i8_queries *Q, int64_t j, float thr, float smax, float emax,
+                         float umax, float slack) {
+    double w = (double)emax * Q->norm[j] + (double)umax * Q->err[j] + slack + 1e-6;
+    double room = (double)thr - w, step = (double)Q->scale[j] * smax * (1.0 + 1e-6);
+    if (thr == VS_NO_UB || !(room >= 0.0)) return INT32_MIN;
+    if (!(step > 0.0)) return INT32_MAX; /* only zero rows */
+    double c = floor(room / step) + (double)Q->offset[j];
+    return c >= (double)INT32_MAX ? INT32_MAX : (c <= (double)INT32_MIN ? INT32_MIN : (int32_t)c);
+}
+
+/* vs_i8_offers_vnni's portable twin. */
+static void vs_i8_offers_plain(const int32_t *sums, int nt, int64_t p, const vs_i8_rows *R,
+                               const vs_i8_queries *Q, int64_t j0, float slack, vs_hit *heaps,
+                               int64_t *lens, int64_t k, float *thr, int32_t *cut,
+                               const float *chunk) {
+    for (int j = 0; j < nt; j++) {
+        const int32_t *s = sums + 2 * j * VS_PANEL;
+        vs_hit *h = heaps + (j0 + j) * k;
+        float before = thr[j];
+        for (int half = 0; half < 2; half++) {
+            const int32_t *sh = s + half * VS_PANEL;
+            int above = 0;
+            for (int i = 0; i < VS_PANEL; i++) above |= sh[i] > cut[j];
+            if (above)
+                vs_i8_offer_plain(sh, (p + half) * VS_PANEL, R, Q, j0 + j, slack, h, lens + j0 + j,
+                                  k, &thr[j]);
+        }
+        if (thr[j] != before)
+            cut[j] = vs_i8_cut(Q, j0 + j, thr[j], chunk[0], chunk[1], chunk[2], slack);
+    }
+}
+
 #ifdef VS_EXACT_X86
 #define VS_VNNI __attribute__((target("avx512f,avx512bw,avx512vnni")))
 
@@ -265,6 +303,31 @@ VS_VNNI static void vs_i8_offer_vnni(const int32_t *sums, int64_t r0, const vs_i
     }
 }
 
+/* The offers of one tile's sums (nt queries from j0, panels p and p + 1): a panel whose
+ * sums are all at most the query's cut-off is skipped after one compare; a query's cut-off
+ * is computed again when its threshold moves. chunk: the chunk's most s, e_r and |s c|. */
+VS_VNNI static void vs_i8_offers_vnni(const int32_t *sums, int nt, int64_t p, const vs_i8_rows *R,
+                                      const vs_i8_queries *Q, int64_t j0, float slack,
+                                      vs_hit *heaps, int64_t *lens, int64_t k, float *thr,
+                                      int32_t *cut, const float *chunk) {
+    for (int j = 0; j < nt; j++) {
+        const int32_t *s = sums + 2 * j * VS_PANEL;
+        __m512i c = _mm512_set1_epi32(cut[j]);
+        __mmask16 ma = _mm512_cmpgt_epi32_mask(_mm512_loadu_si512((const void *)s), c);
+        __mmask16 mb = _mm512_cmpgt_epi32_mask(_mm512_loadu_si512((const void *)(s + VS_PANEL)), c);
+        if (!(ma | mb)) continue;
+        vs_hit *h = heaps + (j0 + j) * k;
+        float before = thr[j];
+        if (ma)
+            vs_i8_offer_vnni(s, p * VS_PANEL, R, Q, j0 + j, slack, h, lens + j0 + j, k, &thr[j]);
+        if (mb)
+            vs_i8_offer_vnni(s + VS_PANEL, (p + 1) * VS_PANEL, R, Q, j0 + j, slack, h,
+                             lens + j0 + j, k, &thr[j]);
+        if (thr[j] != before)
+            cut[j] = vs_i8_cut(Q, j0 + j, thr[j], chunk[0], chunk[1], chunk[2], slack);
+    }
+}
+
 static int vs_have_vnni(void) {
     static int have = -1;
     if (have < 0) {
@@ -283,15 +346,23 @@ static int vs_have_vnni(void) {
 /* The query tiles [t0, t1) (tile t: queries t VS_QT ..., those below m real) against every
  * row of R: each query's heap (capacity k, stride k in heaps, *lens hits) keeps the rows of
  * the k largest upper bounds. simd: the VNNI loops (only where vs_have_vnni()), else the
- * portable ones. R->npanels is even; a chunk of panels is scanned by every tile in turn. */
+ * portable ones. R->npanels is even; a chunk of panels is scanned by every tile in turn,
+ * and a panel whose sums are all at most a query's cut-off (vs_i8_cut) is not offered. */
 static void vs_i8_scan(const vs_i8_rows *R, const vs_i8_queries *Q, int64_t t0, int64_t t1,
                        int64_t m, float slack, vs_hit *heaps, int64_t *lens, int64_t k, int simd) {
-    int32_t sums[2 * VS_QT * VS_PANEL];
+    int32_t sums[2 * VS_QT * VS_PANEL], cut[VS_QT];
+    (void)simd;
     float thr[VS_QT];
     int64_t pbytes = R->groups * 64;
     if (k <= 0) return;
     for (int64_t c0 = 0; c0 < R->npanels; c0 += VS_CHUNK_PANELS) {
         int64_t c1 = c0 + VS_CHUNK_PANELS < R->npanels ? c0 + VS_CHUNK_PANELS : R->npanels;
+        float chunk[3] = {0.0f, VS_ZERO_ERR, 0.0f}; /* the most s, e_r and |s c| */
+        for (int64_t r = c0 * VS_PANEL; r < c1 * VS_PANEL; r++) {
+            chunk[0] = R->scale[r] > chunk[0] ? R->scale[r] : chunk[0];
+            chunk[1] = R->err[r] > chunk[1] ? R->err[r] : chunk[1];
+            chunk[2] = R->unorm[r] > chunk[2] ? R->unorm[r] : chunk[2];
+        }
         for (int64_t t = t0; t < t1; t++) {
             int64_t j0 = t * VS_QT;
             int nt = m - j0 < VS_QT ? (int)(m - j0) : VS_QT;
@@ -299,33 +370,20 @@ static void vs_i8_scan(const vs_i8_rows *R, const vs_i8_queries *Q, int64_t t0, 
             for (int j = 0; j < nt; j++) {
                 vs_hit *h = heaps + (j0 + j) * k;
                 thr[j] = lens[j0 + j] == k ? vs_unkey(h[0].key) : VS_NO_UB;
+                cut[j] = vs_i8_cut(Q, j0 + j, thr[j], chunk[0], chunk[1], chunk[2], slack);
             }
             for (int64_t p = c0; p < c1; p += 2) {
                 const uint8_t *a = R->codes + p * pbytes, *b = a + pbytes;
 #ifdef VS_EXACT_X86
                 if (simd) {
                     vs_i8_tile_vnni(a, b, R->groups, q, sums);
-                    for (int j = 0; j < nt; j++) {
-                        vs_hit *h = heaps + (j0 + j) * k;
-                        int64_t *len = lens + j0 + j;
-                        int32_t *s = sums + 2 * j * VS_PANEL;
-                        vs_i8_offer_vnni(s, p * VS_PANEL, R, Q, j0 + j, slack, h, len, k, &thr[j]);
-                        vs_i8_offer_vnni(s + VS_PANEL, (p + 1) * VS_PANEL, R, Q, j0 + j, slack, h,
-                                         len, k, &thr[j]);
-                    }
+                    vs_i8_offers_vnni(sums, nt, p, R, Q, j0, slack, heaps, lens, k, thr, cut,
+                                      chunk);
                     continue;
                 }
 #endif
-                (void)simd;
                 vs_i8_tile_plain(a, b, R->groups, q, sums);
-                for (int j = 0; j < nt; j++) {
-                    vs_hit *h = heaps + (j0 + j) * k;
-                    int64_t *len = lens + j0 + j;
-                    int32_t *s = sums + 2 * j * VS_PANEL;
-                    vs_i8_offer_plain(s, p * VS_PANEL, R, Q, j0 + j, slack, h, len, k, &thr[j]);
-                    vs_i8_offer_plain(s + VS_PANEL, (p + 1) * VS_PANEL, R, Q, j0 + j, slack, h, len,
-                                      k, &thr[j]);
-                }
+                vs_i8_offers_plain(sums, nt, p, R, Q, j0, slack, heaps, lens, k, thr, cut, chunk);
             }
         }
     }
