@@ -341,8 +341,9 @@ class RedisKeyedVectors(Calls, WholeMatrixCalls):
         with self._lock:
             if self._indexes is None:
                 self._indexes = IndexManager(reader.store, cache_dir=self.cache_dir)
-        fresh = reader.pin is None
-        return self._indexes.get(self.name, info=self._run(reader.info_steps(fresh=fresh)))
+        # the registry entry as lookups see it (re-read after model_ttl, or at once when
+        # the cache saw another generation): not a round trip on every query
+        return self._indexes.get(self.name, info=self._run(reader.info_steps()))
 
     # -- materialising ----------------------------------------------------------------------
 
