@@ -5,6 +5,7 @@ refusing writes. Every server here is a real valkey-server the test starts and c
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import subprocess
@@ -32,6 +33,7 @@ from vecserve.errors import (
 from vecserve.keyedvectors import RedisKeyedVectors
 from vecserve.loader import load_arrays, load_file
 from vecserve.store import Store, begin_load
+from vecserve.store.facts import KeyspaceFacts
 
 from .api_support import run_vecserve
 from .conftest import write_w2v
@@ -166,20 +168,102 @@ def test_a_refused_write_raises_our_error_from_the_raw_writer(valkey):
 # -- the completeness check before the commit -------------------------------------------
 
 
-def test_rows_missing_before_the_commit_leave_nothing_visible(store):
+def test_rows_missing_before_the_commit_leave_nothing_visible(store, caplog):
     rng = np.random.default_rng(1)
     tokens = [f"x{i}" for i in range(3000)]
     session = begin_load(store, "M", dim=8, codec="f32", restart=True)
     for lo in range(0, 3000, 500):
         session.write(tokens[lo : lo + 500], rng.random((500, 8), np.float32))
     store.client.delete(*store.vector_keys(session.state.prefix, ["x7", "x2999"]))
-    with pytest.raises(LoadIncomplete, match=r"missing 2 of its 3,000 rows \('x7', 'x2999'"):
+    with (
+        caplog.at_level(logging.INFO, "vecserve.load"),
+        pytest.raises(LoadIncomplete, match=r"missing 2 of its 3,000 rows \('x7', 'x2999'"),
+    ):
         session.commit()
+    assert "every key asked (1 DEL ran)" in caplog.text  # the server's counters saw it
     assert store.list_models() == []
     session.abort(keep=True)
     resumed = begin_load(store, "M", dim=8, codec="f32", resume=True)  # lost: from the start
     assert resumed.written == 0
     resumed.abort(keep=False)
+
+
+def write_batches(store: Store, tokens: list[str], *, per: int = 500):
+    rng = np.random.default_rng(1)
+    session = begin_load(store, "M", dim=8, codec="f32", restart=True)
+    for lo in range(0, len(tokens), per):
+        session.write(tokens[lo : lo + per], rng.random((len(tokens[lo : lo + per]), 8), "f4"))
+    return session
+
+
+def test_a_fresh_load_is_proven_whole_by_the_servers_counters(store, caplog):
+    """Nothing on the server removed a key since the load's first write (INFO): the commit
+    asks only a sample of the keys, and stores the word hashes a key-by-key check gives."""
+    tokens = [f"x{i}" for i in range(2994)] + ["é", "日本語", "a b", "", "x" * 300, "_"]
+    session = write_batches(store, tokens)
+    with caplog.at_level(logging.INFO, "vecserve.load"):
+        info = session.commit()
+    assert "3,000 rows present, the server's INFO shows nothing removed a key" in caplog.text
+    full = store.check_rows(info, hashes=True)
+    assert full.missing == 0 and np.array_equal(store.vocab_hashes(info), full.hashes)
+
+
+def test_the_sample_catches_what_the_counters_miss(store, caplog, monkeypatch):
+    """A removal INFO cannot show (a module's own API): the first and last key of every
+    batch are asked at the commit, and one missing sends the commit to every key."""
+    reads = iter([0, 10**9])  # blind counters: only the load's own MSETs move
+    monkeypatch.setattr(
+        "vecserve.store.facts.read_facts",
+        lambda client: KeyspaceFacts("r", "master", "x", 0, 0, {"mset": next(reads)}),
+    )
+    session = write_batches(store, [f"x{i}" for i in range(3000)])
+    store.client.delete(*store.vector_keys(session.state.prefix, ["x500"]))
+    with (
+        caplog.at_level(logging.INFO, "vecserve.load"),
+        pytest.raises(LoadIncomplete, match=r"missing 1 of its 3,000 rows \('x500'"),
+    ):
+        session.commit()
+    assert "every key asked (1 sampled keys missing)" in caplog.text
+    session.abort(keep=False)
+
+
+def test_a_loader_without_info_checks_every_key(valkey, caplog):
+    p = valkey()
+    admin = redis.Redis(port=p.port)
+    line = setuser_line("loader", user="l", model="M", password="pw") + " -info"
+    admin.execute_command(*line.split())
+    store = Store.from_url(f"redis://l:pw@127.0.0.1:{p.port}/0")
+    session = write_batches(store, [f"x{i}" for i in range(1000)])
+    with caplog.at_level(logging.INFO, "vecserve.load"):
+        session.commit()
+    assert "every key asked (the Redis user may not run INFO)" in caplog.text
+    store.close()
+
+
+BEFORE = KeyspaceFacts("run1", "master", "repl1", 3, 4, {"mset": 10, "del": 2})
+
+
+@pytest.mark.parametrize(
+    ("after", "why"),
+    [
+        (KeyspaceFacts("run1", "master", "repl1", 3, 4, {"mset": 15, "del": 2}), None),
+        (KeyspaceFacts("run1", "master", "repl1", 3, 4, {"mset": 99, "del": 2}), None),
+        (KeyspaceFacts("run2", "master", "repl1", 3, 4, {"mset": 15}), "restarted"),
+        (KeyspaceFacts("run1", "slave", "repl2", 3, 4, {"mset": 15}), "failed over"),
+        (KeyspaceFacts("run1", "master", "repl1", 9, 4, {"mset": 15}), "6 keys evicted"),
+        (KeyspaceFacts("run1", "master", "repl1", 3, 5, {"mset": 15}), "1 keys expired"),
+        (KeyspaceFacts("run1", "master", "repl1", 3, 4, {"mset": 4}), "counters were reset"),
+        (
+            KeyspaceFacts("run1", "master", "repl1", 3, 4, {"mset": 15, "del": 2, "flushall": 1}),
+            "1 FLUSHALL ran",
+        ),
+        (KeyspaceFacts("run1", "master", "repl1", 3, 4, {"mset": 15, "del": 3}), "1 DEL ran"),
+    ],
+)
+def test_what_the_counters_call_a_possible_loss(after, why):
+    """Pure logic of the gate (no server needed): the reasons it gives up the proof."""
+    got = after.changed_since(BEFORE, msets=5)
+    assert got is None if why is None else why in got
 
 
 def test_lost_word_hashes_are_damage_too(store, model_file):
