@@ -308,6 +308,21 @@ def _protect_metadata(r: redis.Redis) -> None:
             touch(key)
 
 
+def test_train_takes_the_flag_its_refusal_names(valkey, tmp_path):
+    """`vecserve train` commits through the same pre-flight: refused on an evicting
+    policy, in one line naming --allow-eviction, which train accepts."""
+    p = valkey(maxmemory_policy="allkeys-lru")
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("the cat sat on the mat\nthe dog sat on the log\n" * 20)
+    train = ["train", str(corpus), "--key", "T", "--min-count", "1", "--vector-size", "8",
+             "--epochs", "1", "--workers", "1"]  # fmt: skip
+    line = error_line(cli(p.url, *train))
+    assert "maxmemory-policy allkeys-lru" in line and "--allow-eviction" in line
+    proc = cli(p.url, *train, "--allow-eviction")
+    assert proc.returncode == 0, proc.stderr
+    assert "T: 7 vectors x 8 committed" in proc.stdout and "(--allow-eviction)" in proc.stderr
+
+
 def test_an_evicting_policy_is_refused_then_evicted_words_are_damage(valkey, model_file, tmp_path):
     path, tokens, vectors = model_file
     p = valkey(maxmemory_policy="allkeys-lfu", lfu_log_factor=0)
