@@ -3,19 +3,19 @@
 A key a single server acknowledged leaves it only through one of these, and INFO counts
 every one of them:
 
-=================================================  ==========================================
-how a key goes                                     what INFO shows
-=================================================  ==========================================
-a restart (persistence loses the tail)             ``run_id`` changes
-a failover, a resync, ``REPLICAOF``                ``role`` / ``master_replid`` change
-eviction (a policy, ``maxmemory`` lowered)         ``evicted_keys`` grows
-expiry (someone gave it a TTL)                     ``expired_keys`` grows
-a command that deletes, renames, moves it, a       the command's ``calls`` in commandstats
-flush, ``SWAPDB``, ``DEBUG``, a ``*STORE`` onto    (commands inside scripts are counted
-it, a TTL (:data:`REMOVERS`)                       under their own names)
-the counters reset (``CONFIG RESETSTAT``)          ``config|resetstat`` calls; MSET calls
-                                                   fewer than the load's own
-=================================================  ==========================================
+==============================================  =============================================
+how a key goes (or the vocabulary changes)      what INFO shows
+==============================================  =============================================
+a restart (persistence loses the tail)          ``run_id`` changes
+a failover, a resync, ``REPLICAOF``             ``role`` / ``master_replid`` change
+eviction (a policy, ``maxmemory`` lowered)      ``evicted_keys`` grows
+expiry (someone gave it a TTL)                  ``expired_keys`` grows
+a command that deletes, renames or moves it,    its ``calls`` in commandstats (commands run
+a flush, ``SWAPDB``, ``DEBUG``, a ``*STORE``    by scripts count under their own names):
+onto it, a TTL; a list rewritten in place       :data:`REMOVERS`
+the counters reset (``CONFIG RESETSTAT``)       ``config|resetstat`` calls; fewer MSET calls
+                                                than the load's own
+==============================================  =============================================
 
 So a load that read these facts before its first write and finds every one unchanged at
 its commit (its own MSETs aside) has proof that every key it wrote, each acknowledged by
@@ -47,9 +47,9 @@ from .registry import RowCheck, Store
 
 __all__ = ["REMOVERS", "KeyspaceFacts", "Witness", "read_facts"]
 
-#: Commands that can remove a string key, rename or move it, give it a TTL, or reset the
-#: counters this proof reads (commandstats names; a subcommand is ``cmd|sub``). Commands
-#: of other types fail on a string key (WRONGTYPE), so they are not here.
+#: Commands that can remove a string key, rename or move it, give it a TTL, reset the
+#: counters this proof reads, or rewrite a list in place (commandstats names; a
+#: subcommand is ``cmd|sub``). Other commands on a string key fail (WRONGTYPE).
 REMOVERS = frozenset(
     [
         *("del", "unlink", "getdel", "getex", "rename", "renamenx", "move", "migrate"),
@@ -59,6 +59,9 @@ REMOVERS = frozenset(
         *("zdiffstore", "zrangestore", "georadius", "georadiusbymember", "geosearchstore"),
         *("bitop", "debug", "replicaof", "slaveof", "failover"),
         *("config|resetstat", "module|load", "module|loadex"),
+        # a list rewritten in place: the vocabulary must stay the blobs the load pushed
+        *("lset", "linsert", "ltrim", "lrem", "lpop", "rpop", "lmpop", "blpop", "brpop"),
+        *("blmpop", "lmove", "blmove", "rpoplpush", "brpoplpush"),
     ]
 )
 

@@ -63,6 +63,7 @@ from ..errors import (
     ServerRefused,
     StoreUnavailable,
     TooManyClients,
+    VecserveError,
 )
 
 NS = "vecserve"
@@ -526,6 +527,8 @@ def translate_errors(url: str, what: str) -> Iterator[None]:
     try:
         yield
     except (redis.RedisError, OSError) as exc:
+        if isinstance(exc, VecserveError):
+            raise  # already ours (raised inside the block): it says what it means
         ours = translated(exc, url, what)
         if ours is None:
             raise
@@ -552,6 +555,16 @@ def translated(exc: Exception, url: str, what: str) -> Exception | None:
     if isinstance(exc, _REDIS_ERRORS):
         return StoreUnavailable(f"Redis at {url} is unreachable while {what}: {exc}")
     return None
+
+
+def vector_key(key_prefix: bytes, token: str) -> bytes:
+    """The key of one token in a generation without hash-tag buckets whose keys begin
+    with ``key_prefix`` (:attr:`ModelInfo.key_prefix`): :func:`vector_keys` of one word.
+
+    >>> vector_key(b"M:", "car")
+    b'M:car'
+    """
+    return key_prefix + token.encode("utf-8", "surrogateescape")
 
 
 def vector_keys(prefix: str, raw: Sequence[bytes], buckets: int = 0) -> list[bytes]:
