@@ -388,6 +388,35 @@ def test_an_evicting_policy_is_refused_then_evicted_words_are_damage(valkey, mod
     assert f'"missing": {len(lost)}' in proc.stdout and '"current": true' in proc.stdout
 
 
+def test_the_cache_counts_keys_that_leave_a_live_generation(store, caplog):
+    """A cached client hears keys of its live generation leave Redis without a reload
+    (a DEL here; an eviction sends the same message): it asks which are gone and counts
+    them lost at once (stats, metrics, a warning); an overwritten key is not lost."""
+    rng = np.random.default_rng(5)
+    tokens = [f"x{i}" for i in range(1000)]
+    info = load_arrays(tokens, rng.random((1000, 8), "f4"), name="M", store=store)
+    with (
+        caplog.at_level(logging.WARNING, "vecserve.cache"),
+        RedisKeyedVectors("M", store=Store.from_url(store.url), cache=True) as kv,
+    ):
+        kv[tokens[:10]]
+        cache = kv._reader.cache()
+        assert cache.wait_ready(5) and cache.lost_keys == 0
+        x8 = store.vector_keys(info.prefix, ["x8"])[0]
+        store.client.set(x8, store.client.get(x8))  # overwritten: still there
+        store.client.delete(*store.vector_keys(info.prefix, ["x3", "x7"]))
+        deadline = time.monotonic() + 5
+        while cache.lost_keys < 2 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        time.sleep(0.1)  # the overwrite's message too
+        assert cache.stats()["lost_keys"] == 2 and cache.stats()["lost_words"] == ["x3", "x7"]
+        said = "generation 1: 2 vector keys gone from Redis without a reload (evicted or deleted"
+        assert f"{said}: 'x3', 'x7'), 2 in all" in caplog.text
+        with pytest.raises(ModelDamaged, match="1 of the 1 words asked"):
+            kv["x3"]
+        assert kv["x8"].shape == (8,)
+
+
 def test_models_check_passes_a_whole_model_and_shows_progress(store, model_file):
     path, _, _ = model_file
     load_file(path, name="M", store=store, progress=False)

@@ -786,6 +786,22 @@ class Store:
                 pipe.execute_command("EXISTS", *[keys[i] for i in idx[lo : lo + 10_000]])
         return len(keys) - sum(int(n) for n in pipe.execute())
 
+    def missing_keys(self, keys: list[bytes]) -> list[bytes]:
+        """Those of ``keys`` not in Redis: one multi-key EXISTS on a single server (none
+        or all gone, the usual answers, need no more), else one EXISTS a key, pipelined."""
+        with self.errors("asking which keys are gone"):
+            if not self.is_cluster:
+                present = sum(int(n) for n in self._exists_counts(keys))
+                if present in (0, len(keys)):
+                    return list(keys) if not present else []
+            return [keys[i] for i in self._which_missing(keys)]
+
+    def _exists_counts(self, keys: list[bytes]) -> list:
+        pipe = self.client.pipeline(transaction=False)
+        for lo in range(0, len(keys), 10_000):
+            pipe.execute_command("EXISTS", *keys[lo : lo + 10_000])
+        return pipe.execute()
+
     def _which_missing(self, keys: list[bytes]) -> list[int]:
         pipe = self.client.pipeline(transaction=False)
         for k in keys:
