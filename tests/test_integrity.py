@@ -33,7 +33,7 @@ from vecserve.errors import (
 )
 from vecserve.keyedvectors import RedisKeyedVectors
 from vecserve.loader import load_arrays, load_file
-from vecserve.store import Store, begin_load
+from vecserve.store import RowCheck, Store, begin_load
 from vecserve.store.facts import KeyspaceFacts
 from vecserve.store.layout import LOADS, vocab_key
 from vecserve.store.session import LoadSession
@@ -228,6 +228,20 @@ def test_the_sample_catches_what_the_counters_miss(store, caplog, monkeypatch):
         session.commit()
     assert "every key asked (1 sampled keys missing)" in caplog.text
     session.abort(keep=False)
+
+
+def test_the_check_counts_lost_n_gram_rows(store):
+    """A fastText generation's n-gram bucket rows are checked like its words (one
+    multi-key EXISTS per 100k rows, built from the bucket numbers)."""
+    session = begin_load(store, "FT", dim=4, codec="f32")
+    session.write(["a", "b"], np.ones((2, 4), "f4"))
+    session.declare_ngrams(min_n=3, max_n=6, bucket=250_000)
+    for lo in range(0, 250_000, 50_000):
+        session.write_ngrams(lo, np.zeros((50_000, 4), "f4"))
+    info = session.commit()
+    assert store.check_rows(info) == RowCheck(checked=250_002, missing=0, words=[])
+    store.client.delete(b"FT#0", b"FT#99999", b"FT#249999")
+    assert store.check_rows(info).missing == 3
 
 
 def test_a_loader_without_info_checks_every_key(valkey, caplog):

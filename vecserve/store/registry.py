@@ -682,7 +682,17 @@ class Store:
                     tally(blobs, lens, len(keys) - self._count_missing(keys))
             else:
                 self._exists_overlapped(model, groups, tally, parts if hashes else None)
-            if ngrams:
+            if ngrams and not (self.is_cluster or model.buckets):
+
+                def tally_ngrams(_, lens: np.ndarray, present: int) -> None:
+                    found["missing"] += len(lens) - present
+                    found["done"] += len(lens)
+                    if progress is not None:
+                        progress(found["done"], total)
+
+                groups = _ngram_groups(model.ngram_buckets)
+                self._exists_overlapped(model, groups, tally_ngrams, None, sep=b"#")
+            elif ngrams:
                 for lo in range(0, model.ngram_buckets, 100_000):
                     ids = np.arange(lo, min(model.ngram_buckets, lo + 100_000))
                     found["missing"] += self._count_missing(
@@ -726,14 +736,15 @@ class Store:
                 np.concatenate([p[1] for p in split]),
             )
 
-    def _exists_overlapped(self, model, groups, tally, parts) -> None:
+    def _exists_overlapped(self, model, groups, tally, parts, *, sep: bytes = b":") -> None:
         """A single server: each group's EXISTS sent before the last one's count is read."""
         pool = self.client.connection_pool
         conn = pool.get_connection()
         try:
             pending = None
             for blobs, lens, buf in groups:
-                conn.send_packed_command([resp_exists(model.prefix, lens, buf)], check_health=False)
+                request = resp_exists(model.prefix, lens, buf, sep=sep)
+                conn.send_packed_command([request], check_health=False)
                 if parts is not None:
                     parts.append(flat_word_hashes(buf, lens))
                 if pending is not None:
@@ -1142,3 +1153,15 @@ def _decode_steps(model: ModelInfo, values: list[bytes | None], tokens: Sequence
         if len(buf) == n * codec.nbytes(model.dim):
             return codec.decode(buf, n, model.dim), _found_all(n)
     return codec.decode_values(values, model.dim, what=tokens)
+
+
+def _ngram_groups(rows: int, per: int = 100_000) -> Iterator[tuple[None, np.ndarray, np.ndarray]]:
+    """``(None, lengths, bytes)`` of the n-gram bucket numbers ``0..rows-1`` as decimal
+    text, ``per`` at a time: the key suffixes :func:`resp_exists` joins to ``P#``."""
+    for lo in range(0, rows, per):
+        ids = np.arange(lo, min(rows, lo + per))
+        digits = np.ones(len(ids), dtype=np.int64)
+        for power in range(1, 19):
+            digits += ids >= 10**power
+        text = "".join(map(str, ids.tolist())).encode()
+        yield None, digits, np.frombuffer(text, dtype=np.uint8)
