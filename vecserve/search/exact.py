@@ -13,16 +13,17 @@ two are equal (a tie, or a NaN among too few rows), gensim's own ``argsort`` dec
 the same scores, so ties come out in gensim's order.
 
 A batch (:meth:`ExactScan.batch`): one pass over the matrix for all queries, no
-``queries x rows`` matrix ever. Where the CPU has AVX-512 VNNI the pass is in int8
-(:class:`vecserve.search._exact.QuantizedRows`: every unit row as int8 codes, made once,
-a quarter of the float32 bytes; twice float32's multiply rate here): each query keeps the
-rows of its ``w + 1 +`` :data:`CANDIDATES` largest UPPER BOUNDS of the cosine, each bound
-proven from the row's and the query's quantisation errors (Cauchy-Schwarz, see
-``_exact.h``). Elsewhere the pass is float32: one ``sgemm`` per block of rows, each
-block's scores streamed into one heap per query (:class:`vecserve.search._exact.Heaps`),
-``w + 1 +`` :data:`EXTRA` candidates kept by their GEMM scores. Either way the candidates
-are then scored again exactly as the single query scores them, and the answer is kept
-only when it is proven to be the single query's:
+``queries x rows`` matrix ever. For a large matrix on a CPU with AVX-512 VNNI the pass is
+in int8 (:class:`vecserve.search._exact.QuantizedRows`: every unit row as int8 codes,
+made once, a quarter of the float32 bytes; four times float32's peak multiply rate on
+AMD Zen 4): each query keeps the rows of its ``w + 1 +`` :data:`CANDIDATES` largest
+UPPER BOUNDS of the cosine, each bound proven from the row's and the query's
+quantisation errors (Cauchy-Schwarz, see ``_exact.h``). Elsewhere the pass is float32:
+one ``sgemm`` per block of rows, each block's scores streamed into one heap per query
+(:class:`vecserve.search._exact.Heaps`), ``w + 1 +`` :data:`EXTRA` candidates kept by
+their GEMM scores. Either way the candidates are then scored again exactly as the
+single query scores them, and the answer is kept only when it is proven to be the single
+query's:
 
 - an int8 upper bound is at least the true cosine; a GEMM score and gensim's ``sgemv``
   score of the same row differ by at most :func:`score_bound` (``(4 d + 32) 2**-24``:
@@ -63,7 +64,14 @@ import numpy as np
 
 from ._exact import VNNI, Heaps, QuantizedRows, top_k
 
-__all__ = ["CANDIDATES", "EXTRA", "ExactScan", "gensim_argsort", "score_bound"]
+__all__ = [
+    "CANDIDATES",
+    "EXTRA",
+    "INT8_FROM_VALUES",
+    "ExactScan",
+    "gensim_argsort",
+    "score_bound",
+]
 
 REAL = np.float32
 
@@ -73,6 +81,10 @@ EXTRA = 16
 #: Candidates the int8 first pass keeps per query beyond the ``w + 1`` it needs (its
 #: upper bounds are ~0.02 wide at 300 dims: a dense neighbourhood needs many).
 CANDIDATES = 256
+#: Matrices of fewer values (rows x dims) than this take the float32 pass: there its
+#: fewer candidates, fixed costs and tighter bound answer a batch faster (124k x 100: the
+#: float32 pass 1.7x the int8 one; 1M x 300: the int8 pass 6x the float32 one).
+INT8_FROM_VALUES = 50_000_000
 #: What the float32 arithmetic of an int8 upper bound may lose (see ``_exact.h``).
 I8_SLACK = 2.0**-18
 #: Bytes of one block of rows a batch multiplies at a time (it and its scores stay in
@@ -132,8 +144,10 @@ class ExactScan:
         self._inv: np.ndarray | None = None
         self._odd: np.ndarray | None = None
         self._i8: QuantizedRows | None = None
-        #: The first pass of a batch: "int8" (AVX-512 VNNI here) or "float32" (GEMM).
-        self.first_pass = "int8" if VNNI else "float32"
+        #: The first pass of a batch: "int8" (a large matrix, AVX-512 VNNI here) or
+        #: "float32" (GEMM).
+        big = vectors.shape[0] * vectors.shape[1] >= INT8_FROM_VALUES
+        self.first_pass = "int8" if VNNI and big else "float32"
         #: The int8 pass's SIMD loops (False: the portable C, for the tests).
         self.simd = VNNI
         self._lock = threading.Lock()
@@ -221,7 +235,8 @@ class ExactScan:
     def quantized(self) -> QuantizedRows | None:
         """The rows as int8 codes for the first pass of a batch (made once, a quarter of
         the float32 matrix), or None where that pass is not used: a CPU without AVX-512
-        VNNI (``first_pass`` says ``"float32"``) or a matrix holding NaN or infinities."""
+        VNNI or a matrix under :data:`INT8_FROM_VALUES` (``first_pass`` says
+        ``"float32"``), or a matrix holding NaN or infinities."""
         if self.first_pass != "int8":
             return None
         with self._lock:
