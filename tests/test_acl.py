@@ -21,7 +21,7 @@ from vecserve.embedded import ValkeyProcess, free_port
 from vecserve.errors import PermissionDenied, VecserveError
 from vecserve.loader import load_arrays, load_file
 
-from .conftest import gensim_data
+from .helpers import gensim_data
 
 WORDS = ["king", "queen", "man", "woman", "apple"]
 VECTORS = np.random.default_rng(0).standard_normal((len(WORDS), 8)).astype(np.float32)

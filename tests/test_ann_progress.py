@@ -189,7 +189,7 @@ def test_load_with_ann_builds_the_index_the_service_then_maps(
     import os
 
     from tests.api_support import run_vecserve
-    from tests.conftest import write_w2v
+    from tests.helpers import write_w2v
 
     rng = np.random.default_rng(3)
     words = [f"v{i}" for i in range(3_000)]
@@ -221,7 +221,7 @@ def test_load_with_another_recall_target_is_served_with_the_same_target(
     import os
 
     from tests.api_support import run_vecserve
-    from tests.conftest import write_w2v
+    from tests.helpers import write_w2v
 
     rng = np.random.default_rng(8)
     words = [f"r{i}" for i in range(2_000)]

@@ -12,7 +12,7 @@ from vecserve.loader import load_arrays
 from vecserve.service.settings import Settings
 
 from .api_support import AppClient
-from .conftest import gensim_data
+from .helpers import gensim_data
 
 FILES = ["euclidean_vectors.bin", "lee_fasttext.vec", "toy-model.vec", "crime-and-punishment.vec"]
 

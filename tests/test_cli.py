@@ -11,7 +11,7 @@ import sys
 import numpy as np
 import pytest
 
-from tests.conftest import write_w2v
+from tests.helpers import write_w2v
 from vecserve.cli import cli
 from vecserve.store import begin_load
 

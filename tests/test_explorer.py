@@ -19,7 +19,7 @@ from vecserve.loader import load_arrays, load_file
 from vecserve.store import Store
 
 from .api_support import serving
-from .conftest import gensim_data
+from .helpers import gensim_data
 
 sync_api = pytest.importorskip("playwright.sync_api")
 CHROMIUM = "/usr/bin/chromium"

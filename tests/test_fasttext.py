@@ -33,7 +33,7 @@ from vecserve.loader import load_file
 from vecserve.readers import detect_format, open_vectors
 from vecserve.subwords import ngram_buckets, ngram_buckets_flat, word_hashes
 
-from .conftest import gensim_data
+from .helpers import gensim_data
 
 FILES = [
     "lee_fasttext_new.bin",

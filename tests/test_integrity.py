@@ -34,7 +34,7 @@ from vecserve.loader import load_arrays, load_file
 from vecserve.store import Store, begin_load
 
 from .api_support import run_vecserve
-from .conftest import write_w2v
+from .helpers import write_w2v
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -21,7 +21,7 @@ from vecserve.errors import ModelNotFound, StoreUnavailable, TokenNotFound
 from vecserve.keyedvectors import RedisKeyedVectors
 from vecserve.loader import load_arrays
 
-from .conftest import gensim_data
+from .helpers import gensim_data
 from .kv_support import CLIENTS, close_all, make_kv
 from .test_similarity import GENSIM_FILES, load_gensim, queries, same
 

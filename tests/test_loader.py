@@ -11,7 +11,7 @@ import pytest
 import redis
 from gensim.models import KeyedVectors
 
-from tests.conftest import gensim_data, write_w2v
+from tests.helpers import gensim_data, write_w2v
 from vecserve.embedded import NO_RETRY, ValkeyProcess, free_port
 from vecserve.errors import (
     CorruptVectorFile,
