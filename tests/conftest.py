@@ -11,20 +11,31 @@ a test module imports from there, never from this file.
 - ``cluster_url``: a 3-node Redis Cluster of valkey-server processes on loopback, formed
   with CLUSTER ADDSLOTSRANGE + CLUSTER MEET (no valkey-cli needed).
 - ``store``: a :class:`vecserve.store.Store` on ``redis_url``, flushed after each test.
+- ``app_client``: ``app_client(app)`` enters an :class:`~tests.api_support.AppClient` on
+  the app (its lifespan runs) and leaves it after the test.
+- ``live_server``: ``live_server(app)`` serves the app with a real uvicorn on a socket the
+  suite binds, and gives its base URL; ``service_url`` is the vecserve service so served.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 
 import numpy as np
 import pytest
 
+from tests.api_support import AppClient, running_app
 from tests.helpers import start_cluster, write_w2v
 from vecserve.embedded import EmbeddedServer
 from vecserve.store import Store
 
 TEST_URL_ENV = "VECSERVE_TEST_REDIS_URL"
+
+# tests/mpi/ holds programs that every rank of ``mpiexec -n N python -m pytest tests/mpi/X``
+# runs (tests/test_train_distributed.py starts them); outside mpiexec (Open MPI's, which
+# names the world's size to each rank) they are not collected.
+collect_ignore = [] if "OMPI_COMM_WORLD_SIZE" in os.environ else ["mpi"]
 
 
 def pytest_addoption(parser):
@@ -99,3 +110,28 @@ def small_bin(tmp_path):
     vectors = rng.standard_normal((500, 20)).astype(np.float32)
     path = write_w2v(tmp_path / "small.bin", tokens, vectors)
     return path, tokens, vectors
+
+
+@pytest.fixture
+def app_client():
+    """``app_client(app)``: a client of ``app`` with its lifespan running, closed after."""
+    with contextlib.ExitStack() as stack:
+        yield lambda app: stack.enter_context(AppClient(app))
+
+
+@pytest.fixture
+def live_server():
+    """``live_server(app)``: the base URL of ``app`` under a real uvicorn, stopped after."""
+    pytest.importorskip("uvicorn")
+    with contextlib.ExitStack() as stack:
+        yield lambda app: stack.enter_context(running_app(app))
+
+
+@pytest.fixture
+def service_url(redis_url, store, tmp_path, live_server):
+    """The real vecserve HTTP service (``create_app`` under uvicorn) on ``redis_url``."""
+    from vecserve.api import create_app
+    from vecserve.service.settings import Settings
+
+    settings = Settings(redis_url=redis_url, cache_dir=tmp_path / "service", model_ttl=0)
+    return live_server(create_app(settings))

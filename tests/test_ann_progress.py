@@ -11,7 +11,8 @@ import time
 import numpy as np
 import pytest
 
-from tests.api_support import AppClient
+from tests.api_support import AppClient, wait_for_ann
+from tests.helpers import wait_until
 from vecserve.api import create_app
 from vecserve.loader import load_arrays
 from vecserve.search import ann as ann_module
@@ -45,16 +46,6 @@ def _count_builds(monkeypatch) -> list:
     return builds
 
 
-def _wait(fn, timeout=60.0):
-    deadline = time.monotonic() + timeout
-    while True:
-        out = fn()
-        if out:
-            return out
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.02)
-
-
 def test_ready_before_the_ann_build_ends_with_progress_and_flagged_answers(
     redis_url, model, tmp_path, monkeypatch
 ):
@@ -73,7 +64,7 @@ def test_ready_before_the_ann_build_ends_with_progress_and_flagged_answers(
                         cache_dir=tmp_path)  # fmt: skip
     try:
         with AppClient(create_app(settings)) as client:
-            _wait(lambda: client.get("/readyz").status_code == 200)
+            wait_until(lambda: client.get("/readyz").status_code == 200, what="/readyz")
             assert reached.wait(60), "the build never started"
             assert client.get("/readyz").json()["status"] == "ready"  # while it builds
             ann = client.get("/models/A").json()["ann"]
@@ -91,7 +82,7 @@ def test_ready_before_the_ann_build_ends_with_progress_and_flagged_answers(
             exact = client.post("/most_similar", json={**q, "approx": False}).json()
             assert r["results"] == exact["results"]  # answered exactly meanwhile
             gate.set()
-            _wait(lambda: client.get("/models/A").json()["ann"]["state"] == "ready")
+            wait_for_ann(client, "A")
             r = client.post("/most_similar", json=q).json()
             assert r["approximate"] is True and "approximate_status" not in r
             info = _models_info("A", redis_url, tmp_path)["ann"]
@@ -144,7 +135,7 @@ def test_one_builder_per_index_across_processes(store, model, tmp_path, monkeypa
         real = ann_module.AnnIndex.build
         builds = _count_builds(monkeypatch)
         assert manager.get(sim) is None
-        status = _wait(lambda: (st := manager.status(sim)).get("builder") and st)
+        status = wait_until(lambda: (st := manager.status(sim)).get("builder") and st)
         assert status["state"] == "building" and status["progress"]["done"] == 5000
         assert ann_module.disk_status(path.parent)["state"] == "building"
         time.sleep(0.3)
@@ -152,7 +143,7 @@ def test_one_builder_per_index_across_processes(store, model, tmp_path, monkeypa
         monkeypatch.setattr(ann_module.AnnIndex, "build", real)
         theirs = ann_module.AnnIndex.build(sim, path=path)  # the other process finishes
         holder.kill()
-        got = _wait(lambda: manager.ready(sim) and manager.get(sim))
+        got = wait_until(lambda: manager.ready(sim) and manager.get(sim))
         assert got.meta["build_seconds"] == theirs.meta["build_seconds"]
         assert builds == []
     finally:
@@ -166,7 +157,7 @@ def test_the_index_is_mapped_after_a_restart_not_rebuilt(redis_url, model, tmp_p
     settings = Settings(redis_url=redis_url, default_model="A", preload=True, ann=True,
                         cache_dir=tmp_path)  # fmt: skip
     with AppClient(create_app(settings)) as client:
-        _wait(lambda: client.get("/models/A").json()["ann"]["state"] == "ready")
+        wait_for_ann(client, "A")
     builds = []
     real = ann_module.AnnIndex.build
     monkeypatch.setattr(
@@ -175,8 +166,8 @@ def test_the_index_is_mapped_after_a_restart_not_rebuilt(redis_url, model, tmp_p
         classmethod(lambda cls, *a, **k: builds.append(1) or real(*a, **k)),
     )
     with AppClient(create_app(settings)) as client:
-        _wait(lambda: client.get("/readyz").status_code == 200)
-        ann = _wait(lambda: (a := client.get("/models/A").json()["ann"])["state"] == "ready" and a)
+        wait_until(lambda: client.get("/readyz").status_code == 200, what="/readyz")
+        ann = wait_for_ann(client, "A")
         assert ann["rows"] == N
         r = client.post("/most_similar", json={"positive": ["w1"], "topn": 5, "approx": True})
         assert r.json()["approximate"] is True
@@ -208,7 +199,7 @@ def test_load_with_ann_builds_the_index_the_service_then_maps(
     settings = Settings(redis_url=redis_url, default_model="L", preload=True, ann=True,
                         cache_dir=cache)  # fmt: skip
     with AppClient(create_app(settings)) as client:
-        _wait(lambda: client.get("/readyz").status_code == 200)
+        wait_until(lambda: client.get("/readyz").status_code == 200, what="/readyz")
         assert client.get("/models/L").json()["ann"]["state"] == "ready"
         r = client.post("/most_similar", json={"positive": ["v1"], "topn": 3, "approx": True})
         assert r.json()["approximate"] is True
@@ -240,8 +231,8 @@ def test_load_with_another_recall_target_is_served_with_the_same_target(
     settings = Settings(redis_url=redis_url, default_model="R", preload=True, ann=True,
                         ann_recall=0.99, cache_dir=cache)  # fmt: skip
     with AppClient(create_app(settings)) as client:
-        _wait(lambda: client.get("/readyz").status_code == 200)
-        ann = _wait(lambda: (a := client.get("/models/R").json()["ann"])["state"] == "ready" and a)
+        wait_until(lambda: client.get("/readyz").status_code == 200, what="/readyz")
+        ann = wait_for_ann(client, "R")
         assert ann["target"]["recall"] == 0.99
     assert builds == [], "the service rebuilt what vecserve load --ann-recall built"
     bad = run_vecserve("load", str(path), "--key", "R", "--ann-recall", "1.5", env=env,

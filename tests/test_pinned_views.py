@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 from tests.api_support import run_vecserve
+from tests.helpers import wait_until
 from vecserve import AsyncRedisKeyedVectors, PinLost, RedisKeyedVectors
 from vecserve.acl import setuser_line
 from vecserve.store import begin_load
@@ -129,10 +130,8 @@ def test_a_sigkilled_holder_frees_its_generation_after_the_lease(store, redis_ur
             assert states(store) == {2: "live", 1: "pinned"}
             os.kill(holder.pid, signal.SIGKILL)
             holder.wait()
-            deadline = time.monotonic() + 5
-            while states(store) != {2: "live", 1: "retired"}:
-                assert time.monotonic() < deadline, "the dead holder's pin never expired"
-                time.sleep(0.05)
+            wait_until(lambda: states(store) == {2: "live", 1: "retired"}, timeout=5,
+                       what="the dead holder's pin to expire")  # fmt: skip
             env = {**os.environ, "VECSERVE_REDIS_URL": redis_url}
             out = run_vecserve("models", "history", "M", env=env)
             assert "deleted generation 1: no pin holds it any more" in out.stderr
