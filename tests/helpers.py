@@ -4,6 +4,8 @@
 - :func:`gensim_data`, :func:`write_w2v`: gensim's test files and a reference writer.
 - :func:`start_cluster`: a Redis Cluster of valkey-server processes on loopback.
 - :func:`listening_port`: the TCP port a child process listens on (it bound port 0).
+- :func:`topic_corpus`, :func:`write_topic_corpus`, :func:`topic_purity`: a corpus whose
+  topics a trained model must find, and how well it found them.
 """
 
 from __future__ import annotations
@@ -149,3 +151,35 @@ def start_cluster(base: Path, n: int = 3, *, replicas: bool = False, node_timeou
     for c in clients:
         c.close()
     return nodes
+
+
+TOPICS = 4
+PER_TOPIC = 8
+
+
+def topic_corpus(n_sentences=600, length=10, seed=0):
+    """Each sentence draws its words from one topic: topic-mates share every context."""
+    rng = np.random.default_rng(seed)
+    return [
+        [f"t{t}w{w}" for w in rng.integers(0, PER_TOPIC, length)]
+        for t in rng.integers(0, TOPICS, n_sentences)
+    ]
+
+
+def write_topic_corpus(path: Path, n_sentences: int, seed: int = 0) -> Path:
+    """:func:`topic_corpus` as a text file, a sentence a line."""
+    with open(path, "w") as f:
+        for s in topic_corpus(n_sentences, seed=seed):
+            f.write(" ".join(s) + "\n")
+    return path
+
+
+def topic_purity(kv) -> float:
+    """Share of words whose 3 nearest neighbours (in keyed vectors ``kv``) are all from
+    their own topic."""
+    good = 0
+    for t in range(TOPICS):
+        for w in range(PER_TOPIC):
+            near = kv.most_similar(f"t{t}w{w}", topn=3)
+            good += all(n.startswith(f"t{t}w") for n, _ in near)
+    return good / (TOPICS * PER_TOPIC)

@@ -10,12 +10,10 @@ Every test that needs ranks starts them with the real ``mpiexec -n 2`` or ``-n 3
 from __future__ import annotations
 
 import gzip
-import json
 import os
 import signal
 import subprocess
 import sys
-import textwrap
 import time
 from pathlib import Path
 
@@ -24,8 +22,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.helpers import wait_until
-from tests.test_train_model import PER_TOPIC, TOPICS, topic_corpus
+from tests.helpers import (
+    PER_TOPIC,
+    TOPICS,
+    topic_corpus,
+    topic_purity,
+    wait_until,
+    write_topic_corpus,
+)
 from vecserve.train.corpus import iter_sentences, shard_corpus
 from vecserve.train.distributed import (
     Group,
@@ -55,22 +59,6 @@ def mpiexec(
 
 def vecserve_args(*args: str) -> list[str]:
     return [sys.executable, "-m", "vecserve.cli", *args]
-
-
-def write_topic_corpus(path: Path, n_sentences: int, seed: int = 0) -> Path:
-    with open(path, "w") as f:
-        for s in topic_corpus(n_sentences, seed=seed):
-            f.write(" ".join(s) + "\n")
-    return path
-
-
-def purity(kv) -> float:
-    good = 0
-    for t in range(TOPICS):
-        for w in range(PER_TOPIC):
-            near = kv.most_similar(f"t{t}w{w}", topn=3)
-            good += all(n.startswith(f"t{t}w") for n, _ in near)
-    return good / (TOPICS * PER_TOPIC)
 
 
 # ---------------------------------------------------------------- corpus shares (no MPI)
@@ -333,13 +321,13 @@ def test_one_process_group_syncs_nothing():
 # ---------------------------------------------------------------- real ranks
 
 
-def run_on_ranks(ranks: int, module: str, *args: str) -> None:
+def run_on_ranks(ranks: int, module: str, *args: str, timeout: float = 120) -> None:
     """``tests/mpi/MODULE`` under pytest on ``ranks`` real ranks; every rank's tests pass.
     (Only the plugins the suite's settings need: each rank starts faster.)"""
     proc = mpiexec(
         ranks, sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
         "-p", "pytest_timeout", "--color=no", f"tests/mpi/{module}", *args,
-        env={**ENV, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"},
+        env={**ENV, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}, timeout=timeout,
     )  # fmt: skip
     assert proc.returncode == 0, f"{proc.stdout}\n{proc.stderr}"
 
@@ -354,76 +342,10 @@ def test_merged_vocabulary_equals_one_machines():
     run_on_ranks(3, "test_vocab_ranks.py")
 
 
-SCHEME_SCRIPT = textwrap.dedent(
-    """
-    import json, sys
-    from vecserve.train import Word2Vec
-    from vecserve.train.distributed import Group
-    g = Group.from_environment()
-    opts = json.loads(sys.argv[2])
-    opts = {"workers": 1, **opts}
-    m = Word2Vec(sys.argv[1], vector_size=16, window=3, min_count=1, sample=0, epochs=3,
-                 seed=7, sync_words=2000, comm=g, **opts)
-    if g.rank == 0:
-        m.save_word2vec_format(sys.argv[3], binary=True)
-        json.dump(dict(m.train_stats, start_alpha=m.start_alpha), open(sys.argv[3] + ".json", "w"))
-    """
-)
-
-
 @pytest.mark.parametrize("ranks", [2, 3])
-@pytest.mark.parametrize(
-    "opts",
-    [
-        {},
-        {"sync_dtype": "float32", "sync_schedule": "doubling", "sync_scale_alpha": 0},
-        {"sync_budget": 1.8, "sync_warmup": 0.5},
-        {"workers": 2},
-        {"hs": 1, "negative": 0},
-        {"sync_dtype": "int8", "sync_depth": 3},
-    ],
-    ids=[
-        "default",
-        "float32-doubling",
-        "small-budget-warmup",
-        "two-threads-a-rank",
-        "hierarchical-softmax",
-        "int8-three-under-way",
-    ],
-)
-def test_sync_schemes_learn_within_their_byte_budget(tmp_path, ranks, opts):
-    """Every scheme learns the topics, and each rank sends at most ``sync_budget``
-    float32 models per epoch; a warm-up cuts the first epoch's first groups in 4."""
-    from gensim.models import KeyedVectors
-
-    corpus = write_topic_corpus(tmp_path / "topics.txt", 1500)
-    script = tmp_path / "scheme.py"
-    script.write_text(SCHEME_SCRIPT)
-    out = tmp_path / "out.bin"
-    proc = mpiexec(ranks, sys.executable, str(script), str(corpus), json.dumps(opts), str(out))
-    assert proc.returncode == 0, proc.stderr
-    stats = json.loads(Path(f"{out}.json").read_text())
-    assert purity(KeyedVectors.load_word2vec_format(str(out), binary=True)) >= 0.9
-    import inspect
-
-    from vecserve.train import Word2Vec
-    from vecserve.train.params import TrainParams
-
-    defaults = {k: p.default for k, p in inspect.signature(Word2Vec).parameters.items()}
-    opts = {**defaults, **opts}
-    alpha = TrainParams(sg=opts["sg"]).alpha  # the default alpha of the mode
-    # (+ the bookkeeping: each group's word count, 8 bytes, summed once per plan)
-    assert 0 < stats["bytes_sent"] / 3 <= opts["sync_budget"] * stats["model_bytes"] + 64
-    words = 1500 * 10 // ranks  # a rank's share: 1500 sentences of 10 words
-    # sync_words 2000, or more often: sync_min_per_epoch, in groups of >= 1,000 words
-    groups = max(-(-words // 2000), min(opts["sync_min_per_epoch"], words // 1000))
-    warm = round(opts["sync_warmup"] * groups)  # cut in 4: 3 more syncs each
-    assert stats["syncs"] == 3 * groups + 3 * warm
-    # the wait in the epochs' whole-model syncs is a part of the whole wait
-    assert 0 < stats["sync_full_seconds"] <= stats["sync_stall_seconds"] < stats["train_seconds"]
-    # the learning rate starts at alpha x (N / min(N, cap)) ** power: 1 at 2 ranks, cap 2
-    scale = (ranks / min(ranks, opts["sync_cap"])) ** opts["sync_scale_alpha"]
-    assert stats["start_alpha"] == pytest.approx(alpha * scale)
+def test_sync_schemes_learn_within_their_byte_budget(ranks):
+    """Six sync schemes, each within its byte budget, on 2 and on 3 ranks."""
+    run_on_ranks(ranks, "test_scheme_ranks.py", timeout=300)
 
 
 def _train_args(corpus: Path, *extra: str) -> list[str]:
@@ -448,7 +370,7 @@ def test_two_ranks_learn_and_land_in_redis_equal_to_save(tmp_path, redis_url):
     assert proc.stdout.count("committed") == 1  # rank 0 alone speaks
     assert "2 ranks x 1 thread," in proc.stderr and "waiting on" in proc.stderr
     saved = KeyedVectors.load_word2vec_format(str(save), binary=True)
-    assert purity(saved) >= 0.9
+    assert topic_purity(saved) >= 0.9
     with RedisKeyedVectors("DIST_W2V", redis_url=redis_url) as kv:
         assert len(kv) == len(saved) == TOPICS * PER_TOPIC
         words = list(saved.index_to_key)
@@ -561,4 +483,4 @@ def test_resume_continues_from_the_last_checkpoint(tmp_path, redis_url):
     assert 1 <= done < 4
     assert "checkpoint: 4/4 epochs saved" in proc.stderr
     with RedisKeyedVectors("RESUMED_W2V", redis_url=redis_url) as kv:
-        assert purity(kv) >= 0.9
+        assert topic_purity(kv) >= 0.9
