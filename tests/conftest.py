@@ -48,6 +48,39 @@ def pytest_addoption(parser):
     )
 
 
+# The inner-loop subset, ``pytest -m fast`` (about a minute): the tests of these modules,
+# less those marked slow, cluster or docker. Chosen by their measured time (``--durations``):
+# the library's units, the readers, the loader, the store, the cache and the HTTP API. With
+# ``-m fast`` alone the other modules are not even imported.
+FAST_MODULES = frozenset({
+    "test_acl", "test_ann_ivf", "test_api", "test_api_auth", "test_api_fastpath",
+    "test_api_similarity", "test_architecture", "test_cache", "test_codec", "test_errors",
+    "test_exported_members", "test_gensim_surface", "test_ivfscan", "test_keyedvectors_async",
+    "test_loader", "test_metrics", "test_reader", "test_readers_fuzz", "test_search_batch",
+    "test_search_planner", "test_similarity_vocab", "test_store", "test_train_corpus",
+    "test_train_kernels", "test_train_model", "test_train_params", "test_train_plan",
+})  # fmt: skip
+NOT_FAST = ("slow", "cluster", "docker")
+
+
+def pytest_ignore_collect(collection_path, config):
+    if (
+        config.getoption("markexpr") == "fast"
+        and collection_path.suffix == ".py"
+        and collection_path.name.startswith("test_")
+        and collection_path.stem not in FAST_MODULES
+    ):
+        return True
+    return None
+
+
+@pytest.hookimpl(tryfirst=True)  # before ``-m`` selects by marker
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if item.path.stem in FAST_MODULES and not any(map(item.get_closest_marker, NOT_FAST)):
+            item.add_marker(pytest.mark.fast)
+
+
 def pytest_configure(config):
     # $VECSERVE_REDIS_URL names a user's own server: nothing in the suite may reach it
     os.environ.pop("VECSERVE_REDIS_URL", None)
