@@ -4,6 +4,7 @@
 - :func:`gensim_data`, :func:`write_w2v`: gensim's test files and a reference writer.
 - :func:`start_cluster`: a Redis Cluster of valkey-server processes on loopback.
 - :func:`listening_port`: the TCP port a child process listens on (it bound port 0).
+- :func:`program`: the command line of a program of ``tests/programs/``.
 - :func:`topic_corpus`, :func:`write_topic_corpus`, :func:`topic_purity`: a corpus whose
   topics a trained model must find, and how well it found them.
 """
@@ -11,6 +12,7 @@
 from __future__ import annotations
 
 import os
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -44,6 +46,11 @@ def wait_until(
             raise AssertionError(f"timed out after {timeout:g}s waiting for "
                                  f"{what() if callable(what) else what}")  # fmt: skip
         time.sleep(interval)
+
+
+def program(name: str, *args) -> list[str]:
+    """The command that runs ``tests/programs/NAME.py`` with ``args`` in a new Python."""
+    return [sys.executable, str(Path(__file__).parent / "programs" / f"{name}.py"), *map(str, args)]
 
 
 def gensim_data(name: str) -> str:

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from tests.api_support import AppClient, wait_for_ann
-from tests.helpers import wait_until
+from tests.helpers import program, wait_until
 from vecserve.api import create_app
 from vecserve.loader import load_arrays
 from vecserve.search import ann as ann_module
@@ -102,23 +102,10 @@ def _models_info(name, redis_url, cache_dir) -> dict:
     return json.loads(run_vecserve("models", "info", name, env=env).stdout)
 
 
-HOLDER = """
-import fcntl, json, os, sys, time
-lock, progress = sys.argv[1], sys.argv[2]
-fd = os.open(lock, os.O_RDWR | os.O_CREAT)
-fcntl.flock(fd, fcntl.LOCK_EX)
-open(progress, "w").write(json.dumps({"share": 0.25, "done": 5000, "total": 20000,
-    "vectors_per_s": 1000.0, "eta_s": 15.0, "pid": os.getpid()}))
-print("held", flush=True)
-time.sleep(120)
-"""
-
-
 def test_one_builder_per_index_across_processes(store, model, tmp_path, monkeypatch):
     """While another process holds an index's build lock, a manager does not build it too:
     it reports that process's progress, then maps the index it leaves."""
     import subprocess
-    import sys
 
     from vecserve.search.snapshot import SimilarityIndex
 
@@ -127,7 +114,7 @@ def test_one_builder_per_index_across_processes(store, model, tmp_path, monkeypa
     manager = ann_module.AnnManager(enabled=True)
     path = manager.path_for(sim)
     holder = subprocess.Popen(
-        [sys.executable, "-c", HOLDER, str(path) + ".lock", str(path) + ".progress.json"],
+        program("ann_lock_holder", f"{path}.lock", f"{path}.progress.json"),
         stdout=subprocess.PIPE, text=True,
     )  # fmt: skip
     try:

@@ -10,7 +10,7 @@ import pytest
 import redis
 
 from tests.api_support import run_vecserve
-from tests.helpers import wait_until
+from tests.helpers import program, wait_until
 from vecserve.embedded import (
     EmbeddedServer,
     ValkeyProcess,
@@ -115,14 +115,10 @@ def test_two_commands_at_once_start_one_server(data_dir):
 
 def test_server_survives_the_holders_ctrl_c(data_dir):
     """The server runs in its own session: a SIGINT to the client's group spares it."""
-    code = (
-        "import sys, signal, os; from vecserve.embedded import EmbeddedServer;"
-        f"s = EmbeddedServer({str(data_dir)!r}).acquire(); print('up', flush=True);"
-        "os.killpg(0, signal.SIGINT)"
-    )
     proc = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, start_new_session=True
-    )
+        program("embedded_ctrl_c", data_dir), capture_output=True, text=True,
+        start_new_session=True,
+    )  # fmt: skip
     assert "up" in proc.stdout
     with embedded_server(data_dir) as url:
         assert redis.Redis.from_url(url).ping()
