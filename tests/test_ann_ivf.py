@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -65,6 +66,20 @@ def test_fewer_lists_scanned_stay_close_and_scores_stay_exact(sim):
     assert [len(r) for r in got] == [10, 3, 0]
     for w, s in got[0]:
         assert s == pytest.approx(float(sim.distances("w5", [w])[0] * -1 + 1), abs=1e-6)
+
+
+@pytest.mark.parametrize("kind", ["ivf", "hnsw"])
+def test_a_batch_gives_each_query_its_single_answer(sim, kind):
+    # 400 queries over 32 lists: lists shared by many queries, the scan split in two threads
+    ann = AnnIndex.build(sim, params=replace(IVF, kind=kind, recall=None))
+    rng = np.random.default_rng(3)
+    asked = [([f"w{i}"], [], int(rng.integers(0, 15))) for i in rng.choice(N, 400, replace=False)]
+    asked += [(["w1", "w2"], ["w3"], 5), (["w9"], [], 10)]  # an analogy, a repeated word
+    asked += [(["w9"], [], 10)]
+    singles = [ann.most_similar(sim, *q) for q in asked]
+    assert ann.most_similar_batch(sim, asked) == singles
+    assert all(len(got) == q[2] for got, q in zip(singles, asked, strict=True))
+    assert all(w not in q[0] + q[1] for got, q in zip(singles, asked, strict=True) for w, _ in got)
 
 
 def test_progress_is_reported_while_it_builds(sim, monkeypatch):

@@ -200,9 +200,9 @@ def test_load_options_are_the_library_s():
     from vecserve.readers import FORMATS
 
     params = {p.name: p for p in cli.commands["load"].params}
-    assert list(params["fmt"].type.choices) == ["auto", *FORMATS]
+    assert list(params["format"].type.choices) == ["auto", *FORMATS]
     assert list(params["codec"].type.choices) == list(CODECS)
     library = inspect.signature(load_file).parameters
     for name in ("codec", "unicode_errors", "encoding", "limit", "batch_size", "progress"):
         assert params[name].default == library[name].default, name
-    assert params["fmt"].default == library["format"].default
+    assert params["format"].default == library["format"].default

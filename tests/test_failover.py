@@ -208,15 +208,6 @@ def test_reads_and_the_cache_carry_on_while_a_slot_moves(replicated):
         r.close()
 
 
-# Open defect (issue 23): now and then a load that crossed a failover commits with its
-# last batch unreadable (``TokenNotFound 'ride59500'``: not reported as ModelDamaged, so
-# the word hashes lack it too), although the completeness check passed. Seen in full
-# suite runs, never in this file alone; kept running so that a pass shows (XPASS).
-_LAST_BATCH_LOST = pytest.mark.xfail(
-    strict=False, reason="issue 23: a failover can leave a committed load without its last batch"
-)
-
-
 def _load_through_a_failover(replicated, tmp_path, name: str, *extra: str):
     """Start `vecserve load` of a 60,000-vector file, kill a primary once the load has
     begun, and return (the command, its env, the finished process, its stdout, stderr,
@@ -255,7 +246,6 @@ def _assert_model(url, name, words, vectors) -> None:
         np.testing.assert_array_equal(got, vectors)
 
 
-@_LAST_BATCH_LOST
 def test_a_load_interrupted_by_a_failover_resumes(replicated, tmp_path):
     """A primary dies while `vecserve load --retries 0` writes: the load ends with one
     line (or rides the failover out), nothing is visible meanwhile, and `--resume`
@@ -284,7 +274,6 @@ def test_a_load_interrupted_by_a_failover_resumes(replicated, tmp_path):
     _assert_model(url, "MID", words, vectors)
 
 
-@_LAST_BATCH_LOST
 def test_a_load_rides_a_failover_out_by_itself(replicated, tmp_path):
     """With its default retries, `vecserve load` resumes by itself after the promotion:
     one line per retry, then the whole model, right."""

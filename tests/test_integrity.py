@@ -471,3 +471,137 @@ def test_a_replica_that_does_not_acknowledge_is_named(valkey, monkeypatch, caplo
     warned = [r.getMessage() for r in caplog.records if "have not acknowledged" in r.getMessage()]
     assert len(warned) == 2, warned  # the new generation, then the commit
     assert "(0 of 1 replicas)" in warned[0] and "vecserve models check S" in warned[0]
+
+
+# -- the vocabulary a commit vouches for ------------------------------------------------
+# A Redis Cluster client resends a pipeline's commands whose reply it lost (redis-py's
+# ClusterPipeline re-executes every command of a connection that failed), and a failover
+# can lose a primary's last acknowledged writes. The vocabulary is an ordered list: a
+# push run twice, or lost, shifts every later blob. These tests make both happen on
+# purpose, through the session's writer.
+
+
+def _small_file(tmp_path, n: int = 3000):
+    tokens = [f"v{i}" for i in range(n)]
+    vectors = np.random.default_rng(n).standard_normal((n, 8)).astype(np.float32)
+    return write_w2v(tmp_path / "v.bin", tokens, vectors), tokens, vectors
+
+
+def _assert_whole_model(store: Store, tokens, vectors) -> None:
+    info = store.get_model("M")
+    assert info.count == len(tokens)
+    assert store.vocab(info) == list(tokens)
+    assert store.check_rows(info).missing == 0
+    _, rows, found = store.read_rows(info, tokens)
+    assert found.all() and np.array_equal(rows, vectors)
+    assert len(store.vocab_hashes(info)) == len(tokens)
+
+
+def _resend_vocabulary(monkeypatch, batch: int) -> None:
+    """Batch number ``batch`` sends its vocabulary writes twice, as a cluster client does
+    when a connection dies after the server ran them but before their replies arrived."""
+    from vecserve.store.session import LoadSession
+
+    def resend(original):
+        def twice(self, commands, progress, keys, encoded):
+            if commands and self.state.chunks == batch:
+                commands = [*commands, *commands]
+            return original(self, commands, progress, keys, encoded)
+
+        return twice
+
+    for name in ("_write_single", "_write_cluster"):
+        monkeypatch.setattr(LoadSession, name, resend(getattr(LoadSession, name)))
+
+
+@pytest.mark.parametrize("where", ["single", pytest.param("cluster", marks=pytest.mark.cluster)])
+def test_a_vocabulary_write_run_twice_is_written_once(where, request, tmp_path, monkeypatch):
+    store = request.getfixturevalue("store" if where == "single" else "cluster_store")
+    path, tokens, vectors = _small_file(tmp_path)
+    _resend_vocabulary(monkeypatch, batch=2)
+    info = load_file(path, name="M", store=store, batch_size=500, progress=False)
+    assert info.count == len(tokens)
+    _assert_whole_model(store, tokens, vectors)
+
+
+@pytest.mark.parametrize("where", ["single", pytest.param("cluster", marks=pytest.mark.cluster)])
+def test_a_vocabulary_that_lost_its_tail_stops_the_load_and_resume_rewrites(
+    where, request, tmp_path, monkeypatch
+):
+    """The server drops the vocabulary's last blob after acknowledging it (a failover):
+    the load stops in one line with nothing visible, and --resume makes the model whole."""
+    from vecserve.store.layout import vocab_key
+    from vecserve.store.session import LoadSession
+
+    store = request.getfixturevalue("store" if where == "single" else "cluster_store")
+    path, tokens, vectors = _small_file(tmp_path)
+    write = LoadSession.write_encoded
+
+    def then_lose(self, *args, **kwargs):
+        write(self, *args, **kwargs)
+        if self.state.chunks == 3:
+            store.client.rpop(vocab_key(self.state.prefix))
+
+    monkeypatch.setattr(LoadSession, "write_encoded", then_lose)
+    with pytest.raises(StoreUnavailable, match="lost") as err:
+        load_file(path, name="M", store=store, batch_size=500, progress=False)
+    assert len(str(err.value).splitlines()) == 1 and "--resume" in str(err.value)
+    assert store.list_models() == []
+    monkeypatch.undo()
+    load_file(path, name="M", store=store, batch_size=500, progress=False, resume=True)
+    _assert_whole_model(store, tokens, vectors)
+
+
+def test_a_commit_refuses_a_vocabulary_with_a_repeated_blob_and_resume_rewrites(store, tmp_path):
+    """What a push run twice leaves once its tail is trimmed: as many blobs and words as
+    the load wrote, every listed word's key present, yet one batch's words missing. The
+    commit counts the distinct words, refuses in one line, and --resume starts again."""
+    from vecserve.store.layout import vocab_key
+
+    path, tokens, vectors = _small_file(tmp_path)
+    session = begin_load(store, "M", dim=8, codec="f32")
+    for lo in range(0, 3000, 500):
+        session.write(tokens[lo : lo + 500], vectors[lo : lo + 500])
+    key = vocab_key(session.state.prefix)
+    store.client.lset(key, 5, store.client.lindex(key, 4))  # the last batch's words are gone
+    with pytest.raises(StoreUnavailable, match=r"2,500 distinct words.*wrote 3,000") as err:
+        session.commit()
+    assert len(str(err.value).splitlines()) == 1
+    assert store.list_models() == []
+    session.abort(keep=True)
+    resumed = begin_load(store, "M", dim=8, codec="f32", resume=True)
+    assert resumed.written == 0  # what was written cannot be vouched for: from the start
+    resumed.abort(keep=False)
+    load_file(path, name="M", store=store, batch_size=500, progress=False)
+    _assert_whole_model(store, tokens, vectors)
+
+
+def test_a_commit_refuses_fewer_words_than_the_file_holds(store):
+    rng = np.random.default_rng(5)
+    session = begin_load(store, "M", dim=8, codec="f32")
+    session.write([f"t{i}" for i in range(500)], rng.random((500, 8), np.float32))
+    with pytest.raises(LoadIncomplete, match=r"wrote 500 words of the 1,000 its source holds"):
+        session.commit(words=1000)
+    assert store.list_models() == []
+    session.abort(keep=False)
+
+
+def test_a_first_batch_whose_progress_record_was_lost_is_rewritten_once(store, tmp_path):
+    """A failover as the load begins: the first batch's vocabulary blob landed, its
+    progress record did not. Resuming from nothing drops that blob (``LTRIM key 0 -1``
+    would keep it, and every later blob would sit one place off)."""
+    from dataclasses import replace
+
+    from vecserve.store.layout import LOADS, vocab_key
+
+    path, tokens, vectors = _small_file(tmp_path)
+    session = begin_load(store, "M", dim=8, codec="f32")
+    before = session.state
+    session.write(tokens[:500], vectors[:500], resume={"offset": 1, "records": 500})
+    store.client.hset(LOADS, "M", replace(before, pid=0).to_json())
+    session.lease.release()
+    resumed = begin_load(store, "M", dim=8, codec="f32", resume=True)
+    assert resumed.written == 0 and store.client.llen(vocab_key(before.prefix)) == 0
+    resumed.lease.release()
+    load_file(path, name="M", store=store, batch_size=500, progress=False, resume=True)
+    _assert_whole_model(store, tokens, vectors)

@@ -88,3 +88,55 @@ def test_nothing_to_scan_gives_nothing():
 def test_bad_arguments_are_refused_in_one_line(rows, lo, hi, q, message):
     with pytest.raises(ValueError, match=message):
         top_rows(rows, np.array(lo, np.int64), np.array(hi, np.int64), q, 2)
+
+
+def _groups(members):
+    """``qptr, qidx`` of groups whose queries are ``members`` (one list per group)."""
+    qptr = np.array([0, *np.cumsum([len(x) for x in members])], dtype=np.int64)
+    return qptr, np.array([q for x in members for q in x], dtype=np.int32)
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32])
+@pytest.mark.parametrize("dim", [1, 7, 8, 17, 300])
+def test_a_grouped_batch_gives_each_query_its_single_scan_to_the_bit(path, dtype, dim):
+    # groups of 1 to 9 queries: the four-at-a-time loop and its remainder both run
+    rng = np.random.default_rng(dim)
+    rows = rng.standard_normal((3000, dim)).astype(dtype)
+    queries = rng.standard_normal((9, dim)).astype(np.float32)
+    lo, hi = np.array([0, 700, 1500, 2000]), np.array([700, 1500, 1500, 3000])
+    members = [list(range(9)), [2, 3, 8], [4], [0, 8, 1, 5, 6]]
+    for k in (1, 20, 5000):
+        pos, scores = _ivfscan.top_rows_grouped(rows, lo, hi, *_groups(members), queries, k)
+        assert pos.shape == scores.shape == (9, k)
+        for q in range(9):
+            spans = [g for g, x in enumerate(members) if q in x]
+            one_pos, one_scores = top_rows(rows, lo[spans], hi[spans], queries[q], k)
+            n = len(one_pos)
+            np.testing.assert_array_equal(pos[q, :n], one_pos)
+            np.testing.assert_array_equal(scores[q, :n], one_scores)
+            assert np.all(pos[q, n:] == -1) and np.all(scores[q, n:] == -np.inf)
+
+
+def test_a_query_in_no_group_gets_nothing():
+    rows = np.ones((4, 2), dtype=np.float16)
+    q = np.ones((3, 2), dtype=np.float32)
+    pos, _ = _ivfscan.top_rows_grouped(rows, np.array([0]), np.array([4]), *_groups([[1]]), q, 2)
+    assert pos.tolist() == [[-1, -1], [0, 1], [-1, -1]]
+
+
+@pytest.mark.parametrize(
+    "lo, hi, qptr, qidx, message",
+    [
+        ([0], [5], [0, 1], [0], "outside the 4 rows"),
+        ([0, 1], [2], [0, 1], [0], "same groups"),
+        ([0], [2], [0, 2], [0], "from 0 to len"),
+        ([0], [2], [0, 1], [3], "outside the 2 queries"),
+        ([0, 0], [2, 2], [0, 2, 1], [0, 1], "from 0 to len|not decrease"),
+    ],
+)
+def test_bad_groups_are_refused_in_one_line(lo, hi, qptr, qidx, message):
+    rows = np.ones((4, 2), dtype=np.float32)
+    with pytest.raises(ValueError, match=message):
+        _ivfscan.top_rows_grouped(rows, np.array(lo, np.int64), np.array(hi, np.int64),
+                                  np.array(qptr, np.int64), np.array(qidx, np.int32),
+                                  np.ones((2, 2), np.float32), 2)  # fmt: skip

@@ -51,8 +51,14 @@ INVALIDATE_CHANNEL = "__redis__:invalidate"
 _CLUSTER = ["+cluster|slots", "+cluster|shards", "+readonly"]
 # EVAL_RO: fastText reads (Store.read_rows_subwords) in one read-only script
 _READER = [
-    "-@all", "+@read", "+@connection", "-@dangerous", "+subscribe", "+unsubscribe", "+eval_ro",
-]  # fmt: skip
+    "-@all",
+    "+@read",
+    "+@connection",
+    "-@dangerous",
+    "+subscribe",
+    "+unsubscribe",
+    "+eval_ro",
+]
 # Holding a pin (Pin.take / renew / release), on pin keys only (%W~): worker only
 _PINNER = ["+set", "+sadd", "+srem", "+del"]
 ROLES = {
@@ -81,8 +87,16 @@ def setuser_line(
         # the scratch keys a commit writes before WAIT (Store.wait_for_replicas)
         markers = replication_marker("*")
         keys = [f"~{p}" for p in (*model_key_patterns(model), *SHARED_METADATA, markers)]
-        rights = ["-@all", "+@read", "+@write", "+@connection", "+@transaction", "-@dangerous",
-                  "+eval", "+info"]  # fmt: skip
+        rights = [
+            "-@all",
+            "+@read",
+            "+@write",
+            "+@connection",
+            "+@transaction",
+            "-@dangerous",
+            "+eval",
+            "+info",
+        ]
         return " ".join([*head, f"&{EVENTS}", *keys, *rights, "+publish", *_CLUSTER])
     if model:
         keys = [f"%R~{p}" for p in (*model_key_patterns(model), *SHARED_METADATA)]

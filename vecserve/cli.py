@@ -95,7 +95,7 @@ def cli(quiet: bool) -> None:
 @cli.command()
 @click.argument("file", type=click.Path(dir_okay=False, path_type=str))
 @click.option("--key", "-k", "name", required=True, help="Model name: keys are NAME:token.")
-@click.option("--format", "fmt", type=click.Choice(FORMATS), default="auto", show_default=True)
+@click.option("--format", "format", type=click.Choice(FORMATS), default="auto", show_default=True)
 @click.option(
     "--codec",
     type=click.Choice(list(CODECS)),
@@ -156,8 +156,7 @@ def cli(quiet: bool) -> None:
 )
 @redis_url_option
 @friendly_errors
-def load(file, name, fmt, codec, limit, unicode_errors, encoding, resume, restart, batch_size,
-         progress, retries, allow_eviction, ann, ann_recall, redis_url):  # fmt: skip
+def load(file, resume, restart, retries, ann, ann_recall, redis_url, **options):
     """Load a vector FILE into Redis as model --key.
 
     Streams word2vec .bin/.txt (also .gz/.bz2), GloVe, fastText .vec, native fastText
@@ -188,12 +187,8 @@ def load(file, name, fmt, codec, limit, unicode_errors, encoding, resume, restar
         raise click.UsageError("--resume and --restart exclude each other")
     for attempt in range(retries + 1):
         try:
-            info = load_file(
-                file, name=name, redis_url=redis_url, format=fmt, codec=codec, limit=limit,
-                unicode_errors=unicode_errors, encoding=encoding, batch_size=batch_size,
-                resume=resume, restart=restart, progress=progress,
-                allow_eviction=allow_eviction,
-            )  # fmt: skip
+            # the other options are load_file's keyword arguments, named alike
+            info = load_file(file, redis_url=redis_url, resume=resume, restart=restart, **options)
             break
         except StoreUnavailable as exc:
             if attempt == retries or not exc.transient:  # OOM, READONLY...: retrying won't help
@@ -491,15 +486,14 @@ def models_history(ctx, name, as_json, redis_url):
         return
     for note in notes:
         click.echo(f"vecserve: {note}", err=True)
-    click.echo(f"{'GEN':>4}  {'STATE':<8} {'VECTORS':>12} {'DIM':>5} {'CODEC':<5} "
-               f"{'LOADED (UTC)':<19}  PINS")  # fmt: skip
+    row = "{:>4}  {:<8} {:>12} {:>5} {:<5} {:<19}  {}".format
+    click.echo(row("GEN", "STATE", "VECTORS", "DIM", "CODEC", "LOADED (UTC)", "PINS"))
     for g in gens:
         m = g.info
         state = "live" if g.live else "kept" if g.kept else "pinned" if g.pins else "retired"
         pins = ", ".join(f"{p.holder} ({p.ttl:.0f}s left)" for p in g.pins) or "-"
         loaded = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(m.created))
-        click.echo(f"{m.generation:>4}  {state:<8} {m.count:>12,} {m.dim:>5} {m.codec:<5} "
-                   f"{loaded:<19}  {pins}")  # fmt: skip
+        click.echo(row(m.generation, state, f"{m.count:,}", m.dim, m.codec, loaded, pins))
 
 
 def _generation_json(g) -> dict:

@@ -351,8 +351,11 @@ def load_file(
             raise
     resume_at = None
     seen: Sequence[str] | Iterator[str] = ()
+    skipped = 0  # duplicates the load dropped before this run
     if session.written and session.resume_point:
-        resume_at = ResumePoint(**session.resume_point)
+        point = session.resume_point
+        resume_at = ResumePoint(offset=point["offset"], records=point["records"])
+        skipped = int(point.get("duplicates", 0))
         seen = session.seen_tokens()
         log.info("resuming the load of %s after %s vectors", name, f"{session.written:,}")
     batch = batch_size or max(64, DEFAULT_BATCH_BYTES // (4 * dim))
@@ -373,7 +376,8 @@ def load_file(
             writer = _Writer(session, prog)
             try:
                 for b in reader:
-                    writer.put(b.tokens, b.vectors, b.counts, _resume_dict(b.resume))
+                    where = _resume_dict(b.resume, skipped + reader.duplicates)
+                    writer.put(b.tokens, b.vectors, b.counts, where)
                 if ngrams:  # fastText: the n-gram bucket rows, after the words
                     for first, rows in reader.subwords.batches(batch):  # type: ignore[union-attr]
                         writer.put_ngrams(first, rows)
@@ -384,8 +388,13 @@ def load_file(
             writer.finish()
             if session.written == 0:
                 raise VectorFileError(str(path), "the file holds no vectors")
+            duplicates = skipped + reader.duplicates
             info = session.commit(
-                sha256=reader.sha256(), duplicates=reader.duplicates, progress=_checking(name)
+                sha256=reader.sha256(),
+                duplicates=duplicates,
+                # the file's own count of words: what the commit must prove it wrote
+                words=None if reader.count is None else reader.count - duplicates,
+                progress=_checking(name),
             )
     except VectorFileError:
         _abort(session, keep=False)  # a bad file cannot be resumed: leave nothing behind
@@ -427,8 +436,11 @@ def _checking(name: str):
     return report
 
 
-def _resume_dict(point) -> dict:
-    return {"offset": int(point.offset), "records": int(point.records)} if point else {}
+def _resume_dict(point, duplicates: int) -> dict:
+    """Where to resume after a batch, and how many duplicates the load dropped until then."""
+    if not point:
+        return {}
+    return {"offset": int(point.offset), "records": int(point.records), "duplicates": duplicates}
 
 
 def _abort(session: LoadSession, *, keep: bool) -> None:
@@ -510,7 +522,7 @@ def load_arrays(
                 )
         finally:
             writer.finish()
-        return session.commit()
+        return session.commit(words=len(tokens))
     except BaseException:
         _abort(session, keep=False)
         raise

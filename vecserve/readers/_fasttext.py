@@ -202,12 +202,22 @@ def old_header(head: bytes) -> tuple | None:
         return None
     args = _OLD_ARGS.unpack_from(head)
     dim, ws, epoch, min_count, neg, word_ngrams, loss, model, bucket, minn, maxn, lr_rate, t = args
-    plausible = (
-        1 <= dim <= _MAX_DIM and 1 <= ws <= 1000 and 1 <= epoch <= 100_000
-        and min_count >= 0 and 0 <= neg <= 1000 and 1 <= word_ngrams <= 100
-        and 1 <= loss <= 4 and 1 <= model <= 3 and bucket >= 0
-        and 0 <= minn <= 64 and 0 <= maxn <= 64 and lr_rate >= 1 and 0 < t <= 1
-    )  # fmt: skip
+    checks = (
+        1 <= dim <= _MAX_DIM,
+        1 <= ws <= 1000,
+        1 <= epoch <= 100_000,
+        min_count >= 0,
+        0 <= neg <= 1000,
+        1 <= word_ngrams <= 100,
+        1 <= loss <= 4,
+        1 <= model <= 3,
+        bucket >= 0,
+        0 <= minn <= 64,
+        0 <= maxn <= 64,
+        lr_rate >= 1,
+        0 < t <= 1,
+    )
+    plausible = all(checks)
     return args if plausible else None
 
 

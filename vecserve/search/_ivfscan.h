@@ -168,6 +168,17 @@ static inline void vs_offer(vs_pair *h, int64_t *n, int64_t k, float s, int64_t 
     }
 }
 
+/* Empty a heap of n pairs into pos/score, best first (a heap sort: the worst goes last); returns n. */
+static int64_t vs_drain(vs_pair *heap, int64_t n, int64_t *pos, float *score) {
+    for (int64_t m = n; m > 0; m--) {
+        pos[m - 1] = heap[0].p;
+        score[m - 1] = heap[0].s;
+        heap[0] = heap[m - 1];
+        vs_sift_down(heap, m - 1, 0);
+    }
+    return n;
+}
+
 /* The k best rows of the spans [lo[i], hi[i]) of `rows` (d columns; half = float16)
    against q: positions into *pos best first, scores into *score; returns how many. */
 #ifndef VS_AHEAD
@@ -205,13 +216,136 @@ static int64_t vs_scan(const void *rows, int half, int d, const int64_t *lo, con
             vs_offer(heap, &n, k, s, p);
         }
     }
-    for (int64_t m = n; m > 0; m--) { /* heap sort: the worst goes last */
-        pos[m - 1] = heap[0].p;
-        score[m - 1] = heap[0].s;
-        heap[0] = heap[m - 1];
-        vs_sift_down(heap, m - 1, 0);
+    return vs_drain(heap, n, pos, score);
+}
+
+/* A batch of queries (the rows of Q, m x d), each list read once for all the queries
+   that probe it: group g is the rows [lo[g], hi[g]) and the queries
+   qidx[qptr[g]:qptr[g + 1]]. Query i's k best (score, position) pairs are kept in
+   heaps[i * k:], lens[i] of them; callers empty each heap with vs_drain. A query's scores
+   are the same floats as vs_scan's for it alone. */
+static inline void vs_offer_row(vs_pair *heaps, int64_t *lens, int64_t k, int32_t q, float s,
+                                int64_t p) {
+    vs_offer(heaps + (size_t)q * k, lens + q, k, s, p);
+}
+
+static inline void vs_prefetch_row(const char *r, int64_t p, int64_t hi, size_t bytes) {
+    if (p + VS_AHEAD < hi) {
+        const char *c = r + (size_t)VS_AHEAD * bytes;
+        for (size_t b = 0; b < bytes; b += 64) __builtin_prefetch(c + b, 0, 0);
     }
-    return n;
+}
+
+static void vs_group_portable(const char *rows, int half, int d, int64_t lo, int64_t hi,
+                              const int32_t *qs, int64_t nq, const float *Q, int64_t k,
+                              vs_pair *heaps, int64_t *lens) {
+    size_t bytes = (size_t)d * (half ? 2 : 4);
+    for (int64_t p = lo; p < hi; p++) {
+        const char *r = rows + (size_t)p * bytes;
+        vs_prefetch_row(r, p, hi, bytes);
+        for (int64_t t = 0; t < nq; t++) {
+            const float *q = Q + (size_t)qs[t] * d;
+            float s = half ? vs_dot_f16_table((const uint16_t *)r, q, d)
+                           : vs_dot_f32_plain((const float *)r, q, d);
+            vs_offer_row(heaps, lens, k, qs[t], s, p);
+        }
+    }
+}
+
+#ifdef VS_X86
+/* Four queries against one row: the row's elements are loaded (and widened, for float16)
+   once for the four. Each sum runs in vs_dot_f16_avx2's / vs_dot_f32_avx2's order. */
+#define VS_INLINE __attribute__((always_inline)) inline
+VS_AVX2 static VS_INLINE __m256 vs_load8(const char *r, int half, int j) {
+    if (half) return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)r + j)));
+    return _mm256_loadu_ps((const float *)r + j);
+}
+VS_AVX2 static VS_INLINE void vs_dot4(const char *r, int half, const float *q0, const float *q1,
+                                      const float *q2, const float *q3, int d, float *out) {
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0, b0 = a0, b1 = a0, c0 = a0, c1 = a0, e0 = a0,
+           e1 = a0;
+    int j = 0;
+    for (; j + 16 <= d; j += 16) {
+        __m256 r0 = vs_load8(r, half, j), r1 = vs_load8(r, half, j + 8);
+        a0 = _mm256_fmadd_ps(r0, _mm256_loadu_ps(q0 + j), a0);
+        a1 = _mm256_fmadd_ps(r1, _mm256_loadu_ps(q0 + j + 8), a1);
+        b0 = _mm256_fmadd_ps(r0, _mm256_loadu_ps(q1 + j), b0);
+        b1 = _mm256_fmadd_ps(r1, _mm256_loadu_ps(q1 + j + 8), b1);
+        c0 = _mm256_fmadd_ps(r0, _mm256_loadu_ps(q2 + j), c0);
+        c1 = _mm256_fmadd_ps(r1, _mm256_loadu_ps(q2 + j + 8), c1);
+        e0 = _mm256_fmadd_ps(r0, _mm256_loadu_ps(q3 + j), e0);
+        e1 = _mm256_fmadd_ps(r1, _mm256_loadu_ps(q3 + j + 8), e1);
+    }
+    for (; j + 8 <= d; j += 8) {
+        __m256 r0 = vs_load8(r, half, j);
+        a0 = _mm256_fmadd_ps(r0, _mm256_loadu_ps(q0 + j), a0);
+        b0 = _mm256_fmadd_ps(r0, _mm256_loadu_ps(q1 + j), b0);
+        c0 = _mm256_fmadd_ps(r0, _mm256_loadu_ps(q2 + j), c0);
+        e0 = _mm256_fmadd_ps(r0, _mm256_loadu_ps(q3 + j), e0);
+    }
+    out[0] = vs_hsum(_mm256_add_ps(a0, a1));
+    out[1] = vs_hsum(_mm256_add_ps(b0, b1));
+    out[2] = vs_hsum(_mm256_add_ps(c0, c1));
+    out[3] = vs_hsum(_mm256_add_ps(e0, e1));
+    for (; j < d; j++) {
+        float x = half ? vs_half_table[((const uint16_t *)r)[j]] : ((const float *)r)[j];
+        out[0] += x * q0[j];
+        out[1] += x * q1[j];
+        out[2] += x * q2[j];
+        out[3] += x * q3[j];
+    }
+}
+VS_AVX2 static VS_INLINE void vs_group_rows(const char *rows, int half, int d, int64_t lo,
+                                            int64_t hi, const int32_t *qs, int64_t nq,
+                                            const float *Q, int64_t k, vs_pair *heaps,
+                                            int64_t *lens) {
+    size_t bytes = (size_t)d * (half ? 2 : 4);
+    for (int64_t p = lo; p < hi; p++) {
+        const char *r = rows + (size_t)p * bytes;
+        vs_prefetch_row(r, p, hi, bytes);
+        int64_t t = 0;
+        for (; t + 4 <= nq; t += 4) {
+            float s[4];
+            vs_dot4(r, half, Q + (size_t)qs[t] * d, Q + (size_t)qs[t + 1] * d,
+                    Q + (size_t)qs[t + 2] * d, Q + (size_t)qs[t + 3] * d, d, s);
+            for (int u = 0; u < 4; u++) vs_offer_row(heaps, lens, k, qs[t + u], s[u], p);
+        }
+        for (; t < nq; t++) {
+            const float *q = Q + (size_t)qs[t] * d;
+            float s = half ? vs_dot_f16_avx2((const uint16_t *)r, q, d)
+                           : vs_dot_f32_avx2((const float *)r, q, d);
+            vs_offer_row(heaps, lens, k, qs[t], s, p);
+        }
+    }
+}
+VS_AVX2 static void vs_group_avx2(const char *rows, int half, int d, int64_t lo, int64_t hi,
+                                  const int32_t *qs, int64_t nq, const float *Q, int64_t k,
+                                  vs_pair *heaps, int64_t *lens) {
+    if (half) /* two copies of the loop, each with its row type fixed */
+        vs_group_rows(rows, 1, d, lo, hi, qs, nq, Q, k, heaps, lens);
+    else
+        vs_group_rows(rows, 0, d, lo, hi, qs, nq, Q, k, heaps, lens);
+}
+#endif
+
+static void vs_scan_groups(const void *rows, int half, int d, const int64_t *lo,
+                           const int64_t *hi, const int64_t *qptr, const int32_t *qidx,
+                           int64_t ngroups, const float *Q, int64_t k, vs_pair *heaps,
+                           int64_t *lens) {
+#ifdef VS_X86
+    int fast = vs_have_avx2();
+#endif
+    for (int64_t g = 0; g < ngroups; g++) {
+        const int32_t *qs = qidx + qptr[g];
+        int64_t nq = qptr[g + 1] - qptr[g];
+#ifdef VS_X86
+        if (fast) {
+            vs_group_avx2((const char *)rows, half, d, lo[g], hi[g], qs, nq, Q, k, heaps, lens);
+            continue;
+        }
+#endif
+        vs_group_portable((const char *)rows, half, d, lo[g], hi[g], qs, nq, Q, k, heaps, lens);
+    }
 }
 
 #endif /* VECSERVE_IVFSCAN_H */

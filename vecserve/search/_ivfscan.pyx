@@ -1,6 +1,7 @@
 # cython: language_level=3
 """The scan of an IVF query: the inner products of one unit query with the rows of
-its ``nprobe`` lists, and the ``k`` best of them, in one C pass without the GIL.
+its ``nprobe`` lists, and the ``k`` best of them, in one C pass without the GIL; and of
+a batch (:func:`top_rows_grouped`), each list read once for all the queries that probe it.
 
 The lists' rows are read straight from the memory-mapped file, as float32 or as
 float16 (half the bytes: the scan is bound by memory bandwidth, so half the time).
@@ -16,7 +17,7 @@ and runs them in one ``nogil`` block. It knows nothing of files or models;
 """
 
 cimport cython
-from libc.stdint cimport int64_t, uint16_t
+from libc.stdint cimport int32_t, int64_t, uint16_t
 
 import numpy as np
 
@@ -30,6 +31,10 @@ cdef extern from "_ivfscan.h":
     int64_t vs_scan(const void *rows, int half, int d, const int64_t *lo, const int64_t *hi,
                     int64_t nspans, const float *q, int64_t k, vs_pair *heap, int64_t *pos,
                     float *score) nogil
+    void vs_scan_groups(const void *rows, int half, int d, const int64_t *lo, const int64_t *hi,
+                        const int64_t *qptr, const int32_t *qidx, int64_t ngroups,
+                        const float *Q, int64_t k, vs_pair *heaps, int64_t *lens) nogil
+    int64_t vs_drain(vs_pair *heap, int64_t n, int64_t *pos, float *score) nogil
 
 
 vs_scan_init()
@@ -88,3 +93,69 @@ def top_rows(rows, const int64_t[::1] lo, const int64_t[::1] hi, const float[::1
         n = vs_scan(&raw[0, 0], half, d, &lo[0], &hi[0], lo.shape[0], &query[0], k,
                     <vs_pair *>&h[0], &p[0], &s[0])
     return pos[:n], score[:n]
+
+
+def _check_rows(rows, Py_ssize_t d):
+    if rows.ndim != 2 or rows.shape[1] != d:
+        raise ValueError(f"rows of shape {rows.shape} against queries of {d}")
+    if rows.dtype not in (np.float16, np.float32) or not rows.flags.c_contiguous:
+        raise ValueError(f"rows must be C-contiguous float16 or float32, not {rows.dtype}")
+
+
+@cython.boundscheck(False)
+@cython.wraparound(False)
+def top_rows_grouped(rows, const int64_t[::1] lo, const int64_t[::1] hi,
+                     const int64_t[::1] qptr, const int32_t[::1] qidx,
+                     const float[:, ::1] queries, Py_ssize_t k):
+    """The ``k`` best rows of each query of a batch among the groups it is named in:
+    group ``g`` is the rows ``rows[lo[g]:hi[g]]`` and the queries
+    ``qidx[qptr[g]:qptr[g + 1]]`` (rows of ``queries``). Each group's rows are read
+    once for all its queries, four queries at a time.
+
+    Returns ``(positions, scores)``: ``len(queries) x k`` arrays, each row best first
+    (ties: the earlier position), padded with position -1 and score -inf. A query's
+    scores are the floats :func:`top_rows` gives it alone.
+
+    >>> r = np.array([[1, 0], [0, 1], [0.6, 0.8], [1, 1]], dtype=np.float16)
+    >>> q = np.array([[1, 0], [0, 1]], dtype=np.float32)
+    >>> lo, hi = np.array([0, 2]), np.array([2, 4])  # two lists
+    >>> qptr, qidx = np.array([0, 2, 3]), np.array([0, 1, 1], dtype=np.int32)  # 0: the first
+    >>> top_rows_grouped(r, lo, hi, qptr, qidx, q, 2)[0]
+    array([[0, 1],
+           [1, 3]])
+    """
+    cdef Py_ssize_t m = queries.shape[0], d = queries.shape[1], g, i
+    _check_rows(rows, d)
+    cdef Py_ssize_t ngroups = lo.shape[0], n_rows = rows.shape[0], nidx = qidx.shape[0]
+    if hi.shape[0] != ngroups or qptr.shape[0] != ngroups + 1:
+        raise ValueError("lo, hi and qptr must describe the same groups")
+    if ngroups and not (qptr[0] == 0 and qptr[ngroups] == nidx):
+        raise ValueError("qptr must run from 0 to len(qidx)")
+    for g in range(ngroups):
+        if not 0 <= lo[g] <= hi[g] <= n_rows:
+            raise ValueError(f"span [{lo[g]}, {hi[g]}) is outside the {n_rows} rows")
+        if qptr[g] > qptr[g + 1]:
+            raise ValueError("qptr must not decrease")
+    for i in range(nidx):
+        if not 0 <= qidx[i] < m:
+            raise ValueError(f"query {qidx[i]} is outside the {m} queries")
+    k = max(0, k)
+    pos = np.full((m, k), -1, dtype=np.int64)
+    score = np.full((m, k), -np.inf, dtype=np.float32)
+    if k == 0 or m == 0 or ngroups == 0 or n_rows == 0 or d == 0:
+        return pos, score
+    heaps = np.empty(m * k * 16, dtype=np.uint8)  # k (float, int64) pairs a query
+    lens = np.zeros(m, dtype=np.int64)
+    cdef unsigned char[::1] h = heaps
+    cdef int64_t[::1] n = lens
+    cdef int64_t[:, ::1] p = pos
+    cdef float[:, ::1] s = score
+    cdef const unsigned char[:, ::1] raw = rows.view(np.uint8)
+    cdef int half = rows.dtype == np.float16
+    cdef vs_pair *hp = <vs_pair *>&h[0]
+    with nogil:
+        vs_scan_groups(&raw[0, 0], half, <int>d, &lo[0], &hi[0], &qptr[0], &qidx[0], ngroups,
+                       &queries[0, 0], k, hp, &n[0])
+        for i in range(m):
+            vs_drain(hp + i * k, n[i], &p[i, 0], &s[i, 0])
+    return pos, score

@@ -333,15 +333,20 @@ class AnnIndex:
                              "its metadata names)")  # fmt: skip
         return cls(index, meta)
 
-    def _candidates(self, means: np.ndarray, k: int) -> list[np.ndarray]:
-        """Each query row's approximately nearest row numbers, at most ``k``."""
+    def _candidates(self, means: np.ndarray, k: int) -> np.ndarray:
+        """Each query row's approximately nearest row numbers: ``len(means) x k`` int64,
+        best first, padded with -1."""
         if self.params.kind == "ivf":
             return self.index.candidates(means, k)
         found = self.index.search(means, k, threads=1)
-        if len(means) == 1:  # usearch answers a one-row batch with plain Matches
-            return [np.asarray(found.keys, dtype=np.int64)]
-        return [np.asarray(found.keys[j][: found.counts[j]], dtype=np.int64)
-                for j in range(len(means))]  # fmt: skip
+        keys = np.asarray(found.keys, dtype=np.int64).reshape(len(means), -1)
+        # a one-row batch is answered with plain Matches (no counts)
+        counts = np.asarray(getattr(found, "counts", [keys.shape[1]])).reshape(len(means))
+        out = np.full((len(means), k), -1, dtype=np.int64)
+        width = min(k, keys.shape[1])
+        fill = np.arange(width) < counts[:, None]
+        out[:, :width] = np.where(fill, keys[:, :width], -1)
+        return out
 
     def most_similar(self, sim: SimilarityIndex, positive, negative, topn: int = 10) -> list:
         """Approximate ``sim.most_similar(positive, negative, topn)``: exact cosines of the
@@ -349,8 +354,11 @@ class AnnIndex:
         return self.most_similar_batch(sim, [(positive, negative, topn)])[0]
 
     def most_similar_batch(self, sim: SimilarityIndex, queries) -> list[list]:
-        """:meth:`most_similar` of each ``(positive, negative, topn)``, one HNSW search
-        call for all of them."""
+        """:meth:`most_similar` of each ``(positive, negative, topn)``: one search of the
+        index for all of them (an IVF batch reads each list once for every query that
+        probes it), then every query's candidates re-scored at once, each exactly as one
+        query's (``dot(vectors[candidates], mean) / norms``): a query's answer is the same
+        alone or in a batch."""
         out: list[list] = [[] for _ in queries]
         means, excludes, todo = [], [], []
         for i, (positive, negative, topn) in enumerate(queries):
@@ -361,22 +369,27 @@ class AnnIndex:
                 todo.append(i)
         if not todo:
             return out
-        k = max(
-            self.params.oversample * (queries[i][2] + len(ex))
-            for i, ex in zip(todo, excludes, strict=True)
-        )
-        found = self._candidates(np.asarray(means, dtype=np.float32), min(k, sim.count))
+        tops = np.array([queries[i][2] for i in todo])
+        widths = np.array([len(ex) for ex in excludes])
+        k = int(min(self.params.oversample * np.max(tops + widths), sim.count))
+        means = np.asarray(means, dtype=np.float32)
+        cand = self._candidates(means, k)
+        if widths.max() > 0:  # the query's own words never answer it
+            own = np.full((len(todo), int(widths.max())), -2, dtype=np.int64)
+            for j, ex in enumerate(excludes):
+                own[j, : len(ex)] = ex
+            cand[(cand[:, :, None] == own[:, None, :]).any(axis=2)] = -1
+        valid = cand >= 0
+        rows = np.where(valid, cand, 0)
+        scores = np.matmul(sim.vectors[rows], means[:, :, None])[:, :, 0] / sim.norms[rows]
+        scores[~valid] = -np.inf
+        order = np.argsort(-scores, axis=1, kind="stable")  # ties: the index's order
+        found = valid.sum(axis=1)
+        keys = sim.index_to_key
         for j, i in enumerate(todo):
-            cand = found[j]
-            if excludes[j]:  # a few rows: plain comparisons beat np.isin's set-up
-                keep = np.ones(len(cand), dtype=bool)
-                for row in excludes[j]:
-                    keep &= cand != row
-                cand = cand[keep]
-            mean = means[j]
-            scores = np.dot(sim.vectors[cand], mean) / sim.norms[cand]
-            order = np.argsort(-scores, kind="stable")[: queries[i][2]]
-            out[i] = [(sim.index_to_key[int(cand[o])], float(scores[o])) for o in order]
+            best = order[j, : min(int(tops[j]), int(found[j]))]
+            out[i] = [(keys[int(r)], float(x)) for r, x in zip(rows[j, best], scores[j, best],
+                                                                 strict=True)]  # fmt: skip
         return out
 
     def exact_most_similar(self, sim: SimilarityIndex, positive, negative, topn: int):

@@ -9,12 +9,14 @@ with their row numbers, so a list is one contiguous block of the file.
 
 How a query runs (:meth:`IvfIndex.candidates`): the query scores the centroids, and the
 ``nprobe`` best lists are scanned straight from the memory map in one C pass that keeps
-the ``k`` best rows (:func:`vecserve.search._ivfscan.top_rows`). The scan is bound by memory
-bandwidth, so float16 rows (half the bytes) answer in ~0.6x the time of float32 ones;
-their scores carry float16's rounding (~1e-3 a coordinate), which only decides which
-rows become candidates: callers re-score candidates exactly
-(:meth:`vecserve.search.ann.AnnIndex.most_similar`). The other approximation is which lists
-are scanned.
+the ``k`` best rows in a heap. A batch reads each list once for all the queries that
+probe it (grouped by list, four queries a row at a time, the lists split between two
+threads: :func:`vecserve.search._ivfscan.top_rows_grouped`); a query's scores are the
+same floats alone or in a batch. The scan is bound by memory bandwidth, so float16 rows
+(half the bytes) answer in ~0.6x the time of float32 ones; their scores carry float16's
+rounding (~1e-3 a coordinate), which only decides which rows become candidates: callers
+re-score candidates exactly (:meth:`vecserve.search.ann.AnnIndex.most_similar`). The
+other approximation is which lists are scanned.
 
 The file: ``VSIVF001``, a little-endian ``uint64`` header length, a JSON header (dim,
 count, nlist, and each array's offset, dtype and shape), then the arrays, each aligned
@@ -47,7 +49,8 @@ from pathlib import Path
 import numpy as np
 
 from ..fileio import atomic_path
-from ._ivfscan import top_rows
+from ._exact import Heaps
+from ._ivfscan import top_rows, top_rows_grouped
 from .exact import scan_pool
 
 __all__ = ["IvfIndex", "default_nlist"]
@@ -58,6 +61,9 @@ ALIGN = 64
 CHUNK = 8192
 #: What writing a row costs, as a share of assigning it (for the progress reported).
 WRITE_COST = 0.5
+#: A batch's scan is split between threads from this much work on (rows read, plus a
+#: row's dot product per query probing its list): less is done before a thread starts.
+PARALLEL_WORK = 32768
 
 
 def default_nlist(count: int) -> int:
@@ -277,33 +283,59 @@ class IvfIndex:
             raise ValueError(f"{path}: damaged IVF index (list offsets do not add up)")
         return cls(path, header, arrays)
 
-    def candidates(self, queries: np.ndarray, k: int, threads: int = 2) -> list[np.ndarray]:
+    def nearest_lists(self, queries: np.ndarray, nprobe: int) -> np.ndarray:
+        """Each unit query row's ``nprobe`` nearest lists (largest inner product with their
+        centroids), best first: ``len(queries) x nprobe`` int64, -1 where a query has
+        fewer (NaN scores). One ``sgemm``, then a streaming top-``nprobe`` per query."""
+        near = np.matmul(queries, self.centroids.T)
+        heaps = Heaps(len(queries), nprobe)
+        heaps.push(near, np.ones(self.nlist, dtype=np.float32), 0)
+        return heaps.result()[0]
+
+    def candidates(self, queries: np.ndarray, k: int, threads: int = 2) -> np.ndarray:
         """For each unit query row, the row numbers of the ``k`` best rows (by inner
-        product, of the stored rows) in its ``nprobe`` nearest lists, best first. A batch
-        is scanned by ``threads`` at once, each a contiguous share of the queries (the C
-        pass releases the GIL)."""
-        queries = np.asarray(queries, dtype=np.float32)
+        product, of the stored rows) in its ``nprobe`` nearest lists, best first:
+        ``len(queries) x k`` int64, padded with -1 where the lists hold fewer.
+
+        A batch reads each list once for all the queries that probe it
+        (:func:`~vecserve.search._ivfscan.top_rows_grouped`), the lists in the file's
+        order, split between ``threads`` (the C pass releases the GIL); each thread's best
+        ``k`` of a query are merged by score, then stored position."""
+        queries = np.ascontiguousarray(queries, dtype=np.float32)
+        m, k = len(queries), max(0, int(k))
+        if m == 0 or k == 0:
+            return np.full((m, k), -1, dtype=np.int64)
         nprobe = min(self.nprobe, self.nlist)
-        near = queries @ self.centroids.T
-        if nprobe < self.nlist:
-            near = np.argpartition(-near, nprobe - 1, axis=1)[:, :nprobe]
+        near = self.nearest_lists(queries, nprobe).ravel()
+        probe = np.flatnonzero(near >= 0)  # (query, rank) pairs, by list then query
+        probe = probe[np.argsort(near[probe], kind="stable")]
+        lists, starts, members = np.unique(near[probe], return_index=True, return_counts=True)
+        if len(lists) == 0:  # no query scored a centroid (NaN queries)
+            return np.full((m, k), -1, dtype=np.int64)
+        qidx = (probe // nprobe).astype(np.int32)
+        lo, hi = self.offsets[lists], self.offsets[lists + 1]
+        qptr = np.append(starts, len(probe)).astype(np.int64)
+        # a list's work: reading its rows, and a dot product a row for each query probing it
+        work = np.cumsum((hi - lo) * (members + 1))
+        parts = max(1, min(threads, len(lists), int(work[-1] // PARALLEL_WORK)))
+        cuts = np.searchsorted(work, work[-1] * np.arange(1, parts) / parts) + 1
+        edges = [0, *sorted({int(c) for c in cuts} - {0, len(lists)}), len(lists)]
+
+        def scan(a: int, b: int) -> tuple[np.ndarray, np.ndarray]:
+            return top_rows_grouped(self.rows, lo[a:b], hi[a:b], qptr[a : b + 1] - qptr[a],
+                                    qidx[qptr[a] : qptr[b]], queries, k)  # fmt: skip
+
+        if len(edges) == 2:
+            pos, _ = scan(0, len(lists))
         else:
-            near = np.broadcast_to(np.arange(self.nlist), near.shape)
-
-        def scan(lo: int, hi: int) -> list[np.ndarray]:
-            out = []
-            for q, lists in zip(queries[lo:hi], near[lo:hi], strict=True):
-                lists = np.sort(lists)  # the file's order: one forward sweep
-                pos, _ = top_rows(self.rows, self.offsets[lists], self.offsets[lists + 1], q, k)
-                out.append(np.asarray(self.ids[pos], dtype=np.int64))
-            return out
-
-        parts = max(1, min(threads, len(queries) // 8))
-        if parts == 1:
-            return scan(0, len(queries))
-        edges = np.linspace(0, len(queries), parts + 1).astype(int)
-        done = scan_pool().map(lambda i: scan(edges[i], edges[i + 1]), range(parts))
-        return [c for part in done for c in part]
+            got = list(
+                scan_pool().map(lambda i: scan(edges[i], edges[i + 1]), range(len(edges) - 1))
+            )
+            pos = np.concatenate([g[0] for g in got], axis=1)
+            score = np.concatenate([g[1] for g in got], axis=1)
+            ranked = np.lexsort((np.where(pos < 0, self.count, pos), -score), axis=-1)[:, :k]
+            pos = np.take_along_axis(pos, ranked, axis=1)
+        return np.where(pos >= 0, self.ids[np.maximum(pos, 0)], -1)
 
     def scan_all(self, query: np.ndarray, k: int, threads: int = 2) -> tuple:
         """The ``k`` best rows of the whole file for one unit ``query`` (by inner product

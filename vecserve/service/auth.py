@@ -86,15 +86,12 @@ class ApiKeyMiddleware:
         else:
             detail, challenge = "invalid API key", b'Bearer error="invalid_token"'
         body = orjson.dumps({"error": "Unauthorized", "detail": detail})
-        await send({
-            "type": "http.response.start",
-            "status": 401,
-            "headers": [
-                (b"content-type", b"application/json"),
-                (b"content-length", b"%d" % len(body)),
-                (b"www-authenticate", challenge),
-            ],
-        })  # fmt: skip
+        headers = [
+            (b"content-type", b"application/json"),
+            (b"content-length", b"%d" % len(body)),
+            (b"www-authenticate", challenge),
+        ]
+        await send({"type": "http.response.start", "status": 401, "headers": headers})
         await send({"type": "http.response.body", "body": body})
 
 

@@ -27,6 +27,12 @@ __all__ = [
     "VectorsResponse",
 ]
 
+#: what a response's ``subwords`` lists
+SUBWORDS = (
+    "fastText models: the words whose vectors were built from their character n-grams "
+    "(not in the vocabulary)."
+)
+
 MissingPolicy = Literal["omit", "zeros", "error"]
 
 QueryItem = Annotated[Any, WithJsonSchema(ITEM_SCHEMA)]
@@ -52,9 +58,7 @@ class VectorsResponse(BaseModel):
     words: list[str] = Field(description="The word of each row of `vectors`.")
     vectors: list[list[float]]
     missing: list[str] = Field(description="Requested words not in the model.")
-    subwords: list[str] | None = Field(
-        None, description="fastText models: the words whose vectors were built from their "
-        "character n-grams (not in the vocabulary).")  # fmt: skip
+    subwords: list[str] | None = Field(None, description=SUBWORDS)
 
 
 class MostSimilarQuery(BaseModel):
@@ -89,9 +93,7 @@ class MostSimilarResponse(BaseModel):
         description="When approx was asked but the answer is exact: why (building, "
         "absent, disabled, failed, or not applicable to this query).",
     )
-    subwords: list[str] | None = Field(
-        None, description="fastText models: the words whose vectors were built from their "
-        "character n-grams (not in the vocabulary).")  # fmt: skip
+    subwords: list[str] | None = Field(None, description=SUBWORDS)
 
 
 class BatchResponse(BaseModel):
@@ -108,9 +110,7 @@ class SimilarityResponse(BaseModel):
     generation: int
     similarity: float
     missing: list[str] = []
-    subwords: list[str] | None = Field(
-        None, description="fastText models: the words whose vectors were built from their "
-        "character n-grams (not in the vocabulary).")  # fmt: skip
+    subwords: list[str] | None = Field(None, description=SUBWORDS)
 
 
 class NSimilarityRequest(_Body):

@@ -85,12 +85,14 @@ def _option(name: str):
         low = next((m.ge for m in field.metadata if hasattr(m, "ge")), None)
         kind, metavar = click.IntRange(min=low), "N"
     elif kind is float:
-        bounds = {k: getattr(m, k) for m in field.metadata for k in ("gt", "ge", "lt", "le")
-                  if getattr(m, k, None) is not None}  # fmt: skip
-        kind = click.FloatRange(
-            min=bounds.get("gt", bounds.get("ge")), max=bounds.get("lt", bounds.get("le")),
-            min_open="gt" in bounds, max_open="lt" in bounds,
-        )  # fmt: skip
+        bound = {
+            k: getattr(m, k)
+            for m in field.metadata
+            for k in ("gt", "ge", "lt", "le")
+            if getattr(m, k, None) is not None
+        }
+        low, high = bound.get("gt", bound.get("ge")), bound.get("lt", bound.get("le"))
+        kind = click.FloatRange(low, high, min_open="gt" in bound, max_open="lt" in bound)
         metavar = "X"
     elif kind is Path:  # a *_dir field names a directory, a *_file field a file
         directory = name.endswith("_dir")
@@ -136,10 +138,18 @@ def redis_memory_line(redis_url: str | None) -> str:
 )
 @redis_url_option
 @_settings_options
-@click.option("--ssl-certfile", type=click.Path(dir_okay=False, exists=True), default=None,
-              help="Serve HTTPS with this certificate (PEM).")  # fmt: skip
-@click.option("--ssl-keyfile", type=click.Path(dir_okay=False, exists=True), default=None,
-              help="The certificate's private key (PEM).")  # fmt: skip
+@click.option(
+    "--ssl-certfile",
+    type=click.Path(dir_okay=False, exists=True),
+    default=None,
+    help="Serve HTTPS with this certificate (PEM).",
+)
+@click.option(
+    "--ssl-keyfile",
+    type=click.Path(dir_okay=False, exists=True),
+    default=None,
+    help="The certificate's private key (PEM).",
+)
 @click.option(
     "--log-level",
     default="info",

@@ -63,6 +63,7 @@ from ..errors import (
     ServerRefused,
     StoreUnavailable,
     TooManyClients,
+    VecserveError,
 )
 
 NS = "vecserve"
@@ -526,6 +527,8 @@ def translate_errors(url: str, what: str) -> Iterator[None]:
     try:
         yield
     except (redis.RedisError, OSError) as exc:
+        if isinstance(exc, VecserveError):
+            raise  # already ours (raised inside the block): it says what it means
         ours = translated(exc, url, what)
         if ours is None:
             raise

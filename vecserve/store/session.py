@@ -50,6 +50,19 @@ log = logging.getLogger("vecserve.load")
 __all__ = ["LoadSession", "begin_load", "cleanup_loads", "drop_load"]
 
 
+# Appends one blob to a generation's vocabulary list at a known position, idempotently:
+# pushed only when the list holds exactly the blobs before it; run again (a cluster client
+# resends a command whose reply it lost) it finds its blob already there and does nothing.
+# Returns the list's length after it, or -1 - length when the list is not what the load
+# wrote (shorter: acknowledged blobs were lost in a failover).
+VOCAB_PUSH = """
+local n, i = redis.call('LLEN', KEYS[1]), tonumber(ARGV[1])
+if n == i then return redis.call('RPUSH', KEYS[1], ARGV[2]) end
+if n > i and redis.call('LINDEX', KEYS[1], i) == ARGV[2] then return i + 1 end
+return -1 - n
+"""
+
+
 def resp_mset(keys: Sequence[bytes], encoded: np.ndarray) -> list[bytes | memoryview]:
     """The RESP2 bytes of ``MSET k1 v1 k2 v2 ...`` for fixed-size values, zero-copy values.
 
@@ -116,7 +129,10 @@ class LoadSession:
             extra = client.lrange(vkey, s.chunks, -1)
             if extra:
                 self.store.unlink_vocab_blobs(s.prefix, extra, s.buckets)
-                client.ltrim(vkey, 0, s.chunks - 1)
+                if s.chunks:
+                    client.ltrim(vkey, 0, s.chunks - 1)
+                else:  # LTRIM key 0 -1 would keep the whole list
+                    client.delete(vkey)
             truncations = [(vocab_sizes_key(s.prefix), 4 * s.chunks)]
             if s.has_counts:
                 truncations.append((counts_key(s.prefix), 8 * s.written))
@@ -125,19 +141,33 @@ class LoadSession:
             s.pid, s.host = os.getpid(), socket.gethostname()
 
     def lost_writes(self) -> int:
-        """How many acknowledged vectors (or vocabulary blobs) the server no longer has.
+        """How many of the written words the server cannot vouch for (0: resume safely).
 
         A write can be acknowledged and still be lost: on a Redis Cluster with replicas a
         primary acknowledges before its replica has it, and a server whose policy evicts
-        keys drops them later. Checked when a load resumes: one multi-key EXISTS per batch
-        of written keys (per hash tag on a cluster; the keys only, no vectors).
+        keys drops them later. Checked when a load resumes: the vocabulary's blobs, their
+        sizes and the counts cover what the load recorded; every written word's key is
+        present (one multi-key EXISTS per batch of keys, per hash tag on a cluster; no
+        vectors travel); and the vocabulary holds as many distinct words as were written
+        (a blob written twice, or one whose tail was lost, would shift the rest).
         """
         s = self.state
+        client = self.store.client
         with self.store.errors(f"checking the written part of {s.name!r}"):
-            lost = max(0, s.chunks - int(self.store.client.llen(vocab_key(s.prefix))))
-        if lost or not s.written:
-            return lost
-        return self.store.check_rows(self._as_info(count=s.written), ngrams=False).missing
+            blobs = int(client.llen(vocab_key(s.prefix)))
+            sizes = client.getrange(vocab_sizes_key(s.prefix), 0, 4 * s.chunks - 1)
+            counted = int(client.strlen(counts_key(s.prefix))) // 8 if s.has_counts else s.written
+        sizes = sizes if s.chunks else b""  # GETRANGE k 0 -1 is the whole value
+        listed = int(np.frombuffer(sizes[: len(sizes) // 4 * 4], "<u4").sum())
+        if blobs < s.chunks or len(sizes) < 4 * s.chunks or listed != s.written:
+            return max(1, s.written - listed)
+        if counted < s.written:
+            return s.written - counted
+        if not s.written:
+            return 0
+        check = self.store.check_rows(self._as_info(count=s.written), ngrams=False, hashes=True)
+        assert check.hashes is not None
+        return check.missing + max(0, s.written - len(check.hashes))
 
     def write(
         self,
@@ -178,14 +208,17 @@ class LoadSession:
             updated=time.time(),
             has_counts=s.has_counts or counts is not None,
         )
+        # each write lands at the position the load is at, so running one twice (a
+        # cluster client resends what it lost the reply of) changes nothing
         commands: list[tuple] = [
-            ("RPUSH", vocab_key(s.prefix), pack_vocab(raw)),
-            ("APPEND", vocab_sizes_key(s.prefix), len(raw).to_bytes(4, "little")),
+            ("EVAL", VOCAB_PUSH, 1, vocab_key(s.prefix), s.chunks, pack_vocab(raw)),
+            ("SETRANGE", vocab_sizes_key(s.prefix), 4 * s.chunks, len(raw).to_bytes(4, "little")),
         ]
         if counts is not None:
             commands.append(
-                ("APPEND", counts_key(s.prefix), np.asarray(counts, dtype="<i8").tobytes())
-            )
+                ("SETRANGE", counts_key(s.prefix), 8 * s.written,
+                 np.asarray(counts, dtype="<i8").tobytes())
+            )  # fmt: skip
         progress = [("HSET", LOADS, s.name, after.to_json())]
         now = time.monotonic()
         if now - self._last_refresh > LEASE_SECONDS / 3:
@@ -264,6 +297,8 @@ class LoadSession:
         for reply in done:
             if isinstance(reply, Exception):
                 raise reply
+        if commands:
+            self._check_push(done[0])
 
     def _write_cluster(self, commands, progress, keys, encoded) -> None:
         """Vocabulary and vectors (one MSET per hash tag), every reply checked; then the
@@ -277,12 +312,31 @@ class LoadSession:
         for idx in group_by_tag(keys):  # one MSET per bucket: one slot each
             args = [x for i in idx for x in (keys[i], buf[i * size : (i + 1) * size])]
             pipe.execute_command("MSET", *args)
-        _raise_first(pipe.execute(raise_on_error=False))
+        replies = pipe.execute(raise_on_error=False)
+        _raise_first(replies)
+        if commands:
+            self._check_push(replies[0])
         if progress:
             pipe = self.store.client.pipeline(transaction=False)
             for cmd in progress:
                 pipe.execute_command(*cmd)
             _raise_first(pipe.execute(raise_on_error=False))
+
+    def _check_push(self, reply) -> None:
+        """Raise unless `VOCAB_PUSH` left the vocabulary one blob past the recorded ones."""
+        s, reply = self.state, int(reply)
+        if reply != s.chunks + 1:
+            held = -1 - reply if reply < 0 else reply
+            raise self._lost(
+                f"its vocabulary list holds {held:,} blobs where the load wrote {s.chunks:,}"
+            )
+
+    def _lost(self, what: str) -> StoreUnavailable:
+        return StoreUnavailable(
+            f"the server lost acknowledged writes of the load of {self.state.name!r} ({what}: "
+            "a failover, or a restart without persistence); nothing was committed, and "
+            "--resume rewrites what was lost"
+        )
 
     def _as_info(self, *, count: int, **extra) -> ModelInfo:
         s = self.state
@@ -303,7 +357,14 @@ class LoadSession:
             **extra,
         )
 
-    def commit(self, *, sha256: str = "", duplicates: int = 0, progress=None) -> ModelInfo:
+    def commit(
+        self,
+        *,
+        sha256: str = "",
+        duplicates: int = 0,
+        words: int | None = None,
+        progress=None,
+    ) -> ModelInfo:
         """Verify the generation is whole, then flip the registry to it (one HSET) and
         retire the previous one: it is deleted unless a pin holds it or it is kept for
         rollback (:mod:`.pins`).
@@ -313,6 +374,12 @@ class LoadSession:
         readers' damage detection (``vecserve:vocabh:P``). Keys missing (evicted, lost in a
         failover) raise :class:`LoadIncomplete` and nothing is committed.
         ``progress(done, total)`` is called as the check goes.
+
+        The vocabulary is checked to be the source's whole vocabulary: ``words`` (how many
+        distinct words the source holds, when the caller knows) equals the words written
+        (else :class:`LoadIncomplete`), and the stored list holds exactly the blobs and as
+        many distinct words as were written (else :class:`StoreUnavailable`: the server
+        lost or repeated a write, and a resume rewrites the load).
         """
         s = self.state
         store = self.store
@@ -323,16 +390,20 @@ class LoadSession:
             load_seconds=round(time.time() - s.started, 3),
             duplicates=duplicates,
         )
+        if words is not None and words != s.written:
+            raise LoadIncomplete(
+                f"the load of {s.name!r} wrote {s.written:,} words of the {words:,} its "
+                "source holds; it was not committed. Load it again with --restart"
+            )
         with store.errors(f"committing {s.name!r}"):
             blobs = store.client.llen(vocab_key(s.prefix))
             sizes = store.client.get(vocab_sizes_key(s.prefix)) or b""
-            n = int(np.frombuffer(sizes, dtype="<u4").sum())
-            if blobs != s.chunks or n != s.written:
-                raise StoreUnavailable(
-                    f"vocabulary of {s.name!r} has {n} tokens in {blobs} blobs, expected "
-                    f"{s.written} in {s.chunks}: the server lost writes (restarted without "
-                    "persistence?); the load was not committed"
-                )
+        n = int(np.frombuffer(sizes[: len(sizes) // 4 * 4], dtype="<u4").sum())
+        if blobs != s.chunks or n != s.written:
+            raise self._lost(
+                f"its vocabulary has {n:,} words in {blobs:,} blobs where the load wrote "
+                f"{s.written:,} in {s.chunks:,}"
+            )
         # the replicas first have every row, so a failover after the check loses none
         slots = [vocab_key(s.prefix), vocab_sizes_key(s.prefix), counts_key(s.prefix),
                  *(str(b) for b in range(info.buckets))]  # fmt: skip
@@ -348,6 +419,11 @@ class LoadSession:
             )
         hashes = check.hashes
         assert hashes is not None
+        if len(hashes) != s.written:
+            raise self._lost(
+                f"its vocabulary holds {len(hashes):,} distinct words where the load wrote "
+                f"{s.written:,}"
+            )
         info = replace(info, load_seconds=round(time.time() - s.started, 3), word_hashes=True)
         with store.errors(f"committing {s.name!r}"):
             # which words are in the vocabulary: damage is told from an unknown word by it

