@@ -84,6 +84,9 @@ def pytest_collection_modifyitems(config, items):
 def pytest_configure(config):
     # $VECSERVE_REDIS_URL names a user's own server: nothing in the suite may reach it
     os.environ.pop("VECSERVE_REDIS_URL", None)
+    here = os.path.dirname(__file__)
+    if gone := sorted(m for m in FAST_MODULES if not os.path.exists(f"{here}/{m}.py")):
+        raise pytest.UsageError(f"FAST_MODULES in tests/conftest.py names no such module: {gone}")
 
 
 @pytest.fixture(scope="session")
