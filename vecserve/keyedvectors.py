@@ -72,6 +72,7 @@ import weakref
 from collections.abc import Iterable
 
 import numpy as np
+import redis
 
 from .connect import connect
 from .errors import GenerationChanged
@@ -298,18 +299,20 @@ class RedisKeyedVectors(Calls, WholeMatrixCalls):
         """``kv["word"]`` (1-D, read-only) or ``kv[["a", "b"]]`` (2-D), like gensim."""
         if type(key_or_keys) is str:
             reader = self._reader_
-            if reader is not None:
+            if reader is None:
+                pass
+            elif not reader.plain:
                 v = reader.cached(key_or_keys)
                 if v is not None:
                     return v
-                plain = reader.plain_round([key_or_keys])
-                if plain is not None:  # one hand-written round trip, no steps
-                    got = reader.plain_lookup(
-                        plain[0], [key_or_keys], reader.store.execute(plain[1])
-                    )
-                    if got is not None and got.found[0]:
-                        v = got.rows[0]
-                        v.setflags(write=False)
+            else:
+                single = reader.single_request(key_or_keys)
+                if single is not None:  # one hand-written request, no steps
+                    try:
+                        v = reader.single_row(single[0], reader.store.request(single[1], 2))
+                    except (redis.RedisError, OSError):
+                        v = None  # the general read retries, and names what failed
+                    if v is not None:
                         return v
         return self._getitem(key_or_keys)
 
@@ -338,8 +341,9 @@ class RedisKeyedVectors(Calls, WholeMatrixCalls):
         with self._lock:
             if self._indexes is None:
                 self._indexes = IndexManager(reader.store, cache_dir=self.cache_dir)
-        fresh = reader.pin is None
-        return self._indexes.get(self.name, info=self._run(reader.info_steps(fresh=fresh)))
+        # the registry entry as lookups see it (re-read after model_ttl, or at once when
+        # the cache saw another generation): not a round trip on every query
+        return self._indexes.get(self.name, info=self._run(reader.info_steps()))
 
     # -- materialising ----------------------------------------------------------------------
 
