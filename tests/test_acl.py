@@ -186,7 +186,8 @@ def test_serve_runs_as_the_read_only_user(server, tmp_path):
     with serving(args, tmp_path) as (base, log):
         r = httpx.get(f"{base}/vectors", params={"words": "king"})
         assert r.status_code == 200 and r.json()["words"] == ["king"]
-        r = httpx.get(f"{base}/most_similar", params={"positive": "queen", "topn": 3})
+        # the first query builds the model's snapshot: seconds on a loaded machine
+        r = httpx.get(f"{base}/most_similar", params={"positive": "queen", "topn": 3}, timeout=60)
         assert r.status_code == 200, r.text
     assert "wpw" not in log.read_text() and "Traceback" not in log.read_text()
 
