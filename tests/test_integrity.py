@@ -39,7 +39,7 @@ from vecserve.store.layout import LOADS, vocab_key
 from vecserve.store.session import LoadSession
 
 from .api_support import run_vecserve
-from .conftest import write_w2v
+from .helpers import write_w2v
 
 ROOT = Path(__file__).resolve().parent.parent
 
