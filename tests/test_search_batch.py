@@ -4,10 +4,11 @@
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pytest
 
-from tests.test_keyedvectors import service_url  # noqa: F401  (a fixture)
 from vecserve.keyedvectors import RedisKeyedVectors
 from vecserve.loader import load_arrays
 from vecserve.search.exact import BATCH_FROM_ROWS
@@ -69,7 +70,7 @@ def test_batch_through_the_service_equals_local_answers(
     store,
     model,
     tmp_path,
-    service_url,  # noqa: F811
+    service_url,
 ):
     _, vectors = model
     local = RedisKeyedVectors("B", store=store, cache_dir=tmp_path / "local")
@@ -82,3 +83,23 @@ def test_batch_through_the_service_equals_local_answers(
         np.testing.assert_array_equal([s for _, s in g], [s for _, s in w])
     with pytest.raises(KeyError):
         remote.most_similar_batch(["w1", "nope"])
+
+
+def test_whole_matrix_calls_read_the_registry_once_a_ttl(store, model, tmp_path):
+    """A query is answered from the snapshot without a registry round trip while the entry
+    is younger than ``model_ttl``; a re-load is seen once it is older."""
+    words, vectors = model
+    rkv = RedisKeyedVectors("B", store=store, cache_dir=tmp_path, model_ttl=0.5)
+    first = rkv.most_similar("w1")
+    reads = []
+    rkv._reader.on_registry = lambda hit: reads.append(hit)
+    for w in ("w2", "w3", "w4"):
+        rkv.most_similar(w)
+    assert reads and not any(hit is False for hit in reads)  # every entry from memory
+    load_arrays(words, vectors[::-1].copy(), name="B", store=store)
+    deadline = time.monotonic() + 10
+    while rkv.most_similar("w1") == first:
+        assert time.monotonic() < deadline, "the re-load was never seen"
+        time.sleep(0.1)
+    assert False in reads
+    rkv.close()

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from gensim import matutils
 from gensim.models import KeyedVectors
-from vecserve.search._exact import Heaps, top_k
+from vecserve.search._exact import VNNI, Heaps, QuantizedRows, top_k
 
 from vecserve.search.exact import BATCH_FROM_ROWS, ExactScan, gensim_argsort
 from vecserve.search.snapshot import SimilarityIndex
@@ -129,14 +129,24 @@ def same(a, b) -> bool:
     return a == b
 
 
+FIRST_PASSES = [
+    pytest.param(("int8", True), id="int8-vnni",
+                 marks=pytest.mark.skipif(not VNNI, reason="no AVX-512 VNNI here")),
+    pytest.param(("int8", False), id="int8-portable"),
+    pytest.param(("float32", False), id="float32"),
+]  # fmt: skip
+
+
 @pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")  # 0/0, as gensim
-@pytest.mark.parametrize("data", ["gaussian", "tied"])
-def test_batch_answers_equal_single_answers(data):
+@pytest.mark.parametrize("first", FIRST_PASSES)
+@pytest.mark.parametrize("data,dim", [("gaussian", 40), ("gaussian", 37), ("tied", 40)])
+def test_batch_answers_equal_single_answers(data, dim, first):
     rng = np.random.default_rng(7)
     n = BATCH_FROM_ROWS + 3  # an odd row count: BLAS's leftover rows are scored apart
-    x = tied(n, 40) if data == "tied" else rng.standard_normal((n, 40)).astype(np.float32)
+    x = tied(n, dim) if data == "tied" else rng.standard_normal((n, dim)).astype(np.float32)
     words = [f"w{i}" for i in range(n)]
     ix = SimilarityIndex.from_arrays(words, x)
+    ix.exact.first_pass, ix.exact.simd = first
     qs = batch_queries(words, rng)
     got = ix.most_similar_batch(qs)
     for q, g in zip(qs, got, strict=True):
@@ -164,6 +174,61 @@ def test_odd_rows_are_the_only_rows_scored_apart():
     q /= np.linalg.norm(q)
     rows = np.setdiff1d(np.arange(0, len(x), 7), odd)
     assert np.array_equal(scan._rescore(rows, q), scan.scores(q)[rows])
+
+
+def i8_queries(qr, q):
+    """The int8 pass's query arguments, as :meth:`ExactScan._batch_int8` makes them."""
+    q64 = q.astype(np.float64)
+    t = (np.abs(q64).max(1) / 127).astype(np.float32)
+    c = np.clip(np.rint(q64 / t[:, None]), -127, 127)
+    err = np.linalg.norm(q64 - c * t[:, None], axis=1) * (1 + 1e-6) + 1e-9
+    norm = np.linalg.norm(q64, axis=1) * (1 + 1e-6) + 1e-9
+    off = (128 * c.sum(1)).astype(np.int32)
+    codes = qr.pack_queries(c.astype(np.int8))
+    return codes, t, off, norm.astype(np.float32), err.astype(np.float32)
+
+
+@pytest.mark.parametrize(
+    "simd", [pytest.param(True, marks=pytest.mark.skipif(not VNNI, reason="no VNNI")), False]
+)
+@pytest.mark.parametrize("dim", [3, 64, 301])
+def test_int8_pass_keeps_the_rows_of_the_largest_proven_upper_bounds(dim, simd):
+    rng = np.random.default_rng(dim)
+    x = rng.standard_normal((3001, dim)).astype(np.float32)
+    x[7] = 0.0  # never ranks
+    x[8] *= 1e-15  # tiny but not zero: ranks like any row
+    norms = np.linalg.norm(x, axis=1).astype(np.float32)
+    qr = QuantizedRows(x, norms)
+    assert qr.usable
+    q = rng.standard_normal((14, dim)).astype(np.float32)  # one tile and a part of one
+    q /= np.linalg.norm(q, axis=1, keepdims=True)
+    codes, t, off, norm, err = i8_queries(qr, q)
+    heaps = Heaps(len(q), 50)
+    qr.scan(heaps, codes, t, off, norm, err, 0, 1, 2.0**-18, simd)
+    qr.scan(heaps, codes, t, off, norm, err, 1, 2, 2.0**-18, simd)  # as two threads do
+    pos, upper = heaps.result()
+    with np.errstate(invalid="ignore"):
+        true = (x.astype(np.float64) / norms[:, None].astype(np.float64)) @ q.T.astype(np.float64)
+    for j in range(len(q)):
+        assert np.all(np.diff(upper[j]) <= 0) and 7 not in pos[j]
+        assert np.all(upper[j] >= true[pos[j], j])  # an upper bound of every kept row
+        others = np.setdiff1d(np.arange(len(x)), np.append(pos[j], 7))
+        assert true[others, j].max() <= upper[j][-1]  # no row outside it can beat the worst
+        assert upper[j][0] - true[pos[j][0], j] < 0.2  # and not a useless one
+
+
+def test_rows_with_nan_or_infinity_turn_the_int8_pass_off():
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((BATCH_FROM_ROWS + 10, 16)).astype(np.float32)
+    x[100, 3] = np.inf
+    scan = ExactScan(x, np.linalg.norm(x, axis=1))
+    scan.first_pass = "int8"
+    assert scan.quantized() is None
+    q = x[:4] / np.linalg.norm(x[:4], axis=1, keepdims=True)
+    with np.errstate(invalid="ignore"):  # inf / inf, as gensim
+        got = scan.batch(q, [5] * 4)  # the float32 pass answers
+        for g, one in zip(got, q, strict=True):
+            assert g is None or list(g[0]) == list(scan.top_rows(scan.scores(one), 5))
 
 
 def test_unprovable_queries_fall_back_to_the_single_path():

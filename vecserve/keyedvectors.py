@@ -341,8 +341,9 @@ class RedisKeyedVectors(Calls, WholeMatrixCalls):
         with self._lock:
             if self._indexes is None:
                 self._indexes = IndexManager(reader.store, cache_dir=self.cache_dir)
-        fresh = reader.pin is None
-        return self._indexes.get(self.name, info=self._run(reader.info_steps(fresh=fresh)))
+        # the registry entry as lookups see it (re-read after model_ttl, or at once when
+        # the cache saw another generation): not a round trip on every query
+        return self._indexes.get(self.name, info=self._run(reader.info_steps()))
 
     # -- materialising ----------------------------------------------------------------------
 
@@ -396,8 +397,9 @@ class AsyncRedisKeyedVectors(Calls):
     with ``await`` on every call that does I/O, over ``redis.asyncio``.
 
     ``await kv.get_vector("king")``, ``await kv["king"]``, ``await kv.index_to_key``,
-    ``await kv.most_similar("king")``. Lookups are driven on the event loop (a batch of
-    many words is decoded in a thread); whole-matrix calls (``most_similar``,
+    ``await kv.most_similar("king")``. Lookups are driven on the event loop, pipelined on
+    a few connections every coroutine shares (a batch of many words is built, packed and
+    decoded in chunks, the loop running between them); whole-matrix calls (``most_similar``,
     ``closer_than``, the evaluations, ...) run the sync snapshot code in a worker thread.
     ``len(kv)`` and ``kv.vector_size`` answer from the registry entry last read (after
     :meth:`connect` or any call); ``key in kv`` cannot await: use

@@ -5,12 +5,14 @@ scores of a stream, kept in a heap as the scores go by, without the GIL.
 One score array (:func:`top_k`) replaces ``numpy.argpartition`` over every row of the
 model (a few ns a row there, well under one here: a chunk of 16 scores is skipped after
 one vectorised compare with the worst kept); a batch streams each block of its scores
-matrix into one heap per query (:class:`Heaps`). The C is in ``_exact.h``. NaN never
+matrix into one heap per query (:class:`Heaps`); or a batch's int8 first pass
+(:class:`QuantizedRows`) keeps in those heaps each query's rows of the largest proven
+upper bounds of the cosine. The C is in ``_exact.h`` (the heap: ``_topk.h``). NaN never
 ranks; of equal scores the earlier position is kept.
 """
 
 cimport cython
-from libc.stdint cimport int32_t, int64_t
+from libc.stdint cimport int8_t, int32_t, int64_t, uint8_t
 
 import numpy as np
 
@@ -18,9 +20,30 @@ cdef extern from "_exact.h":
     ctypedef struct vs_hit:
         int32_t key
         int64_t pos
+    ctypedef struct vs_i8_rows:
+        const uint8_t *codes
+        const float *scale
+        const float *err
+        const float *unorm
+        int64_t npanels, groups
+    ctypedef struct vs_i8_queries:
+        const int8_t *codes
+        const float *scale
+        const int32_t *offset
+        const float *norm
+        const float *err
+    int VS_PANEL
+    int VS_QT
     void vs_topk_stream(const float *x, const float *scale, int64_t n, int64_t base,
                         vs_hit *h, int64_t *len, int64_t k) nogil
-    int64_t vs_topk_drain(vs_hit *h, int64_t len, int64_t *pos, float *val) nogil
+    int64_t vs_heap_drain(vs_hit *h, int64_t len, int64_t *pos, float *val) nogil
+    int64_t vs_i8_pack(const float *v, int64_t ld, const float *norms, int64_t n, int d,
+                       int64_t row0, uint8_t *codes, float *scale, float *err, float *unorm,
+                       int64_t groups) nogil
+    void vs_i8_scan(const vs_i8_rows *R, const vs_i8_queries *Q, int64_t t0, int64_t t1,
+                    int64_t m, float slack, vs_hit *heaps, int64_t *lens, int64_t k,
+                    int simd) nogil
+    int vs_have_vnni()
     void vs_topk_block(const float *S, int64_t m, int64_t b, int64_t ld, const float *scale,
                        int64_t base, vs_hit *heaps, int64_t *lens, int64_t k) nogil
 
@@ -44,7 +67,7 @@ def top_k(const float[::1] x, Py_ssize_t k):
         return pos, val
     with nogil:
         vs_topk_stream(&x[0], NULL, x.shape[0], 0, <vs_hit *>&h[0], &n, k)
-        vs_topk_drain(<vs_hit *>&h[0], n, &p[0], &v[0])
+        vs_heap_drain(<vs_hit *>&h[0], n, &p[0], &v[0])
     return pos[:n], val[:n]
 
 
@@ -106,6 +129,111 @@ cdef class Heaps:
         cdef int64_t k = self.k
         with nogil:
             for q in range(self.m):
-                vs_topk_drain(<vs_hit *>&h[0] + q * k, lens[q], &p[q, 0], &v[q, 0])
+                vs_heap_drain(<vs_hit *>&h[0] + q * k, lens[q], &p[q, 0], &v[q, 0])
                 lens[q] = 0
         return pos, val
+
+
+#: Whether this CPU runs the int8 first pass with AVX-512 VNNI (else portable C, slow:
+#: :mod:`vecserve.search.exact` uses float32 GEMM blocks there instead).
+VNNI = bool(vs_have_vnni())
+
+#: Rows packed at a time (the float64 work of the packing stays small).
+PACK_ROWS = 1 << 16
+
+
+cdef class QuantizedRows:
+    """Every row of a matrix as int8 codes of its unit vector (``vectors[r] / norms[r]``),
+    with each row's scale, its quantisation error ``|u - s c|`` and ``|s c|`` (both
+    rounded up): the data of the int8 first pass. About a quarter of the float32 matrix.
+
+    ``usable`` is False when a row holds a NaN or an infinity (the pass must not be used).
+
+    >>> v = np.array([[3, 4], [0, 0], [1, 0]], dtype=np.float32)
+    >>> qr = QuantizedRows(v, np.linalg.norm(v, axis=1).astype(np.float32))
+    >>> qr.n, qr.usable, bool(qr.err[1] < 0), bool(0 < qr.err[2] < 1e-8)  # [1, 0] is exact
+    (3, True, True, True)
+    """
+
+    cdef public object codes, scale, err, unorm
+    cdef public Py_ssize_t n, d, groups, npanels
+    cdef public bint usable
+
+    def __init__(self, vectors, norms):
+        self.n, self.d = vectors.shape
+        self.groups = (self.d + 3) // 4
+        self.npanels = (max(self.n, 1) + 2 * VS_PANEL - 1) // (2 * VS_PANEL) * 2
+        rows = self.npanels * VS_PANEL
+        self.codes = np.full(self.npanels * self.groups * 64, 128, dtype=np.uint8)
+        self.scale = np.zeros(rows, dtype=np.float32)
+        self.err = np.full(rows, -1e30, dtype=np.float32)
+        self.unorm = np.zeros(rows, dtype=np.float32)
+        cdef uint8_t[::1] c = self.codes
+        cdef float[::1] s = self.scale, e = self.err, u = self.unorm
+        cdef const float[:, ::1] v
+        cdef const float[::1] nv
+        cdef int64_t bad = 0, lo, hi
+        for lo in range(0, self.n, PACK_ROWS):
+            hi = min(lo + PACK_ROWS, self.n)
+            v = np.ascontiguousarray(vectors[lo:hi], dtype=np.float32)
+            nv = np.ascontiguousarray(norms[lo:hi], dtype=np.float32)
+            with nogil:
+                bad += vs_i8_pack(&v[0, 0], v.shape[1], &nv[0], hi - lo, self.d, lo, &c[0],
+                                  &s[0], &e[0], &u[0], self.groups)
+        self.usable = bad == 0
+
+    def pack_queries(self, codes):
+        """Queries' int8 codes (m x d) laid out for :meth:`scan`: tiles of :data:`TILE`
+        queries, each 4 dimensions at a time (zeros past the last query and dimension)."""
+        m, d = codes.shape
+        tiles = (m + VS_QT - 1) // VS_QT
+        out = np.zeros((tiles * VS_QT, 4 * self.groups), dtype=np.int8)
+        out[:m, :d] = codes
+        out = out.reshape(tiles, VS_QT, self.groups, 4).transpose(0, 2, 1, 3)
+        return np.ascontiguousarray(out).reshape(tiles, -1)
+
+    @cython.boundscheck(False)
+    @cython.wraparound(False)
+    def scan(self, Heaps heaps, const int8_t[:, ::1] codes, const float[::1] scale,
+             const int32_t[::1] offset, const float[::1] norm, const float[::1] err,
+             Py_ssize_t lo, Py_ssize_t hi, float slack, bint simd=True):
+        """The query tiles ``lo:hi`` (``codes`` from :meth:`pack_queries`; per query
+        ``scale``, ``offset`` = 128 x the codes' sum, ``norm`` and ``err``, both rounded
+        up) against every row: each query's heap in ``heaps`` keeps the rows of the ``k``
+        largest upper bounds of the cosine (plus ``slack``). Threads may scan disjoint
+        tiles at once."""
+        cdef Py_ssize_t m = heaps.m
+        cdef Py_ssize_t tiles = (m + VS_QT - 1) // VS_QT
+        if codes.shape[0] != tiles or codes.shape[1] != 4 * VS_QT * self.groups:
+            raise ValueError(f"query codes {codes.shape[0]} x {codes.shape[1]} are not "
+                             f"{m} queries packed by pack_queries")
+        if not scale.shape[0] == offset.shape[0] == norm.shape[0] == err.shape[0] == m:
+            raise ValueError(f"query scales, offsets, norms and errors for {m} queries")
+        if not 0 <= lo <= hi <= tiles:
+            raise ValueError(f"tile range [{lo}, {hi}) outside {tiles}")
+        cdef const uint8_t[::1] c = self.codes
+        cdef const float[::1] s = self.scale, e = self.err, u = self.unorm
+        cdef vs_i8_rows R
+        cdef vs_i8_queries Q
+        cdef unsigned char[::1] h = heaps._heap
+        cdef int64_t[::1] lens = heaps._lens
+        if hi == lo or self.n == 0:
+            return
+        R.codes = &c[0]
+        R.scale = &s[0]
+        R.err = &e[0]
+        R.unorm = &u[0]
+        R.npanels = self.npanels
+        R.groups = self.groups
+        Q.codes = &codes[0, 0]
+        Q.scale = &scale[0]
+        Q.offset = &offset[0]
+        Q.norm = &norm[0]
+        Q.err = &err[0]
+        cdef int use_simd = 1 if simd and VNNI else 0
+        with nogil:
+            vs_i8_scan(&R, &Q, lo, hi, m, slack, <vs_hit *>&h[0], &lens[0], heaps.k, use_simd)
+
+
+#: Queries a tile of the int8 pass (:meth:`QuantizedRows.pack_queries`).
+TILE = VS_QT

@@ -1,6 +1,6 @@
 /* The IVF scan's C loops (vecserve/search/_ivfscan.pyx declares and calls them): the
  * inner products of one query with spans of float16 or float32 rows, and the k best kept
- * in a heap as the rows stream by.
+ * in the shared top-k heap (_topk.h) as the rows stream by.
  *
  * float16 rows are widened to float32 in registers (F16C) and multiplied in float32
  * (FMA) on x86-64 CPUs that have AVX2; elsewhere through a 65,536-entry table. Only the
@@ -10,6 +10,8 @@
 
 #include <stdint.h>
 #include <string.h>
+
+#include "_topk.h"
 /* VS_NO_SIMD: build the portable loops only (they also run where the CPU lacks AVX2). */
 #if (defined(__GNUC__) || defined(__clang__)) && defined(__x86_64__) && !defined(VS_NO_SIMD)
 #include <immintrin.h>
@@ -121,63 +123,11 @@ static int vs_have_avx2(void) {
 }
 #endif
 
-/* A min-heap of the k best (score, position) pairs seen: heap[0] is the worst kept.
-   Of tied scores, the lower position ranks first. */
-typedef struct {
-    float s;
-    int64_t p;
-} vs_pair;
-
-static inline int vs_worse(vs_pair a, vs_pair b) {
-    return a.s < b.s || (a.s == b.s && a.p > b.p);
-}
-
-static void vs_sift_down(vs_pair *h, int64_t n, int64_t i) {
-    for (;;) {
-        int64_t l = 2 * i + 1, r = l + 1, m = i;
-        if (l < n && vs_worse(h[l], h[m])) m = l;
-        if (r < n && vs_worse(h[r], h[m])) m = r;
-        if (m == i) return;
-        vs_pair t = h[i];
-        h[i] = h[m];
-        h[m] = t;
-        i = m;
-    }
-}
-
-static inline void vs_offer(vs_pair *h, int64_t *n, int64_t k, float s, int64_t p) {
-    uint32_t bits; /* NaN and infinities never rank (by their bits: -ffast-math) */
-    memcpy(&bits, &s, sizeof bits);
-    if ((bits & 0x7f800000u) == 0x7f800000u) return;
-    if (*n < k) { /* sift up */
-        int64_t i = (*n)++;
-        h[i].s = s;
-        h[i].p = p;
-        while (i > 0) {
-            int64_t up = (i - 1) / 2;
-            if (!vs_worse(h[i], h[up])) break;
-            vs_pair t = h[i];
-            h[i] = h[up];
-            h[up] = t;
-            i = up;
-        }
-    } else if (s > h[0].s || (s == h[0].s && p < h[0].p)) {
-        h[0].s = s;
-        h[0].p = p;
-        vs_sift_down(h, *n, 0);
-    }
-}
-
-/* Empty a heap of n pairs into pos/score, best first (a heap sort: the worst goes
-   last); returns n. */
-static int64_t vs_drain(vs_pair *heap, int64_t n, int64_t *pos, float *score) {
-    for (int64_t m = n; m > 0; m--) {
-        pos[m - 1] = heap[0].p;
-        score[m - 1] = heap[0].s;
-        heap[0] = heap[m - 1];
-        vs_sift_down(heap, m - 1, 0);
-    }
-    return n;
+/* Offer one score to a heap of the shared kind (_topk.h): here NaN and infinities never
+   rank. Of tied scores, the lower position ranks first. */
+static inline void vs_offer(vs_hit *h, int64_t *n, int64_t k, float s, int64_t p) {
+    int32_t key = vs_key(s);
+    if (key < VS_KEY_PINF && key > VS_KEY_NINF) vs_heap_offer(h, n, k, key, p);
 }
 
 /* The k best rows of the spans [lo[i], hi[i]) of `rows` (d columns; half = float16)
@@ -186,7 +136,7 @@ static int64_t vs_drain(vs_pair *heap, int64_t n, int64_t *pos, float *score) {
 #define VS_AHEAD 8
 #endif
 static int64_t vs_scan(const void *rows, int half, int d, const int64_t *lo, const int64_t *hi,
-                       int64_t nspans, const float *q, int64_t k, vs_pair *heap, int64_t *pos,
+                       int64_t nspans, const float *q, int64_t k, vs_hit *heap, int64_t *pos,
                        float *score) {
     int64_t n = 0;
 #ifdef VS_X86
@@ -217,15 +167,15 @@ static int64_t vs_scan(const void *rows, int half, int d, const int64_t *lo, con
             vs_offer(heap, &n, k, s, p);
         }
     }
-    return vs_drain(heap, n, pos, score);
+    return vs_heap_drain(heap, n, pos, score);
 }
 
 /* A batch of queries (the rows of Q, m x d), each list read once for all the queries
    that probe it: group g is the rows [lo[g], hi[g]) and the queries
    qidx[qptr[g]:qptr[g + 1]]. Query i's k best (score, position) pairs are kept in
-   heaps[i * k:], lens[i] of them; callers empty each heap with vs_drain. A query's scores
+   heaps[i * k:], lens[i] of them; callers empty each heap with vs_heap_drain. A query's scores
    are the same floats as vs_scan's for it alone. */
-static inline void vs_offer_row(vs_pair *heaps, int64_t *lens, int64_t k, int32_t q, float s,
+static inline void vs_offer_row(vs_hit *heaps, int64_t *lens, int64_t k, int32_t q, float s,
                                 int64_t p) {
     vs_offer(heaps + (size_t)q * k, lens + q, k, s, p);
 }
@@ -239,7 +189,7 @@ static inline void vs_prefetch_row(const char *r, int64_t p, int64_t hi, size_t 
 
 static void vs_group_portable(const char *rows, int half, int d, int64_t lo, int64_t hi,
                               const int32_t *qs, int64_t nq, const float *Q, int64_t k,
-                              vs_pair *heaps, int64_t *lens) {
+                              vs_hit *heaps, int64_t *lens) {
     size_t bytes = (size_t)d * (half ? 2 : 4);
     for (int64_t p = lo; p < hi; p++) {
         const char *r = rows + (size_t)p * bytes;
@@ -297,7 +247,7 @@ VS_AVX2 static VS_INLINE void vs_dot4(const char *r, int half, const float *q0, 
 }
 VS_AVX2 static VS_INLINE void vs_group_rows(const char *rows, int half, int d, int64_t lo,
                                             int64_t hi, const int32_t *qs, int64_t nq,
-                                            const float *Q, int64_t k, vs_pair *heaps,
+                                            const float *Q, int64_t k, vs_hit *heaps,
                                             int64_t *lens) {
     size_t bytes = (size_t)d * (half ? 2 : 4);
     for (int64_t p = lo; p < hi; p++) {
@@ -320,7 +270,7 @@ VS_AVX2 static VS_INLINE void vs_group_rows(const char *rows, int half, int d, i
 }
 VS_AVX2 static void vs_group_avx2(const char *rows, int half, int d, int64_t lo, int64_t hi,
                                   const int32_t *qs, int64_t nq, const float *Q, int64_t k,
-                                  vs_pair *heaps, int64_t *lens) {
+                                  vs_hit *heaps, int64_t *lens) {
     if (half) /* two copies of the loop, each with its row type fixed */
         vs_group_rows(rows, 1, d, lo, hi, qs, nq, Q, k, heaps, lens);
     else
@@ -330,7 +280,7 @@ VS_AVX2 static void vs_group_avx2(const char *rows, int half, int d, int64_t lo,
 
 static void vs_scan_groups(const void *rows, int half, int d, const int64_t *lo, const int64_t *hi,
                            const int64_t *qptr, const int32_t *qidx, int64_t ngroups,
-                           const float *Q, int64_t k, vs_pair *heaps, int64_t *lens) {
+                           const float *Q, int64_t k, vs_hit *heaps, int64_t *lens) {
 #ifdef VS_X86
     int fast = vs_have_avx2();
 #endif

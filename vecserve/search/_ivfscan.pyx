@@ -22,19 +22,18 @@ from libc.stdint cimport int32_t, int64_t, uint16_t
 import numpy as np
 
 cdef extern from "_ivfscan.h":
-    ctypedef struct vs_pair:
-        float s
-        int64_t p
+    ctypedef struct vs_hit:
+        pass
     void vs_scan_init()
     int vs_have_avx2()
     int vs_portable
     int64_t vs_scan(const void *rows, int half, int d, const int64_t *lo, const int64_t *hi,
-                    int64_t nspans, const float *q, int64_t k, vs_pair *heap, int64_t *pos,
+                    int64_t nspans, const float *q, int64_t k, vs_hit *heap, int64_t *pos,
                     float *score) nogil
     void vs_scan_groups(const void *rows, int half, int d, const int64_t *lo, const int64_t *hi,
                         const int64_t *qptr, const int32_t *qidx, int64_t ngroups,
-                        const float *Q, int64_t k, vs_pair *heaps, int64_t *lens) nogil
-    int64_t vs_drain(vs_pair *heap, int64_t n, int64_t *pos, float *score) nogil
+                        const float *Q, int64_t k, vs_hit *heaps, int64_t *lens) nogil
+    int64_t vs_heap_drain(vs_hit *heap, int64_t n, int64_t *pos, float *score) nogil
 
 
 vs_scan_init()
@@ -77,7 +76,7 @@ def top_rows(rows, const int64_t[::1] lo, const int64_t[::1] hi, const float[::1
         if not 0 <= lo[i] <= hi[i] <= n_rows:
             raise ValueError(f"span [{lo[i]}, {hi[i]}) is outside the {n_rows} rows")
     k = max(0, k)
-    heap = np.empty(k * 16, dtype=np.uint8)  # k (float, int64) pairs, padded
+    heap = np.empty(k * sizeof(vs_hit), dtype=np.uint8)
     pos = np.empty(k, dtype=np.int64)
     score = np.empty(k, dtype=np.float32)
     cdef unsigned char[::1] h = heap
@@ -91,7 +90,7 @@ def top_rows(rows, const int64_t[::1] lo, const int64_t[::1] hi, const float[::1
         return pos[:0], score[:0]
     with nogil:
         n = vs_scan(&raw[0, 0], half, d, &lo[0], &hi[0], lo.shape[0], &query[0], k,
-                    <vs_pair *>&h[0], &p[0], &s[0])
+                    <vs_hit *>&h[0], &p[0], &s[0])
     return pos[:n], score[:n]
 
 
@@ -144,7 +143,7 @@ def top_rows_grouped(rows, const int64_t[::1] lo, const int64_t[::1] hi,
     score = np.full((m, k), -np.inf, dtype=np.float32)
     if k == 0 or m == 0 or ngroups == 0 or n_rows == 0 or d == 0:
         return pos, score
-    heaps = np.empty(m * k * 16, dtype=np.uint8)  # k (float, int64) pairs a query
+    heaps = np.empty(m * k * sizeof(vs_hit), dtype=np.uint8)  # k hits a query
     lens = np.zeros(m, dtype=np.int64)
     cdef unsigned char[::1] h = heaps
     cdef int64_t[::1] n = lens
@@ -152,10 +151,10 @@ def top_rows_grouped(rows, const int64_t[::1] lo, const int64_t[::1] hi,
     cdef float[:, ::1] s = score
     cdef const unsigned char[:, ::1] raw = rows.view(np.uint8)
     cdef int half = rows.dtype == np.float16
-    cdef vs_pair *hp = <vs_pair *>&h[0]
+    cdef vs_hit *hp = <vs_hit *>&h[0]
     with nogil:
         vs_scan_groups(&raw[0, 0], half, <int>d, &lo[0], &hi[0], &qptr[0], &qidx[0], ngroups,
                        &queries[0, 0], k, hp, &n[0])
         for i in range(m):
-            vs_drain(hp + i * k, n[i], &p[i, 0], &s[i, 0])
+            vs_heap_drain(hp + i * k, n[i], &p[i, 0], &s[i, 0])
     return pos, score
