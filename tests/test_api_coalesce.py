@@ -17,7 +17,7 @@ from vecserve.loader import load_arrays
 from vecserve.service.coalesce import Coalescer
 from vecserve.service.settings import Settings
 
-from .api_support import AppClient
+from .api_support import AppClient, wait_for_ann
 
 N, DIM = 3000, 16
 
@@ -58,10 +58,8 @@ def test_requests_arriving_together_each_get_their_own_answer(
     ]
     paths += [f"/most_similar?positive=w5&topn=100000{flag}"]  # over the limit: 422
     with AppClient(create_app(settings)) as client:
-        deadline = time.monotonic() + 60
-        while approx and client.get("/models/M").json()["ann"]["state"] != "ready":
-            assert time.monotonic() < deadline
-            time.sleep(0.05)
+        if approx:
+            wait_for_ann(client, "M")
         alone = [client.get(p) for p in paths]
         sizes = _slow_batches(monkeypatch)
         with ThreadPoolExecutor(16) as pool:

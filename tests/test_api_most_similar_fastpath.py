@@ -142,7 +142,7 @@ def _where(monkeypatch) -> list[str]:
 def uncoalesced(redis_url, model, tmp_path):
     """The app as served with coalescing off (``VECSERVE_COALESCE=0``), its index ready."""
     with AppClient(create_app(_settings(redis_url, tmp_path, ann=True, coalesce=False))) as c:
-        _wait_ready(c)
+        wait_for_ann(c, "M")
         yield c
 
 
