@@ -203,7 +203,8 @@ def run_ivf(args, x, nlist, dtype="f16"):
             index.nprobe = nprobe
 
             def propose(q, index=index):
-                return index.candidates(q[None, :], args.oversample * 11)[0]
+                found = index.candidates(q[None, :], args.oversample * 11)[0]
+                return found[found >= 0]
 
             yield build, f"nprobe {nprobe}", size, timed(x, args.qi, args.truth, propose)
         del index

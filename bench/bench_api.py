@@ -248,10 +248,11 @@ def bench_handler(url: str, tokens: list[str], *, reps: int = 300) -> dict:
             settings=Settings(redis_url=url, vector_cache=size),
             stores=StoreHandle(url),
             metrics=metrics,
-            models=ModelCache(ttl=60, metrics=metrics),
+            models=ModelCache(ttl=60, metrics=metrics, vector_cache=size),
         )
         if size:
-            assert ctx.vector_cache(ctx.model("BENCH")).wait_ready(10)
+            ctx.model("BENCH")  # the reader knows the model: its cache can start
+            assert ctx.reader("BENCH").cache().wait_ready(10)
         for fmt, media in (("JSON", api.JSON), ("binary", api.OCTET)):
             for _ in range(20):
                 api._vectors(ctx, "BENCH", words, "omit", media)

@@ -11,6 +11,7 @@ import subprocess
 import sys
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -32,6 +33,8 @@ from vecserve.errors import (
 from vecserve.keyedvectors import RedisKeyedVectors
 from vecserve.loader import load_arrays, load_file
 from vecserve.store import Store, begin_load
+from vecserve.store.layout import LOADS, vocab_key
+from vecserve.store.session import LoadSession
 
 from .api_support import run_vecserve
 from .conftest import write_w2v
@@ -500,7 +503,6 @@ def _assert_whole_model(store: Store, tokens, vectors) -> None:
 def _resend_vocabulary(monkeypatch, batch: int) -> None:
     """Batch number ``batch`` sends its vocabulary writes twice, as a cluster client does
     when a connection dies after the server ran them but before their replies arrived."""
-    from vecserve.store.session import LoadSession
 
     def resend(original):
         def twice(self, commands, progress, keys, encoded):
@@ -530,8 +532,6 @@ def test_a_vocabulary_that_lost_its_tail_stops_the_load_and_resume_rewrites(
 ):
     """The server drops the vocabulary's last blob after acknowledging it (a failover):
     the load stops in one line with nothing visible, and --resume makes the model whole."""
-    from vecserve.store.layout import vocab_key
-    from vecserve.store.session import LoadSession
 
     store = request.getfixturevalue("store" if where == "single" else "cluster_store")
     path, tokens, vectors = _small_file(tmp_path)
@@ -556,7 +556,6 @@ def test_a_commit_refuses_a_vocabulary_with_a_repeated_blob_and_resume_rewrites(
     """What a push run twice leaves once its tail is trimmed: as many blobs and words as
     the load wrote, every listed word's key present, yet one batch's words missing. The
     commit counts the distinct words, refuses in one line, and --resume starts again."""
-    from vecserve.store.layout import vocab_key
 
     path, tokens, vectors = _small_file(tmp_path)
     session = begin_load(store, "M", dim=8, codec="f32")
@@ -590,9 +589,6 @@ def test_a_first_batch_whose_progress_record_was_lost_is_rewritten_once(store, t
     """A failover as the load begins: the first batch's vocabulary blob landed, its
     progress record did not. Resuming from nothing drops that blob (``LTRIM key 0 -1``
     would keep it, and every later blob would sit one place off)."""
-    from dataclasses import replace
-
-    from vecserve.store.layout import LOADS, vocab_key
 
     path, tokens, vectors = _small_file(tmp_path)
     session = begin_load(store, "M", dim=8, codec="f32")

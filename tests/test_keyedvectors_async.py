@@ -88,3 +88,71 @@ def test_syntax_calls_and_metadata(store, model, tmp_path):
             sync.close()
 
     asyncio.run(scenario())
+
+
+def test_a_big_batch_lets_the_loop_run_while_it_is_read(store, model):
+    """A 5,000-word batch (keys built, request packed, reply decoded in chunks) answers
+    right, and other coroutines run while it is read: it never holds the loop whole."""
+
+    async def scenario():
+        async with AsyncRedisKeyedVectors("M", store=store) as kv:
+            ticks = 0
+            running = True
+
+            async def ticker():
+                nonlocal ticks
+                while running:
+                    ticks += 1
+                    await asyncio.sleep(0)
+
+            tick = asyncio.ensure_future(ticker())
+            await asyncio.sleep(0)
+            before = ticks
+            got, found = await kv.get_vectors(WORDS)
+            during = ticks - before
+            running = False
+            await tick
+            assert found.all()
+            np.testing.assert_array_equal(got, model)
+            assert during >= 10  # keys, packing and decoding each yield several times
+
+    asyncio.run(scenario())
+
+
+def test_many_coroutines_share_few_connections_and_survive_their_loss(store, model):
+    """64 concurrent callers are served on at most a few pipelined connections; when the
+    server drops them all, the next calls connect again and answer right."""
+
+    async def scenario():
+        async with AsyncRedisKeyedVectors("M", store=store) as kv:
+
+            async def ask(seed):
+                r = np.random.default_rng(seed)
+                idx = r.integers(0, len(WORDS), 100)
+                got, _ = await kv.get_vectors([WORDS[i] for i in idx])
+                np.testing.assert_array_equal(got, model[idx])
+
+            await asyncio.gather(*(ask(s) for s in range(64)))
+            assert 1 <= len(kv._connections._pipes) <= kv._connections.size < 64
+            store.client.client_kill_filter(_type="normal", skipme=True)
+            await asyncio.gather(*(ask(s) for s in range(64, 80)))
+
+    asyncio.run(scenario())
+
+
+def test_sync_single_words_follow_a_reload_and_name_missing_words(store, model):
+    """``kv[word]`` (one pre-packed GET and the registry entry) reads the new generation
+    right after a reload, raises KeyError for a missing word, and survives a dropped
+    connection."""
+    kv = RedisKeyedVectors("M", store=store)
+    try:
+        assert kv["w3"].tolist() == model[3].tolist()
+        assert not kv["w3"].flags.writeable
+        load_arrays(WORDS, model * 2, name="M", store=store)
+        assert kv["w3"].tolist() == (model[3] * 2).tolist()
+        with pytest.raises(KeyError):
+            kv["nope"]
+        store.client.client_kill_filter(_type="normal", skipme=True)
+        assert kv["w4"].tolist() == (model[4] * 2).tolist()
+    finally:
+        kv.close()

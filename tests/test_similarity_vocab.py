@@ -13,6 +13,7 @@ import textwrap
 import numpy as np
 import pytest
 
+from vecserve.errors import SnapshotDamaged
 from vecserve.loader import load_arrays
 from vecserve.search.snapshot import SimilarityIndex
 from vecserve.search.vocab import SharedVocab, encode, write
@@ -145,6 +146,9 @@ def test_damaged_vocabulary_rewritten_from_redis(snapshot, caplog):
     vocab = ix.path / "vocab.idx"
     vectors_mtime = os.stat(ix.path / "vectors.npy").st_mtime_ns
     replace(vocab, vocab.read_bytes()[:100])
+    with pytest.raises(SnapshotDamaged) as damaged:  # typed: which file, which part
+        SimilarityIndex.open(ix.path)
+    assert (damaged.value.path, damaged.value.part) == (str(vocab), "vocabulary")
     with caplog.at_level(logging.WARNING, logger="vecserve.search.snapshot"):
         again = SimilarityIndex.build(store, info, cache_dir=cache)
     [record] = [r for r in caplog.records if "damaged vocabulary file" in r.getMessage()]
@@ -159,6 +163,9 @@ def test_damaged_vectors_rebuild_the_snapshot(snapshot, caplog):
     vec = ix.path / "vectors.npy"
     want = ix.most_similar("日本語")
     replace(vec, vec.read_bytes()[:200])
+    with pytest.raises(SnapshotDamaged) as damaged:
+        SimilarityIndex.open(ix.path)
+    assert (damaged.value.path, damaged.value.part) == (str(vec), "arrays")
     with caplog.at_level(logging.WARNING, logger="vecserve.search.snapshot"):
         again = SimilarityIndex.build(store, info, cache_dir=cache)
     assert any("vectors.npy: damaged snapshot file" in r.getMessage() for r in caplog.records)

@@ -26,6 +26,7 @@ The hierarchy::
     ├── PermissionDenied             the Redis user may not run a command (names both)
     ├── PinLost                      a pinned view's lease ended: its generation may be gone
     ├── ModelDamaged                 a model's word lost its vector (NOT a KeyError)
+    ├── SnapshotDamaged              a local snapshot file is damaged (which file, which part)
     ├── LoadRefused                  a load that cannot fit, or a server that evicts
     ├── LoadIncomplete               keys missing before the commit: not committed
     ├── SimilarityServiceError       the vecserve HTTP service failed (unreachable, 5xx)
@@ -67,6 +68,7 @@ __all__ = [
     "ServerLoading",
     "ServerRefused",
     "SimilarityServiceError",
+    "SnapshotDamaged",
     "StoreUnavailable",
     "TokenNotFound",
     "TooManyClients",
@@ -252,6 +254,20 @@ class ModelDamaged(VecserveError):
             f"model {model!r} (generation {generation}) is damaged: {what}; run `vecserve "
             f"models check {model}`, then load the model again"
         )
+
+
+class SnapshotDamaged(VecserveError, ValueError):
+    """A file of a local similarity snapshot that is not whole: the snapshot is rebuilt.
+
+    ``path`` is the file; ``part`` what it holds (``"vocabulary"``, rewritten alone from
+    Redis, or ``"arrays"``, the vectors and norms: the whole snapshot is rebuilt);
+    ``reason`` what is wrong. Also a ``ValueError``, as a damaged file's contents are.
+    """
+
+    def __init__(self, path, part: str, reason: str, *, what: str = ""):
+        self.path, self.part, self.reason = str(path), part, reason
+        what = what or {"vocabulary": "damaged vocabulary file"}.get(part, "damaged snapshot file")
+        super().__init__(f"{path}: {what} ({reason})")
 
 
 class LoadRefused(VecserveError):

@@ -3,7 +3,8 @@ flush, then rename over it (``os.replace`` is atomic within one filesystem).
 
 A reader (another process mapping the file) sees the old file or the new one, never a
 half-written one; a writer that fails or is killed leaves at most a temporary file whose
-name starts with ``.`` and the target's name, and never a damaged target.
+name starts with ``.`` and the target's name, and never a damaged target. A directory of
+files (:func:`atomic_dir`) appears whole the same way, once: the first writer's stays.
 
 >>> import tempfile, pathlib
 >>> d = pathlib.Path(tempfile.mkdtemp())
@@ -15,18 +16,23 @@ name starts with ``.`` and the target's name, and never a damaged target.
 ...     _ = tmp.write_bytes(b"xy")
 >>> (d / "b.bin").read_bytes()
 b'xy'
+>>> with atomic_dir(d / "snap") as tmp:
+...     _ = (tmp / "x.npy").write_bytes(b"1")
+>>> sorted(p.name for p in (d / "snap").iterdir())
+['x.npy']
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
-__all__ = ["atomic_path", "atomic_write"]
+__all__ = ["atomic_dir", "atomic_path", "atomic_write"]
 
 
 @contextlib.contextmanager
@@ -65,3 +71,22 @@ def atomic_write(
         f.flush()
         if fsync:
             os.fsync(f.fileno())
+
+
+@contextlib.contextmanager
+def atomic_dir(path: str | os.PathLike) -> Iterator[Path]:
+    """Yield a fresh temporary directory beside ``path``; when the block ends without an
+    exception, rename it to ``path``. Where ``path`` already exists (another writer got
+    there first), theirs is kept and ours removed: a directory is written once, never
+    replaced while readers may map its files. On an exception, ours is removed."""
+    path = Path(path)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
+    try:
+        yield tmp
+        try:
+            os.rename(tmp, path)
+        except OSError:
+            if not path.exists():
+                raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)

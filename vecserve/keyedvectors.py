@@ -72,6 +72,7 @@ import weakref
 from collections.abc import Iterable
 
 import numpy as np
+import redis
 
 from .connect import connect
 from .errors import GenerationChanged
@@ -298,18 +299,20 @@ class RedisKeyedVectors(Calls, WholeMatrixCalls):
         """``kv["word"]`` (1-D, read-only) or ``kv[["a", "b"]]`` (2-D), like gensim."""
         if type(key_or_keys) is str:
             reader = self._reader_
-            if reader is not None:
+            if reader is None:
+                pass
+            elif not reader.plain:
                 v = reader.cached(key_or_keys)
                 if v is not None:
                     return v
-                plain = reader.plain_round([key_or_keys])
-                if plain is not None:  # one hand-written round trip, no steps
-                    got = reader.plain_lookup(
-                        plain[0], [key_or_keys], reader.store.execute(plain[1])
-                    )
-                    if got is not None and got.found[0]:
-                        v = got.rows[0]
-                        v.setflags(write=False)
+            else:
+                single = reader.single_request(key_or_keys)
+                if single is not None:  # one hand-written request, no steps
+                    try:
+                        v = reader.single_row(single[0], reader.store.request(single[1], 2))
+                    except (redis.RedisError, OSError):
+                        v = None  # the general read retries, and names what failed
+                    if v is not None:
                         return v
         return self._getitem(key_or_keys)
 
@@ -394,8 +397,9 @@ class AsyncRedisKeyedVectors(Calls):
     with ``await`` on every call that does I/O, over ``redis.asyncio``.
 
     ``await kv.get_vector("king")``, ``await kv["king"]``, ``await kv.index_to_key``,
-    ``await kv.most_similar("king")``. Lookups are driven on the event loop (a batch of
-    many words is decoded in a thread); whole-matrix calls (``most_similar``,
+    ``await kv.most_similar("king")``. Lookups are driven on the event loop, pipelined on
+    a few connections every coroutine shares (a batch of many words is built, packed and
+    decoded in chunks, the loop running between them); whole-matrix calls (``most_similar``,
     ``closer_than``, the evaluations, ...) run the sync snapshot code in a worker thread.
     ``len(kv)`` and ``kv.vector_size`` answer from the registry entry last read (after
     :meth:`connect` or any call); ``key in kv`` cannot await: use

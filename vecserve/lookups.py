@@ -114,11 +114,15 @@ class Calls:
 
     def _lookup(self, keys: Sequence) -> Steps[tuple[np.ndarray, np.ndarray]]:
         """Rows (zeros where missing) and found-mask of ``keys``; cache-aware."""
-        tokens = []
-        for k in keys:
-            tokens.append(k if isinstance(k, str) else (yield from self._token_at(k)))
-        valid = [i for i, t in enumerate(tokens) if t is not None]
-        want = tokens if len(valid) == len(tokens) else [tokens[i] for i in valid]
+        tokens = list(keys)
+        if set(map(type, tokens)) <= {str}:  # words only: no position to resolve
+            want = tokens
+        else:
+            for i, k in enumerate(tokens):
+                if not isinstance(k, str):
+                    tokens[i] = yield from self._token_at(k)
+            valid = [i for i, t in enumerate(tokens) if t is not None]
+            want = tokens if len(valid) == len(tokens) else [tokens[i] for i in valid]
         got = yield from self._reader.lookup_steps(want)
         if want is tokens:
             return got.rows, got.found

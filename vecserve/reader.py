@@ -58,7 +58,7 @@ from .cache import VectorCache, stack_rows, topology, tracking_nodes
 from .errors import ModelNotFound, TokenNotFound
 from .store import ModelInfo, Store
 from .store.layout import encode_tokens
-from .store.wire import Round, Steps
+from .store.wire import Steps
 from .subwords import in_vocabulary, swap_oov, unit_rows
 
 __all__ = [
@@ -130,6 +130,9 @@ class Reader:
         self._info_time = time.monotonic()
         self._cache: VectorCache | None = None
         self._lock = threading.Lock()
+        #: no cache, no pin: :meth:`single_request` may answer (else :meth:`cached` may)
+        self.plain = not self.cache_size and pin is None
+        self.single_row = store.single_row
 
     def pinned(self, info: ModelInfo) -> Reader:
         """A Reader of generation ``info`` only (pinned mode; see the module docstring)."""
@@ -214,28 +217,16 @@ class Reader:
 
     # -- rows ---------------------------------------------------------------------------
 
-    def plain_round(self, tokens: Sequence[str]) -> tuple[ModelInfo, Round] | None:
-        """A lookup's one round trip where it needs no steps (no cache, no pin, no
-        n-grams, one server, the entry known), with the entry it reads against; None
-        otherwise. :meth:`plain_lookup` reads the replies. The hot path of a single word.
-        """
+    def single_request(self, token: str) -> tuple[tuple, bytes] | None:
+        """A one-word lookup as one packed request where it needs nothing else (no cache,
+        no pin, no n-grams, one server, the entry known): ``(plan, request)``, else None.
+        ``single_row(plan, replies)`` reads the replies: the row, or None when the word
+        is missing or a reload committed meanwhile (then :meth:`lookup_steps` reads it and
+        says which). The hot path of ``kv[word]`` (:meth:`Store.single_request`)."""
         info = self._info
-        if info is None or self.cache_size or self.pin is not None or info.subwords:
+        if info is None or not self.plain:
             return None
-        rnd = self.store.plain_round(info, tokens)
-        return None if rnd is None else (info, rnd)
-
-    def plain_lookup(self, info: ModelInfo, tokens: Sequence[str], replies: list) -> Lookup | None:
-        """The :class:`Lookup` of :meth:`plain_round`'s replies; None when a reload
-        committed meanwhile (then :meth:`lookup_steps` reads and follows it)."""
-        try:
-            got = self.store.plain_rows(info, tokens, replies)
-        except ModelNotFound:
-            self._info = None
-            raise
-        if got is None:
-            return None
-        return Lookup(info, got[1], got[2], [], 0)
+        return self.store.single_request(info, token)
 
     def lookup_steps(self, tokens: Sequence[str]) -> Steps[Lookup]:
         """Rows of ``tokens``, cache first, all of one generation (:class:`Lookup`).

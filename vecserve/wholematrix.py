@@ -112,8 +112,16 @@ class WholeMatrixCalls:
         """Hook: a fastText model's out-of-vocabulary words as vectors (identity here)."""
         return positive, negative
 
-    def most_similar(self, positive=None, negative=None, topn=10, clip_start=0, clip_end=None,
-                     restrict_vocab=None, indexer=None):  # fmt: skip
+    def most_similar(
+        self,
+        positive=None,
+        negative=None,
+        topn=10,
+        clip_start=0,
+        clip_end=None,
+        restrict_vocab=None,
+        indexer=None,
+    ):
         """gensim's ``most_similar`` (all argument forms); see the module docstring for where
         it is computed. ``[(key, similarity), ...]``, or an array when ``topn=None``."""
         if isinstance(topn, int) and topn < 1:
@@ -230,17 +238,29 @@ class WholeMatrixCalls:
     def similarity_unseen_docs(self, *args, **kwargs):
         raise NotImplementedError("Call similarity_unseen_docs on a Doc2Vec model instead.")
 
-    def evaluate_word_analogies(self, analogies, restrict_vocab=300000, case_insensitive=True,
-                                dummy4unknown=False,
-                                similarity_function="most_similar"):  # fmt: skip
+    def evaluate_word_analogies(
+        self,
+        analogies,
+        restrict_vocab=300000,
+        case_insensitive=True,
+        dummy4unknown=False,
+        similarity_function="most_similar",
+    ):
         """gensim's own evaluation on a zero-copy view of the first ``restrict_vocab`` rows."""
         view = self._index().as_keyedvectors(limit=restrict_vocab)
         return view.evaluate_word_analogies(
             analogies, restrict_vocab, case_insensitive, dummy4unknown, similarity_function
         )
 
-    def evaluate_word_pairs(self, pairs, delimiter="\t", encoding="utf8", restrict_vocab=300000,
-                            case_insensitive=True, dummy4unknown=False):  # fmt: skip
+    def evaluate_word_pairs(
+        self,
+        pairs,
+        delimiter="\t",
+        encoding="utf8",
+        restrict_vocab=300000,
+        case_insensitive=True,
+        dummy4unknown=False,
+    ):
         """gensim's own evaluation on a zero-copy view of the first ``restrict_vocab`` rows."""
         view = self._index().as_keyedvectors(limit=restrict_vocab)
         return view.evaluate_word_pairs(

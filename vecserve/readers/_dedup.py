@@ -53,7 +53,7 @@ class TokenSet:
         n = len(tokens)
         h1 = np.fromiter(map(hash, tokens), dtype=np.int64, count=n).view(np.uint64)
         h2 = np.fromiter(map(hash, map("\0".__add__, tokens)), dtype=np.int64, count=n)
-        order = np.argsort(h1, kind="stable")  # (measured 2x faster than the default here)
+        order = np.argsort(h1, kind="stable")  # stable: ~2x the default on random 64-bit keys
         h1, h2 = h1[order], h2[order].view(np.uint64).astype(np.uint32)  # low 32 bits
         if n > 1 and (h1[1:] == h1[:-1]).any():  # a repeat inside the batch (or a 2**-64 tie)
             first: dict[str, int] = {}

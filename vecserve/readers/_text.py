@@ -4,9 +4,10 @@ A line is split exactly as gensim 4.4's ``_word2vec_line_to_vector`` splits it:
 ``line.rstrip()`` on the bytes, decode with ``unicode_errors``, ``split(" ")``, the first
 field is the token, the others are numbers parsed by Python's ``float`` and cast to
 float32 (what ``np.float32(str)`` does, so the values are bit-identical). The numbers
-of a whole batch are parsed by one ``np.fromiter(map(float, fields))``: measured at
-5.6 M numbers/s against 3.4 M for ``np.array(fields, dtype=float)``, 4.8 M for
-``np.fromstring`` (which also accepts text gensim refuses) and 1.4 M for gensim's loop.
+of a whole batch are parsed by one ``np.fromiter(map(float, fields))``: Python's own
+``float`` on every field, so exactly gensim's numbers, at about 4x the speed of gensim's
+loop (faster than ``np.array(fields, dtype=float)``; ``np.fromstring`` also accepts text
+gensim refuses).
 """
 
 from __future__ import annotations

@@ -92,7 +92,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..fileio import atomic_write
+from ..fileio import atomic_path, atomic_write
 from ..procs import pid_alive
 from . import recall
 from .ivf import IvfIndex, default_nlist
@@ -273,9 +273,25 @@ class AnnIndex:
         p = (params or AnnParams()).resolved(sim.count)
         if recall_queries is not None:
             p = replace(p, recall_queries=recall_queries)
+        if path is None:
+            return cls._build(sim, p, None, threads, progress)
+        path = Path(path)
+        with atomic_path(path, fsync=False) as tmp:  # a cache: rebuilt if damaged
+            ann = cls._build(sim, p, tmp, threads, progress)
+            if p.kind == "hnsw":
+                ann.index.save(str(tmp))
+            ann.meta["index_bytes"] = ann.index.nbytes if p.kind == "ivf" else tmp.stat().st_size
+            # the metadata first: whoever finds the index finds its metadata
+            with atomic_write(path.with_suffix(".json"), "w", fsync=False) as f:
+                f.write(json.dumps(ann.meta, indent=1))
+        return cls.open(path) or ann
+
+    @classmethod
+    def _build(cls, sim, p: AnnParams, target: Path | None, threads: int, progress) -> AnnIndex:
+        """The index (an IVF one built into ``target``), its recall measured or tuned."""
         start = time.perf_counter()
         if p.kind == "ivf":
-            index = _build_ivf(sim, p, path, threads, progress)
+            index = _build_ivf(sim, p, target, threads, progress)
         else:
             index = _build_hnsw(sim, p, threads, progress)
         meta = {
@@ -292,17 +308,7 @@ class AnnIndex:
             meta.update(ann.measure_recall(sim, queries=p.recall_queries))
         else:
             meta.update(ann.meet_target(sim))
-        if path is None:
-            return ann
-        path = Path(path)
-        tmp = _tmp_path(path)
-        if p.kind == "hnsw":
-            index.save(str(tmp))
-        meta["index_bytes"] = index.nbytes if p.kind == "ivf" else tmp.stat().st_size
-        tmp.with_suffix(".json").write_text(json.dumps(meta, indent=1))
-        os.replace(tmp.with_suffix(".json"), path.with_suffix(".json"))
-        os.replace(tmp, path)
-        return cls.open(path) or ann
+        return ann
 
     @classmethod
     def open(cls, path: str | os.PathLike) -> AnnIndex | None:
@@ -381,7 +387,8 @@ class AnnIndex:
             cand[(cand[:, :, None] == own[:, None, :]).any(axis=2)] = -1
         valid = cand >= 0
         rows = np.where(valid, cand, 0)
-        scores = np.matmul(sim.vectors[rows], means[:, :, None])[:, :, 0] / sim.norms[rows]
+        gathered = np.take(sim.vectors, rows, axis=0)  # (a quarter faster than vectors[rows])
+        scores = np.matmul(gathered, means[:, :, None])[:, :, 0] / sim.norms[rows]
         scores[~valid] = -np.inf
         order = np.argsort(-scores, axis=1, kind="stable")  # ties: the index's order
         found = valid.sum(axis=1)
@@ -549,10 +556,6 @@ def _exact_p50(sim: SimilarityIndex, rows: np.ndarray) -> float:
     return float(np.median(times)) if times else 0.0
 
 
-def _tmp_path(path: Path) -> Path:
-    return path.with_name(f".{path.name}.{os.getpid()}.tmp")
-
-
 def _build_hnsw(sim, p: AnnParams, threads: int, progress):
     from usearch.index import Index
 
@@ -567,15 +570,13 @@ def _build_hnsw(sim, p: AnnParams, threads: int, progress):
     return index
 
 
-def _build_ivf(sim, p: AnnParams, path, threads: int, progress) -> IvfIndex:
-    """Build the IVF file beside ``path`` (renamed into place once its metadata is
-    written); without a path, in a temporary directory removed once the file is mapped."""
+def _build_ivf(sim, p: AnnParams, target: Path | None, threads: int, progress) -> IvfIndex:
+    """Build the IVF file at ``target``; without one, in a temporary directory removed
+    once the file is mapped."""
     tmpdir = None
-    if path is None:
+    if target is None:
         tmpdir = Path(tempfile.mkdtemp(prefix="vecserve-ivf-"))
         target = tmpdir / p.filename
-    else:
-        target = _tmp_path(Path(path))
     nlist = p.nlist or default_nlist(sim.count)
     try:
         IvfIndex.build_arrays(sim.vectors, target, nlist=nlist, norms=sim.norms, threads=threads,

@@ -97,7 +97,6 @@ import json
 import logging
 import os
 import shutil
-import tempfile
 import threading
 from collections.abc import Sequence
 from numbers import Integral
@@ -106,7 +105,8 @@ from pathlib import Path
 import numpy as np
 
 from .. import config
-from ..errors import StoreUnavailable
+from ..errors import SnapshotDamaged, StoreUnavailable
+from ..fileio import atomic_dir
 from ..store import ModelInfo, Store
 from .exact import ExactScan, gensim_argsort
 from .vocab import SharedVocab
@@ -290,25 +290,16 @@ class SimilarityIndex:
         if (final / "vectors.npy").exists():
             try:
                 return cls.open(final, name=info.name, generation=info.generation)
-            except ValueError as exc:
+            except SnapshotDamaged as exc:
                 log.warning("%s; rebuilding it", exc)
-                if f"{VOCAB_FILE}: damaged" in str(exc):
+                if exc.part == "vocabulary":  # the vectors are whole: rewrite the words only
                     _rewrite_vocab(store, info, final, chunk)
                 else:
                     shutil.rmtree(final, ignore_errors=True)
         if not (final / "vectors.npy").exists():
             root.mkdir(parents=True, exist_ok=True)
-            tmp = Path(tempfile.mkdtemp(prefix=f".{info.name}.building.", dir=root))
-            try:
+            with atomic_dir(final) as tmp:  # another builder's, if first, is used
                 _write_snapshot(store, info, tmp, chunk)
-                try:
-                    os.rename(tmp, final)
-                except OSError:
-                    if not (final / "vectors.npy").exists():
-                        raise
-                    # another builder won the race: use theirs
-            finally:
-                shutil.rmtree(tmp, ignore_errors=True)
             _remove_older(root, info)
         return cls.open(final, name=info.name, generation=info.generation)
 
@@ -316,8 +307,9 @@ class SimilarityIndex:
     def open(cls, path: str | os.PathLike, *, name: str = "", generation: int = 0):
         """Memory-map a snapshot directory written by :meth:`build`.
 
-        An older snapshot (``vocab.json``) is upgraded in place. Raises ``ValueError``
-        (one line: which file, what is wrong) if a file is damaged.
+        An older snapshot (``vocab.json``) is upgraded in place. Raises
+        :class:`~vecserve.errors.SnapshotDamaged` (one line: which file, which part, what
+        is wrong) if a file is damaged.
         """
         path = Path(path)
         arrays = []
@@ -325,13 +317,14 @@ class SimilarityIndex:
             try:
                 arrays.append(np.load(path / name_, mmap_mode="r").view(np.ndarray))
             except (ValueError, EOFError) as exc:
-                raise ValueError(f"{path / name_}: damaged snapshot file ({exc})") from None
+                raise SnapshotDamaged(path / name_, "arrays", str(exc)) from None
         vectors, norms = arrays
         vocab = _open_vocab(path)
         if not (vectors.ndim == 2 and norms.shape == (len(vectors),) == (len(vocab),)):
-            raise ValueError(
-                f"{path / VOCAB_FILE}: damaged vocabulary file ({len(vocab)} words for "
-                f"{vectors.shape} vectors and {norms.shape} norms)"
+            raise SnapshotDamaged(
+                path / VOCAB_FILE,
+                "vocabulary",
+                f"{len(vocab)} words for {vectors.shape} vectors and {norms.shape} norms",
             )
         return cls(vocab, vectors, norms, name=name, generation=generation, path=path)
 
@@ -556,19 +549,20 @@ def _open_vocab(path: Path) -> SharedVocab:
                 words = json.load(f)
         except FileNotFoundError:
             if not idx.exists():  # not upgraded meanwhile by another process
-                raise ValueError(f"{idx}: damaged snapshot (no vocabulary file)") from None
+                raise SnapshotDamaged(idx, "vocabulary", "no vocabulary file",
+                                      what="damaged snapshot") from None  # fmt: skip
         except ValueError as exc:
-            raise ValueError(f"{idx}: damaged vocabulary file ({old.name}: {exc})") from None
+            raise SnapshotDamaged(idx, "vocabulary", f"{old.name}: {exc}") from None
         else:
             if not isinstance(words, list) or not all(isinstance(w, str) for w in words):
-                raise ValueError(f"{idx}: damaged vocabulary file ({old.name} is no word list)")
+                raise SnapshotDamaged(idx, "vocabulary", f"{old.name} is no word list")
             write_vocab(idx, words)
             log.info("snapshot %s: vocabulary upgraded to %s", path.name, VOCAB_FILE)
             old.unlink(missing_ok=True)
     try:
         return SharedVocab.open(idx)
     except OSError as exc:
-        raise ValueError(f"{idx}: damaged vocabulary file ({exc.strerror})") from None
+        raise SnapshotDamaged(idx, "vocabulary", exc.strerror) from None
 
 
 def _rewrite_vocab(store: Store, info: ModelInfo, final: Path, chunk: int) -> None:

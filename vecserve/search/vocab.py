@@ -41,6 +41,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 
+from ..errors import SnapshotDamaged
 from ..fileio import atomic_write
 
 __all__ = ["SharedVocab", "encode", "write"]
@@ -140,8 +141,8 @@ class SharedVocab(Sequence):
         self.source = source
         size = len(buf)
 
-        def bad(what: str) -> ValueError:
-            return ValueError(f"{source}: damaged vocabulary file ({what})")
+        def bad(what: str) -> SnapshotDamaged:
+            return SnapshotDamaged(source, "vocabulary", what)
 
         if size < 16 or bytes(buf[:8]) != MAGIC:
             raise bad("not a vecserve vocabulary, or an unknown version")
@@ -202,10 +203,11 @@ class SharedVocab(Sequence):
 
     @classmethod
     def open(cls, path: str | os.PathLike) -> SharedVocab:
-        """Map ``path`` read-only; ``ValueError`` (one line) if it is damaged."""
+        """Map ``path`` read-only; :class:`~vecserve.errors.SnapshotDamaged` (one line, a
+        ``ValueError``) if it is damaged."""
         with open(path, "rb") as f:
             if os.fstat(f.fileno()).st_size == 0:
-                raise ValueError(f"{path}: damaged vocabulary file (empty)")
+                raise SnapshotDamaged(path, "vocabulary", "empty")
             buf = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
         return cls(buf, source=str(path))
 

@@ -105,7 +105,7 @@ SPECS: dict[str, tuple] = {
 _KINDS = {"counter": Counter, "gauge": Gauge, "histogram": Histogram}
 _PID_FILE = re.compile(r"_(\d+)\.db$")
 
-prometheus_client.disable_created_metrics()  # no *_created series: the format stays as it was
+prometheus_client.disable_created_metrics()  # no *_created series: only the metrics listed here
 
 
 class Metrics:

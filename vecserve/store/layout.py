@@ -557,6 +557,16 @@ def translated(exc: Exception, url: str, what: str) -> Exception | None:
     return None
 
 
+def vector_key(key_prefix: bytes, token: str) -> bytes:
+    """The key of one token in a generation without hash-tag buckets whose keys begin
+    with ``key_prefix`` (:attr:`ModelInfo.key_prefix`): :func:`vector_keys` of one word.
+
+    >>> vector_key(b"M:", "car")
+    b'M:car'
+    """
+    return key_prefix + token.encode("utf-8", "surrogateescape")
+
+
 def vector_keys(prefix: str, raw: Sequence[bytes], buckets: int = 0) -> list[bytes]:
     """Key names of tokens (given as bytes) in the generation with this prefix.
 

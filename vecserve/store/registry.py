@@ -45,13 +45,14 @@ from .layout import (
     resp_exists,
     translate_errors,
     unpack_vocab,
+    vector_key,
     vector_keys,
     vocab_hashes_key,
     vocab_key,
     vocab_parts,
     vocab_sizes_key,
 )
-from .wire import Connections, Round, Steps, drive, executor, packed
+from .wire import PAUSE, Connections, Round, Steps, drive, executor, packed
 
 T = TypeVar("T")
 
@@ -168,6 +169,10 @@ class Store:
         self.execute = executor(client, self.url, self._connections)
         self._entries: dict[str, tuple[bytes, ModelInfo]] = {}  # model_from_entry
         self._entry_requests: dict[str, bytes] = {}  # HGET of a registry entry, packed
+        self._singles: dict[str, tuple] = {}  # single_request's plan, by model name
+        #: ``request(data, n)``: the ``n`` replies of a packed request on this thread's raw
+        #: connection, untranslated, no retry (single server; the one-word hot path)
+        self.request = None if self._connections is None else self._connections.request
         # vocab_hashes, by (prefix, generation): a later generation may reuse a prefix
         self._vocab_hashes: dict[tuple[str, int], np.ndarray | None] = {}
         # False once the server refused SUBWORD_READ (no EVAL_RO: Redis < 7, or an ACL
@@ -422,16 +427,16 @@ class Store:
         if pinned:
             ids = extra if model.ngram_buckets or not len(extra) else _NO_IDS
             values = yield from self._fetch_steps(model, tokens, ids, needs)
-            rows, found = _decode(model, values, _Names(tokens, ids))
+            rows, found = yield from _decode_steps(model, values, _Names(tokens, ids))
             if len(tokens) and not found[: len(tokens)].all():
                 yield from self._damage_steps(model, tokens, found[: len(tokens)])
             return model, rows, found
         for _ in range(attempts):
             ids = extra if model.ngram_buckets or not len(extra) else _NO_IDS
-            rnd = self.plain_round(model, tokens) if not len(ids) else None
+            rnd = (yield from self.plain_round_steps(model, tokens)) if not len(ids) else None
             if rnd is not None:  # the common read: words only, one server
                 replies = yield rnd
-                got = self.plain_rows(model, tokens, replies)
+                got = yield from self.plain_rows_steps(model, tokens, replies)
                 if got is not None:
                     if not got[2].all():
                         yield from self._damage_steps(model, tokens, got[2])
@@ -445,7 +450,7 @@ class Store:
                     values, raw = yield from self._fetch_with_entry_steps(model, tokens, ids, needs)
                 current = self.model_from_entry(model.name, raw)
                 if current.generation == model.generation and current.prefix == model.prefix:
-                    rows, found = _decode(model, values, _Names(tokens, ids))
+                    rows, found = yield from _decode_steps(model, values, _Names(tokens, ids))
                     if len(tokens) and not found[: len(tokens)].all():
                         yield from self._damage_steps(model, tokens, found[: len(tokens)])
                     return model, rows, found
@@ -459,24 +464,78 @@ class Store:
             f"model {model.name!r} changed generation while it was being read; retry"
         )
 
-    def plain_round(self, model: ModelInfo, tokens: Sequence[str]) -> Round | None:
+    def plain_round_steps(self, model: ModelInfo, tokens: Sequence[str]) -> Steps[Round | None]:
         """The one round trip of a plain read of ``tokens`` (their MGET and the model's
         registry entry, pipelined) on a single server; None where a read needs more (a
-        cluster, no tokens). :meth:`plain_rows` reads its replies. The two are the hot path
-        of :meth:`read_rows_steps`, also driven directly by a client's single-word lookup.
-        """
+        cluster, no tokens). :meth:`plain_rows_steps` reads its replies. The hot path of
+        :meth:`read_rows_steps` (a step only to :data:`PAUSE` between chunks of the keys
+        of a big batch)."""
         if self.is_cluster or not tokens:
             return None
         entry = self._entry_requests.get(model.name)
         if entry is None:
             entry = self._entry_requests[model.name] = packed("HGET", MODELS, model.name)
-        keys = vector_keys(model.prefix, encode_tokens(tokens), model.buckets)
+        if len(tokens) <= DECODE_CHUNK:
+            keys = vector_keys(model.prefix, encode_tokens(tokens), model.buckets)
+        else:
+            keys = []
+            for i in range(0, len(tokens), DECODE_CHUNK):
+                if i:
+                    yield PAUSE
+                part = encode_tokens(tokens[i : i + DECODE_CHUNK])
+                keys += vector_keys(model.prefix, part, model.buckets)
         return Round([("MGET", *keys), entry], f"reading {len(keys)} vectors of {model.name!r}")
 
-    def plain_rows(
+    def single_request(self, model: ModelInfo, token: str) -> tuple[tuple, bytes] | None:
+        """``(plan, request)``: the packed request of a plain one-word read on a single
+        server (the GET of the word's key and the HGET of the model's registry entry,
+        pipelined) and what :meth:`single_row` checks its two replies against; None where
+        a read needs more (a cluster, hash-tag buckets, n-grams, an entry this store did
+        not parse). The hot path of ``kv[word]``: all but the key is packed once per
+        generation."""
+        plan = self._singles.get(model.name)
+        if plan is None or plan[0] is not model:
+            plan = self._single_plan(model)
+            if plan is None:
+                return None
+        key = vector_key(plan[1], token)
+        return plan, b"*2\r\n$3\r\nGET\r\n$%d\r\n%b\r\n%b" % (len(key), key, plan[2])
+
+    def _single_plan(self, model: ModelInfo) -> tuple | None:
+        hit = self._entries.get(model.name)
+        if self.is_cluster or model.buckets or model.subwords or hit is None or hit[1] is not model:
+            return None
+        codec = model.codec_obj
+        plan = (
+            model,
+            model.key_prefix,
+            packed("HGET", MODELS, model.name),
+            hit[0],  # the raw entry: the reply that proves the row is of this generation
+            codec.nbytes(model.dim),
+            codec.name == "f32",
+        )
+        self._singles[model.name] = plan
+        return plan
+
+    @staticmethod
+    def single_row(plan: tuple, replies: list) -> np.ndarray | None:
+        """The row (read-only) from the replies of :meth:`single_request`; None unless the
+        word was found and the registry entry, read after it, is still the plan's (then
+        :meth:`read_rows_steps` reads it again and says why)."""
+        value, raw = replies
+        if raw != plan[3] or type(value) is not bytes or len(value) != plan[4]:
+            return None
+        if plan[5]:  # f32 as stored: a view of the reply, no copy
+            return np.frombuffer(value, _F4)
+        model = plan[0]
+        row = model.codec_obj.decode(value, 1, model.dim)[0]
+        row.setflags(write=False)
+        return row
+
+    def plain_rows_steps(
         self, model: ModelInfo, tokens: Sequence[str], replies: list
-    ) -> tuple[ModelInfo, np.ndarray, np.ndarray] | None:
-        """``(model, rows, found)`` from the replies of :meth:`plain_round`, or None when
+    ) -> Steps[tuple[ModelInfo, np.ndarray, np.ndarray] | None]:
+        """``(model, rows, found)`` from the replies of :meth:`plain_round_steps`, or None when
         the entry read after the rows names another generation (read again). A model
         deleted meanwhile raises ModelNotFound."""
         values, raw = replies
@@ -487,7 +546,7 @@ class Store:
                 return None
         elif hit[1].generation != model.generation or hit[1].prefix != model.prefix:
             return None
-        rows, found = _decode(model, values, tokens)
+        rows, found = yield from _decode_steps(model, values, tokens)
         return model, rows, found
 
     def read_rows_subwords(
@@ -1012,19 +1071,49 @@ _NO_IDS = np.zeros(0, np.int64)
 _NO_IDS.setflags(write=False)
 
 
+_F4 = np.dtype("<f4")
+
+
+def _join_rows_steps(values: list[bytes], size: int) -> Steps[np.ndarray | None]:
+    """``values`` joined into one writable uint8 array, None unless each is ``size``
+    bytes; ``DECODE_CHUNK`` rows at a time, with a :data:`PAUSE` in between (the array is
+    not zeroed first: its pages are touched a chunk at a time too)."""
+    total = size * len(values)
+    if len(values) <= DECODE_CHUNK:
+        out = bytearray().join(values)
+        return np.frombuffer(out, np.uint8) if len(out) == total else None
+    arr = np.empty(total, np.uint8)
+    view, pos = memoryview(arr), 0
+    for i in range(0, len(values), DECODE_CHUNK):
+        if i:
+            yield PAUSE
+        part = b"".join(values[i : i + DECODE_CHUNK])
+        if pos + len(part) > total:
+            return None
+        view[pos : pos + len(part)] = part
+        pos += len(part)
+    return arr if pos == total else None
+
+
 def _found_all(n: int) -> np.ndarray:
     return _ALL_FOUND[:n] if n <= len(_ALL_FOUND) else np.ones(n, dtype=bool)
 
 
-def _decode(model: ModelInfo, values: list[bytes | None], tokens: Sequence[str]):
+#: Rows a big decode joins at a time, with a :data:`~vecserve.store.wire.PAUSE` in between.
+DECODE_CHUNK = 1024
+
+
+def _decode_steps(model: ModelInfo, values: list[bytes | None], tokens: Sequence[str]):
+    """``(rows, found)`` of MGET ``values`` (a step only to :data:`PAUSE`: a 10,000-row
+    decode lets an event loop run between its chunks)."""
     codec = model.codec_obj
     if values and None not in values:  # the common case: no mask, no scatter
-        buf = b"".join(values)  # type: ignore[arg-type]
         n = len(values)
-        if codec.name == "f32" and len(buf) == 4 * n * model.dim:
-            # little-endian float32 as stored: one writable copy, no conversion
-            rows = np.frombuffer(bytearray(buf), dtype="<f4").reshape(n, model.dim)
-            return rows, _found_all(n)
+        if codec.name == "f32":  # little-endian float32 as stored: one copy, no conversion
+            rows = yield from _join_rows_steps(values, 4 * model.dim)  # type: ignore[arg-type]
+            if rows is not None:
+                return rows.view(_F4).reshape(n, model.dim), _found_all(n)
+        buf = b"".join(values)  # type: ignore[arg-type]
         if len(buf) == n * codec.nbytes(model.dim):
             return codec.decode(buf, n, model.dim), _found_all(n)
     return codec.decode_values(values, model.dim, what=tokens)

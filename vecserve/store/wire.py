@@ -24,19 +24,23 @@ b'PONG'
 from __future__ import annotations
 
 import asyncio
+import collections
 import threading
 import weakref
 from collections.abc import Awaitable, Callable, Generator, Sequence
 from typing import Any, TypeVar
 
+import hiredis
 import redis
 import redis.asyncio
+from redis._parsers import BaseParser
 from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
 from redis.cluster import RedisCluster
 
 from .layout import translated
 
 __all__ = [
+    "PAUSE",
     "AsyncConnections",
     "Connections",
     "Round",
@@ -51,10 +55,10 @@ __all__ = [
 T = TypeVar("T")
 Steps = Generator["Round", list, T]
 
-#: A round whose commands name this many keys or more is read off the event loop by
-#: :func:`arun` (its replies decoded in a thread): a 10,000-row batch takes ~10 ms to
-#: decode, which would stall every other coroutine.
+#: A round naming this many keys or more is packed by :class:`AsyncConnections`
+#: ``PACK_CHUNK`` arguments at a time, letting the event loop run in between.
 HEAVY_KEYS = 2000
+PACK_CHUNK = 1024
 
 
 class Round:
@@ -81,12 +85,28 @@ def pack(commands: Sequence[tuple | bytes]) -> bytes:
     for cmd in commands:
         if type(cmd) is bytes:
             out.append(cmd)
+        else:
+            out.append(b"*%d\r\n" % len(cmd))
+            out.append(_pack_args(cmd))
+    return b"".join(out)
+
+
+def _pack_args(args: Sequence) -> bytes:
+    raw = [a if type(a) is bytes else a.encode() if isinstance(a, str) else b"%d" % a for a in args]
+    return b"".join([b"$%d\r\n%b\r\n" % (len(a), a) for a in raw])
+
+
+async def _pack_yielding(commands: Sequence[tuple | bytes]) -> bytes:
+    """:func:`pack`, ``PACK_CHUNK`` arguments at a time, letting the loop run in between."""
+    out = []
+    for cmd in commands:
+        if type(cmd) is bytes:
+            out.append(cmd)
             continue
-        args = [
-            a if type(a) is bytes else a.encode() if isinstance(a, str) else b"%d" % a for a in cmd
-        ]
-        out.append(b"*%d\r\n" % len(args))
-        out.append(b"".join([b"$%d\r\n%b\r\n" % (len(a), a) for a in args]))
+        out.append(b"*%d\r\n" % len(cmd))
+        for i in range(0, len(cmd), PACK_CHUNK):
+            out.append(_pack_args(cmd[i : i + PACK_CHUNK]))
+            await asyncio.sleep(0)
     return b"".join(out)
 
 
@@ -95,12 +115,17 @@ def packed(*args) -> bytes:
     return pack([args])
 
 
+#: What steps yield between chunks of long work (decoding 10,000 rows): no round trip;
+#: :func:`arun` lets the event loop run, :func:`drive` goes straight on. Its reply: [].
+PAUSE = Round([], "pausing")
+
+
 def drive(steps: Steps[T], execute: Callable[[Round], list]) -> T:
     """Run ``steps`` to their result, each round through ``execute``."""
     try:
         rnd = next(steps)
         while True:
-            rnd = steps.send(execute(rnd))
+            rnd = steps.send([] if rnd is PAUSE else execute(rnd))
     except StopIteration as stop:
         return stop.value
 
@@ -113,6 +138,67 @@ def _check(replies: list, rnd: Round) -> list:
     return replies
 
 
+_NEED = object()  # hiredis's "not enough data yet"
+
+
+def _reply_reader() -> hiredis.Reader:
+    """A RESP reader whose error replies come back as redis-py's exception objects (the
+    classes :func:`~vecserve.store.layout.translated` knows), not raised."""
+    return hiredis.Reader(
+        protocolError=redis.exceptions.InvalidResponse,
+        replyError=BaseParser.parse_error,
+        notEnoughData=_NEED,
+    )
+
+
+class _Raw:
+    """One connection as a socket and a RESP reader of our own: redis-py connects it (TLS,
+    AUTH, SELECT, HELLO), then every request is one ``sendall`` and its replies are read
+    with ``recv_into`` into one buffer: the whole client-side cost of a round trip."""
+
+    __slots__ = ("__weakref__", "buf", "conn", "reader", "sock")
+
+    def __init__(self, conn):
+        conn.connect()
+        self.conn = conn
+        self.sock = conn._sock
+        self.reader = _reply_reader()
+        self.buf = bytearray(_READ_SIZE)
+
+    def request(self, data: bytes, n: int) -> list:
+        """The ``n`` replies of request ``data`` (error replies as exception objects).
+        On any failure the connection is closed: a reply may be left half read."""
+        reader, out = self.reader, []
+        try:
+            self.sock.sendall(data)
+            while len(out) < n:
+                reply = reader.gets()
+                if reply is _NEED:
+                    got = self.sock.recv_into(self.buf)
+                    if not got:
+                        raise redis.ConnectionError("Connection closed by server.")
+                    reader.feed(self.buf, 0, got)
+                else:
+                    out.append(reply)
+        except TimeoutError as exc:
+            self.close()
+            raise redis.TimeoutError(f"Timeout reading from socket: {exc}") from exc
+        except OSError as exc:
+            self.close()
+            raise redis.ConnectionError(f"Error while talking to the server: {exc}") from exc
+        except BaseException:
+            self.close()
+            raise
+        return out
+
+    def close(self) -> None:
+        self.sock = None
+        self.conn.disconnect()
+
+
+_READ_SIZE = 1 << 18
+
+
 class Connections:
     """A sync client's raw connections, one per thread (no pool lock, no pool checks)."""
 
@@ -122,40 +208,42 @@ class Connections:
         self._all: weakref.WeakSet = weakref.WeakSet()  # a dead thread's goes with it
         self._lock = threading.Lock()
 
-    def execute(self, rnd: Round) -> list:
-        conn = getattr(self._local, "conn", None)
-        if conn is None:
-            conn = self.client.connection_pool.connection_class(
-                **self.client.connection_pool.connection_kwargs
-            )
-            self._local.conn = conn
+    def _connection(self) -> _Raw:
+        raw = getattr(self._local, "raw", None)
+        if raw is None or raw.sock is None:
+            pool = self.client.connection_pool
+            raw = _Raw(pool.connection_class(**pool.connection_kwargs))
+            self._local.raw = raw
             with self._lock:
-                self._all.add(conn)
-        request = [pack(rnd.commands)]
+                self._all.add(raw)
+        return raw
+
+    def request(self, data: bytes, n: int) -> list:
+        """The ``n`` replies of the packed request ``data`` on this thread's connection,
+        error replies as exception objects; redis-py's errors raised, untranslated, no
+        retry: the hot path of a single word, which falls back to :meth:`execute`."""
+        raw = getattr(self._local, "raw", None)
+        if raw is None or raw.sock is None:
+            raw = self._connection()
+        return raw.request(data, n)
+
+    def execute(self, rnd: Round) -> list:
+        request = pack(rnd.commands)
         for attempt in (0, 1):
             try:
-                conn.send_packed_command(request)
-                replies = []
-                for _ in rnd.commands:
-                    try:
-                        replies.append(conn.read_response())
-                    except redis.ResponseError as exc:
-                        replies.append(exc)
+                replies = self._connection().request(request, len(rnd.commands))
                 break
-            except (redis.ConnectionError, redis.TimeoutError, OSError):
-                conn.disconnect()  # a server restarted since: reads retry once, anew
-                if attempt:
+            except (redis.ConnectionError, redis.TimeoutError):
+                if attempt:  # a server restarted since: reads retry once, anew
                     raise
-            except BaseException:
-                conn.disconnect()  # replies may be pending: never reuse it as it is
-                raise
         return _check(replies, rnd)
 
     def close(self) -> None:
         with self._lock:
             conns, self._all = list(self._all), weakref.WeakSet()
-        for conn in conns:
-            conn.disconnect()
+        for raw in conns:
+            if raw.sock is not None:
+                raw.close()
 
 
 def _execute_pipeline(client, rnd: Round) -> list:
@@ -191,41 +279,146 @@ def run(steps: Steps[T], client: redis.Redis | RedisCluster, url: str,
     return drive(steps, executor(client, url, connections))
 
 
-class AsyncConnections:
-    """An asyncio client's raw connections: a free list (one event loop, no lock)."""
+class _Pipe(asyncio.Protocol):
+    """One connection coroutines of an event loop share, pipelined: requests are
+    written in the order they are made (those made while it is busy, one loop
+    iteration's in one write), and the replies, parsed as they arrive, go to their
+    requests in that order. A request whose caller was cancelled still has its replies
+    read (and dropped), so the connection stays in step. Parsing happens a received
+    chunk at a time (hiredis keeps a half-read reply), so a 12 MB reply never holds the
+    loop for long."""
 
-    def __init__(self, client: redis.asyncio.Redis):
+    def __init__(self, conn, transport: asyncio.Transport):
+        self.conn = conn  # redis.asyncio's: it connected and shook hands; owns the transport
+        self.transport = transport
+        self.loop = asyncio.get_running_loop()
+        self.reader = _reply_reader()
+        self.waiting: collections.deque = collections.deque()  # [future, n, replies]
+        self.out: list[bytes] = []
+        self.lost: Exception | None = None
+
+    def send(self, data: bytes, n: int) -> asyncio.Future:
+        """A future of the ``n`` replies of request ``data``."""
+        if self.lost is not None:
+            raise self.lost
+        fut = self.loop.create_future()
+        if not self.waiting:  # an idle connection: no request to coalesce with
+            self.transport.write(data)
+        else:
+            if not self.out:
+                self.loop.call_soon(self._flush)
+            self.out.append(data)
+        self.waiting.append([fut, n, []])
+        return fut
+
+    def _flush(self) -> None:
+        out, self.out = self.out, []
+        if self.lost is None and out:
+            self.transport.write(out[0] if len(out) == 1 else b"".join(out))
+
+    def data_received(self, data: bytes) -> None:
+        reader, waiting = self.reader, self.waiting
+        reader.feed(data)
+        while waiting:
+            entry = waiting[0]
+            reply = reader.gets()
+            if reply is _NEED:
+                return
+            replies = entry[2]
+            replies.append(reply)
+            if len(replies) == entry[1]:
+                waiting.popleft()
+                if not entry[0].done():
+                    entry[0].set_result(replies)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.fail(redis.ConnectionError(f"Connection closed by server{f': {exc}' if exc else ''}."))
+
+    def fail(self, exc: Exception) -> None:
+        """End the connection: every waiting request fails with ``exc``."""
+        if self.lost is None:
+            self.lost = exc
+            self.transport.abort()
+            self.conn._reader = self.conn._writer = None  # closed: redis.asyncio's own mark
+        while self.waiting:
+            fut = self.waiting.popleft()[0]
+            if not fut.done():
+                fut.set_exception(exc)
+
+
+class AsyncConnections:
+    """An asyncio client's raw connections (single server): a few :class:`_Pipe` s that
+    the coroutines of the loop pipeline their requests on, each request on the one
+    with the fewest waiting. A new connection is made only while every one has
+    requests waiting, up to ``size``: a server writes a limited amount to one client
+    per turn of its event loop (64 KB), so one connection cannot carry the replies of
+    many concurrent batches; a few can, with far fewer reads than a connection each."""
+
+    def __init__(self, client: redis.asyncio.Redis, size: int = 8):
         self.client = client
-        self._free: list = []
+        self.size = size
+        self._pipes: list[_Pipe] = []
+        self._lock: asyncio.Lock | None = None
+
+    def _pick(self) -> _Pipe | None:
+        best = None
+        for pipe in self._pipes:
+            if pipe.lost is None and (best is None or len(pipe.waiting) < len(best.waiting)):
+                best = pipe
+        return best
+
+    async def _pipe(self) -> _Pipe:
+        pipe = self._pick()
+        if pipe is not None and (not pipe.waiting or len(self._pipes) >= self.size):
+            return pipe
+        if self._lock is None:
+            self._lock = asyncio.Lock()
+        elif pipe is not None and self._lock.locked():
+            return pipe  # another coroutine is connecting: no need to wait for it
+        async with self._lock:  # one coroutine connects at a time
+            best = self._pick()
+            if best is not None and (not best.waiting or len(self._pipes) >= self.size):
+                return best
+            pool = self.client.connection_pool
+            conn = pool.connection_class(**pool.connection_kwargs)
+            await conn.connect()  # redis.asyncio's own: TLS, AUTH, SELECT, HELLO
+            transport = conn._writer.transport
+            new = _Pipe(conn, transport)
+            transport.set_protocol(new)
+            self._pipes = [p for p in self._pipes if p.lost is None] + [new]
+            return new
 
     async def execute(self, rnd: Round) -> list:
-        pool = self.client.connection_pool
-        conn = self._free.pop() if self._free else pool.connection_class(**pool.connection_kwargs)
-        request = pack(rnd.commands)
+        if rnd.keys >= HEAVY_KEYS:  # packing 10,000 keys takes milliseconds: in chunks
+            request = await _pack_yielding(rnd.commands)
+        else:
+            request = pack(rnd.commands)
+        timeout = self.client.connection_pool.connection_kwargs.get("socket_timeout")
         for attempt in (0, 1):
             try:
-                await conn.send_packed_command(request)
-                replies = []
-                for _ in rnd.commands:
+                pipe = await self._pipe()
+                fut = pipe.send(request, len(rnd.commands))
+                if timeout:
                     try:
-                        replies.append(await conn.read_response())
-                    except redis.ResponseError as exc:
-                        replies.append(exc)
+                        replies = await asyncio.wait_for(fut, timeout)
+                    except asyncio.TimeoutError:
+                        exc = redis.TimeoutError(
+                            f"Timeout reading from the server after {timeout} s"
+                        )
+                        pipe.fail(exc)
+                        raise exc from None
+                else:
+                    replies = await fut
                 break
             except (redis.ConnectionError, redis.TimeoutError, OSError):
-                await conn.disconnect(nowait=True)  # reads retry once, on a new connection
-                if attempt:
+                if attempt:  # a server restarted since: reads retry once, anew
                     raise
-            except BaseException:  # cancelled mid-reply too: the connection is dropped
-                await asyncio.shield(conn.disconnect(nowait=True))
-                raise
-        self._free.append(conn)
         return _check(replies, rnd)
 
     async def close(self) -> None:
-        conns, self._free = self._free, []
-        for conn in conns:
-            await conn.disconnect()
+        pipes, self._pipes = self._pipes, []
+        for pipe in pipes:
+            pipe.fail(redis.ConnectionError("Connection closed."))
 
 
 async def _aexecute_pipeline(client, rnd: Round) -> list:
@@ -235,11 +428,17 @@ async def _aexecute_pipeline(client, rnd: Round) -> list:
     return _check(await pipe.execute(raise_on_error=False), rnd)
 
 
-async def arun(steps: Steps[T], client: redis.asyncio.Redis | AsyncRedisCluster, url: str,
-               connections: AsyncConnections | None = None) -> T:  # fmt: skip
-    """:func:`run` on a ``redis.asyncio`` client. The replies of a round naming
-    ``HEAVY_KEYS`` keys or more are handed to the steps in a thread, so decoding a big
-    batch never blocks the event loop."""
+async def arun(
+    steps: Steps[T],
+    client: redis.asyncio.Redis | AsyncRedisCluster,
+    url: str,
+    connections: AsyncConnections | None = None,
+) -> T:
+    """:func:`run` on a ``redis.asyncio`` client. Nothing holds the event loop for long:
+    a big request is packed in chunks (:class:`AsyncConnections`), its replies parsed
+    as they arrive, and steps decoding them yield :data:`PAUSE` between chunks, where
+    the loop runs its other callbacks. No worker threads: a thread would hold the GIL
+    the loop needs for up to a switch interval (5 ms) at a time."""
     execute: Callable[[Round], Awaitable[list]]
     if connections is not None:
         execute = connections.execute
@@ -250,6 +449,10 @@ async def arun(steps: Steps[T], client: redis.asyncio.Redis | AsyncRedisCluster,
 
     done, rnd = _send(steps, None)
     while not done:
+        if rnd is PAUSE:
+            await asyncio.sleep(0)
+            done, rnd = _send(steps, [])
+            continue
         try:
             replies = await execute(rnd)
         except (redis.RedisError, OSError) as exc:
@@ -257,16 +460,12 @@ async def arun(steps: Steps[T], client: redis.asyncio.Redis | AsyncRedisCluster,
             if ours is None:
                 raise
             raise ours from exc
-        if rnd.keys >= HEAVY_KEYS:
-            done, rnd = await asyncio.to_thread(_send, steps, replies)
-        else:
-            done, rnd = _send(steps, replies)
+        done, rnd = _send(steps, replies)
     return rnd
 
 
 def _send(steps: Steps, replies: list | None) -> tuple[bool, Any]:
-    """``(False, next round)`` or ``(True, result)``: a StopIteration cannot cross a
-    thread's future."""
+    """``(False, next round)`` or ``(True, result)``."""
     try:
         return False, steps.send(replies)
     except StopIteration as stop:

@@ -59,8 +59,7 @@ cdef struct W2VState:
 
 cdef void out_chain(W2VState *s, int n_in, int n_out, real *work, bint hs) noexcept nogil
 cdef void sg_pair(W2VState *s, int32_t inp, int32_t target, int n_out) noexcept nogil
-cdef void sg_hs_window(W2VState *s, int n_ctx, int32_t target) noexcept nogil
-cdef void sg_neg_window(W2VState *s, int n_ctx, int n_out) noexcept nogil
+cdef void sg_window(W2VState *s, int n_ctx, int n_rows, bint hs) noexcept nogil
 cdef void cbow_window(W2VState *s, int n_ctx, int32_t target, int n_out) noexcept nogil
 cdef void hogbatch_window(W2VState *s, int n_ctx, int n_out) noexcept nogil
 cdef void cbow_hogbatch(W2VState *s, int m) noexcept nogil

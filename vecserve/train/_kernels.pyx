@@ -164,28 +164,18 @@ cdef void sg_pair(W2VState *s, int32_t inp, int32_t target, int n_out) noexcept 
         out_chain(s, 1, neg_outputs(s, n_out), s.work, False)
     vs_axpy(D, 1.0, s.work, l1)
 
-cdef void sg_hs_window(W2VState *s, int n_ctx, int32_t target) noexcept nogil:
-    """Skip-gram HS for one centre: every context s.ctx[:n_ctx] predicts target along
-    its Huffman path, node by node (the same updates as pair after pair: a context's
-    row changes only after all of them, as per pair it changes after its path)."""
+cdef void sg_window(W2VState *s, int n_ctx, int n_rows, bint hs) noexcept nogil:
+    """Skip-gram, one centre: every context s.ctx[:n_ctx] predicts the output rows
+    s.outr[:n_rows] set by hs_outputs (``hs``: the centre's Huffman path, node by node)
+    or neg_outputs (the centre and the negatives the contexts share, pair after pair).
+    A context's row changes only after all of them, as per pair it changes after its
+    outputs: the same updates as pair after pair."""
     cdef int D = s.size
     cdef int c
     memset(s.cwork, 0, n_ctx * D * sizeof(real))
     for c in range(n_ctx):
         s.inp[c] = &s.syn0[<int64_t>s.ctx[c] * D]
-    out_chain(s, n_ctx, hs_outputs(s, target), s.cwork, True)
-    vs_add_rows(D, n_ctx, <real **>s.inp, s.cwork, 1)
-
-cdef void sg_neg_window(W2VState *s, int n_ctx, int n_out) noexcept nogil:
-    """Skip-gram, one centre: every context s.ctx[:n_ctx] predicts the centre against the
-    negatives they share (s.outs[:n_out], centre first), pair after pair (output-major;
-    a context's row changes after all of them)."""
-    cdef int D = s.size
-    cdef int c
-    memset(s.cwork, 0, n_ctx * D * sizeof(real))
-    for c in range(n_ctx):
-        s.inp[c] = &s.syn0[<int64_t>s.ctx[c] * D]
-    out_chain(s, n_ctx, neg_outputs(s, n_out), s.cwork, False)
+    out_chain(s, n_ctx, n_rows, s.cwork, hs)
     vs_add_rows(D, n_ctx, <real **>s.inp, s.cwork, 1)
 
 cdef void cbow_window(W2VState *s, int n_ctx, int32_t target, int n_out) noexcept nogil:
@@ -377,7 +367,7 @@ cdef int64_t train_sentences(W2VState *s, const int32_t *words, const int64_t *b
                         if j != i:
                             s.ctx[n_ctx] = s.sent[j]
                             n_ctx += 1
-                    sg_hs_window(s, n_ctx, word)
+                    sg_window(s, n_ctx, hs_outputs(s, word), True)
                     continue
                 for j in range(lo, hi):
                     if j != i:
@@ -403,7 +393,7 @@ cdef int64_t train_sentences(W2VState *s, const int32_t *words, const int64_t *b
                 if s.batch == 2:
                     hogbatch_window(s, n_ctx, n_out)
                 else:
-                    sg_neg_window(s, n_ctx, n_out)
+                    sg_window(s, n_ctx, neg_outputs(s, n_out), False)
             else:
                 cbow_window(s, n_ctx, word, n_out)
         cbow_batch_flush(s, m)  # a batch never spans sentences (alpha changes between)
@@ -558,6 +548,13 @@ cdef class KernelWorker:
 
     # ------------------------------------------------------------ test wrappers
 
+    def _set_ctx(self, contexts):
+        """s.ctx[:len(contexts)] = contexts (1 to 2 x window of them)."""
+        if not 0 < len(contexts) <= 2 * self.st.window:
+            raise ValueError(f"1 to {2 * self.st.window} contexts")
+        for c in range(len(contexts)):
+            self.st.ctx[c] = contexts[c]
+
     def _set_outs(self, target, negatives):
         cdef int n = len(negatives)
         if n > self.st.negative:
@@ -575,10 +572,7 @@ cdef class KernelWorker:
 
     def cbow_step(self, contexts, int target, negatives=(), float alpha=0.025):
         """One CBOW update: contexts predict target."""
-        if not 0 < len(contexts) <= 2 * self.st.window:
-            raise ValueError(f"1 to {2 * self.st.window} contexts")
-        for c in range(len(contexts)):
-            self.st.ctx[c] = contexts[c]
+        self._set_ctx(contexts)
         n_out = self._set_outs(target, negatives)
         self.st.alpha = alpha
         cbow_window(&self.st, len(contexts), target, n_out)
@@ -587,30 +581,21 @@ cdef class KernelWorker:
         """Skip-gram HS for one centre: every context predicts target (node by node)."""
         if not self.st.hs:
             raise ValueError("needs hs=1")
-        if not 0 < len(contexts) <= 2 * self.st.window:
-            raise ValueError(f"1 to {2 * self.st.window} contexts")
-        for c in range(len(contexts)):
-            self.st.ctx[c] = contexts[c]
+        self._set_ctx(contexts)
         self.st.alpha = alpha
-        sg_hs_window(&self.st, len(contexts), target)
+        sg_window(&self.st, len(contexts), hs_outputs(&self.st, target), True)
 
     def sg_neg_window_step(self, contexts, int target, negatives, float alpha=0.025):
         """Skip-gram, one centre: every context predicts target against the shared
         negatives, pair after pair (the ``batch=1`` kernel)."""
-        if not 0 < len(contexts) <= 2 * self.st.window:
-            raise ValueError(f"1 to {2 * self.st.window} contexts")
-        for c in range(len(contexts)):
-            self.st.ctx[c] = contexts[c]
+        self._set_ctx(contexts)
         n_out = self._set_outs(target, negatives)
         self.st.alpha = alpha
-        sg_neg_window(&self.st, len(contexts), n_out)
+        sg_window(&self.st, len(contexts), neg_outputs(&self.st, n_out), False)
 
     def hogbatch_step(self, contexts, int target, negatives, float alpha=0.025):
         """One HogBatch update: every context predicts target against shared negatives."""
-        if not 0 < len(contexts) <= 2 * self.st.window:
-            raise ValueError(f"1 to {2 * self.st.window} contexts")
-        for c in range(len(contexts)):
-            self.st.ctx[c] = contexts[c]
+        self._set_ctx(contexts)
         n_out = self._set_outs(target, negatives)
         self.st.alpha = alpha
         hogbatch_window(&self.st, len(contexts), n_out)
@@ -625,10 +610,7 @@ cdef class KernelWorker:
             raise ValueError(f"exactly {self.st.negative} negatives")
         self.st.alpha = alpha
         for m, (contexts, target) in enumerate(windows):
-            if not 0 < len(contexts) <= 2 * self.st.window:
-                raise ValueError(f"1 to {2 * self.st.window} contexts")
-            for c in range(len(contexts)):
-                self.st.ctx[c] = contexts[c]
+            self._set_ctx(contexts)
             cbow_batch_add(&self.st, m, len(contexts), target)
         for d in range(len(negatives)):
             self.st.outs[len(windows) + d] = negatives[d]

@@ -29,6 +29,7 @@ import click
 
 from ..cli import friendly_errors
 from ..clioptions import redis_url_option
+from ..codec import CODECS
 from ..errors import TrainingError, VecserveError
 from .params import option_fields
 
@@ -79,7 +80,7 @@ def _param_options(command: Callable) -> Callable:
 @click.option("--binary/--text", default=True, show_default=True, help="Format for --save.")
 @click.option(
     "--codec",
-    type=click.Choice(["f32", "f16", "i8"]),
+    type=click.Choice(list(CODECS)),
     default="f32",
     show_default=True,
     help="How vectors are stored in Redis.",

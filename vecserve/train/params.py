@@ -8,7 +8,7 @@ A record refuses a bad value when it is made, with a
 distributed job makes the same records, so that error is ``collective``.
 
 The learning rate's default follows word2vec.c: 0.025 for skip-gram, 0.05 for CBOW (gensim
-uses 0.025 for both); every CBOW figure in BENCHMARKS.md was measured at 0.05.
+uses 0.025 for both); BENCHMARKS.md's CBOW figures use 0.05 for both tools.
 
 >>> TrainParams(sg=0).alpha, TrainParams(sg=1).alpha
 (0.05, 0.025)

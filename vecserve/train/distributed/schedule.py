@@ -1,9 +1,10 @@
 """Which rows each sync carries, within a budget of bytes.
 
-Rows are ordered by frequency, most frequent first, so every schedule is a prefix of
-each matrix: at sync *k* of an epoch the head (:func:`sync_rows`, pWord2Vec's doubling
-schedule) or per-row periods set by each row's update rate (:func:`tier_tables`), and
-the whole model at each epoch's end. :func:`head_for_budget` sizes the head so that a
+Each matrix's rows are in frequency order (the most frequent first; the Huffman tree's
+top nodes, syn1's last rows, first), so every schedule is a prefix of that order: at sync
+*k* of an epoch the head (:func:`sync_rows`, pWord2Vec's doubling schedule) or per-row
+periods set by each row's update rate (:func:`tier_tables`), and the whole model at each
+epoch's end. :func:`head_for_budget` sizes the head so that a
 rank sends at most a given number of models' bytes per epoch.
 
 >>> [sync_rows(k, head=100, n_rows=1000) for k in range(1, 9)]
