@@ -13,6 +13,8 @@ import functools
 import anyio.from_thread
 import httpx
 
+from tests.helpers import listening_port, wait_until
+
 
 class AppClient:
     """``with AppClient(app) as client: client.get("/healthz")``."""
@@ -52,39 +54,81 @@ class AppClient:
 
 
 @contextlib.contextmanager
+def running_app(app, *, host: str = "127.0.0.1"):
+    """``app`` under a real uvicorn server in a thread, on a listening socket bound here
+    and handed to uvicorn (port 0: the kernel picks a port nobody holds); yields its base
+    URL once it serves, and stops it after. The fixture ``live_server`` wraps this."""
+    import socket
+    import threading
+
+    import uvicorn
+
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, 0))
+    sock.listen(128)
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", ws="none"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    try:
+        wait_until(lambda: server.started or not thread.is_alive(), timeout=20,
+                   what="uvicorn to start")  # fmt: skip
+        assert server.started, "uvicorn exited at start"
+        yield f"http://{host}:{sock.getsockname()[1]}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=20)
+        sock.close()
+
+
+@contextlib.contextmanager
 def serving(args: list[str], tmp_path, *, verify=True, env: dict | None = None):
-    """A real ``vecserve serve ARGS`` subprocess on a free port: yields ``(base_url, log)``
-    once ``/healthz`` answers, and stops it after. ``--ssl-certfile`` in ``args`` means
-    https (``verify``: an ``ssl.SSLContext`` trusting its certificate)."""
+    """A real ``vecserve serve ARGS`` subprocess: yields ``(base_url, log)`` once
+    ``/healthz`` answers, and stops it after. It binds port 0 itself (the kernel picks a
+    port nobody holds), and the port is read back from the process. ``--ssl-certfile`` in
+    ``args`` means https (``verify``: an ``ssl.SSLContext`` trusting its certificate)."""
     import os
     import subprocess
     import sys
-    import time
 
-    from vecserve.embedded import free_port
-
-    port = free_port()
     scheme = "https" if "--ssl-certfile" in args else "http"
     env = {**os.environ, "VECSERVE_CACHE_DIR": str(tmp_path / "cache"), **(env or {})}
-    argv = [sys.executable, "-m", "vecserve.cli", "serve", "--port", str(port), *args]
+    argv = [sys.executable, "-m", "vecserve.cli", "serve", "--port", "0", *args]
     log = tmp_path / "serve.log"
     with open(log, "wb") as out:
         proc = subprocess.Popen(argv, env=env, stdout=out, stderr=subprocess.STDOUT)
-    base = f"{scheme}://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 60
-        while True:
+
+        def alive() -> bool:
+            assert proc.poll() is None, log.read_text()
+            return True
+
+        port = listening_port(proc.pid, alive=alive)
+        base = f"{scheme}://127.0.0.1:{port}"
+
+        def healthy() -> bool:
+            alive()
             try:
-                if httpx.get(f"{base}/healthz", timeout=1, verify=verify).status_code == 200:
-                    break
+                return httpx.get(f"{base}/healthz", timeout=1, verify=verify).status_code == 200
             except httpx.HTTPError:
-                pass
-            assert proc.poll() is None and time.monotonic() < deadline, log.read_text()
-            time.sleep(0.1)
+                return False
+
+        wait_until(healthy, interval=0.1, what=lambda: f"{base}/healthz; {log.read_text()}")
         yield base, log
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+
+
+def wait_for_ann(client, name: str, states=("ready",), *, timeout: float = 60.0) -> dict:
+    """Poll ``GET /models/NAME`` until its ANN index is in one of ``states``; its ``ann``."""
+    seen = {}
+
+    def state():
+        seen.update(client.get(f"/models/{name}").json()["ann"])
+        return seen.get("state") in states and dict(seen)
+
+    return wait_until(state, timeout=timeout, what=lambda: f"the ANN index of {name}: {seen}")
 
 
 def run_vecserve(*args, env: dict | None = None, check: bool = True):

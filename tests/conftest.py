@@ -1,4 +1,6 @@
 """Shared fixtures: real Redis-protocol servers started by the tests themselves.
+Plain helper functions are in ``tests/helpers.py`` (and ``tests/api_support.py`` for HTTP):
+a test module imports from there, never from this file.
 
 - ``redis_url``: vecserve's own embedded valkey-server in a temporary data dir, started
   through the same :class:`vecserve.embedded.EmbeddedServer` that the CLI uses; or the
@@ -9,22 +11,31 @@
 - ``cluster_url``: a 3-node Redis Cluster of valkey-server processes on loopback, formed
   with CLUSTER ADDSLOTSRANGE + CLUSTER MEET (no valkey-cli needed).
 - ``store``: a :class:`vecserve.store.Store` on ``redis_url``, flushed after each test.
+- ``app_client``: ``app_client(app)`` enters an :class:`~tests.api_support.AppClient` on
+  the app (its lifespan runs) and leaves it after the test.
+- ``live_server``: ``live_server(app)`` serves the app with a real uvicorn on a socket the
+  suite binds, and gives its base URL; ``service_url`` is the vecserve service so served.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
-import time
-from pathlib import Path
 
 import numpy as np
 import pytest
-import redis
 
-from vecserve.embedded import EmbeddedServer, ValkeyProcess, free_port
+from tests.api_support import AppClient, running_app
+from tests.helpers import start_cluster, write_w2v
+from vecserve.embedded import EmbeddedServer
 from vecserve.store import Store
 
 TEST_URL_ENV = "VECSERVE_TEST_REDIS_URL"
+
+# tests/mpi/ holds programs that every rank of ``mpiexec -n N python -m pytest tests/mpi/X``
+# runs (tests/test_train_distributed.py starts them); outside mpiexec (Open MPI's, which
+# names the world's size to each rank) they are not collected.
+collect_ignore = [] if "OMPI_COMM_WORLD_SIZE" in os.environ else ["mpi"]
 
 
 def pytest_addoption(parser):
@@ -37,9 +48,46 @@ def pytest_addoption(parser):
     )
 
 
+# The inner-loop subset, ``pytest -m fast`` (about a minute): the tests of these modules,
+# less those marked slow, cluster or docker. Chosen by their measured time (``--durations``):
+# the library's units, the readers, the loader, the store, the cache and the HTTP API. With
+# ``-m fast`` alone the other modules are not even imported.
+FAST_MODULES = frozenset({
+    "test_acl", "test_ann_ivf", "test_api", "test_api_auth", "test_api_fastpath",
+    "test_api_similarity", "test_architecture", "test_cache", "test_codec", "test_errors",
+    "test_exported_members", "test_fileio", "test_gensim_surface", "test_ivfscan",
+    "test_keyedvectors_async", "test_loader", "test_metrics", "test_reader",
+    "test_readers_fuzz", "test_search_batch", "test_search_planner", "test_similarity_vocab",
+    "test_store", "test_train_corpus", "test_train_kernels", "test_train_model",
+    "test_train_params", "test_train_plan",
+})  # fmt: skip
+NOT_FAST = ("slow", "cluster", "docker")
+
+
+def pytest_ignore_collect(collection_path, config):
+    if (
+        config.getoption("markexpr") == "fast"
+        and collection_path.suffix == ".py"
+        and collection_path.name.startswith("test_")
+        and collection_path.stem not in FAST_MODULES
+    ):
+        return True
+    return None
+
+
+@pytest.hookimpl(tryfirst=True)  # before ``-m`` selects by marker
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if item.path.stem in FAST_MODULES and not any(map(item.get_closest_marker, NOT_FAST)):
+            item.add_marker(pytest.mark.fast)
+
+
 def pytest_configure(config):
     # $VECSERVE_REDIS_URL names a user's own server: nothing in the suite may reach it
     os.environ.pop("VECSERVE_REDIS_URL", None)
+    here = os.path.dirname(__file__)
+    if gone := sorted(m for m in FAST_MODULES if not os.path.exists(f"{here}/{m}.py")):
+        raise pytest.UsageError(f"FAST_MODULES in tests/conftest.py names no such module: {gone}")
 
 
 @pytest.fixture(scope="session")
@@ -64,63 +112,6 @@ def store(redis_url):
         s.client.flushall()
     finally:
         s.close()
-
-
-def start_cluster(
-    base: Path, n: int = 3, *, replicas: bool = False, node_timeout: int = 5000
-) -> list[ValkeyProcess]:
-    """Start ``n`` cluster-enabled primaries (and a replica of each if ``replicas``) and
-    join them into one cluster; replicas come after the primaries in the list."""
-    nodes = []
-    for i in range(2 * n if replicas else n):
-        port = free_port()
-        while port > 55535:  # the cluster bus listens on port + 10000
-            port = free_port()
-        nodes.append(
-            ValkeyProcess(
-                base / f"node{i}",
-                port=port,
-                config={
-                    "cluster-enabled": "yes",
-                    "cluster-config-file": "nodes.conf",
-                    "cluster-node-timeout": str(node_timeout),
-                },
-            ).start()
-        )
-    clients = [redis.Redis(port=p.port) for p in nodes]
-    per = 16384 // n
-    for i, c in enumerate(clients[:n]):
-        lo, hi = i * per, (16383 if i == n - 1 else (i + 1) * per - 1)
-        c.execute_command("CLUSTER", "ADDSLOTSRANGE", lo, hi)
-    for c in clients[1:]:
-        c.execute_command("CLUSTER", "MEET", "127.0.0.1", nodes[0].port)
-    total = len(nodes)
-    deadline = time.monotonic() + 30
-
-    def wait(what: str, ok) -> None:
-        while True:
-            infos = [c.execute_command("CLUSTER", "INFO") for c in clients]
-            text = [i.decode() if isinstance(i, bytes) else str(i) for i in infos]
-            if ok(text):
-                return
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"cluster did not {what}: {text[0][:200]}")
-            time.sleep(0.05)
-
-    wait("form", lambda text: all(
-        "cluster_state:ok" in t and f"cluster_known_nodes:{total}" in t for t in text
-    ))  # fmt: skip
-    if replicas:
-        for primary, replica in zip(clients[:n], clients[n:], strict=True):
-            replica.execute_command(
-                "CLUSTER", "REPLICATE", primary.execute_command("CLUSTER", "MYID")
-            )
-        while not all(c.info("replication").get("master_link_status") == "up" for c in clients[n:]):
-            assert time.monotonic() < deadline, "replicas did not sync"
-            time.sleep(0.05)
-    for c in clients:
-        c.close()
-    return nodes
 
 
 @pytest.fixture(scope="session")
@@ -148,22 +139,6 @@ def cluster_store(cluster_url):
     s.close()
 
 
-def gensim_data(name: str) -> str:
-    from gensim.test.utils import datapath
-
-    return datapath(name)
-
-
-def write_w2v(path: Path, tokens, vectors, *, binary: bool = True) -> Path:
-    """Write a word2vec file with gensim (the reference writer)."""
-    from gensim.models import KeyedVectors
-
-    kv = KeyedVectors(vectors.shape[1])
-    kv.add_vectors(list(tokens), np.asarray(vectors, dtype=np.float32))
-    kv.save_word2vec_format(str(path), binary=binary)
-    return path
-
-
 @pytest.fixture
 def small_bin(tmp_path):
     """A 500 x 20 word2vec .bin with a few non-ASCII tokens, and its arrays."""
@@ -172,3 +147,28 @@ def small_bin(tmp_path):
     vectors = rng.standard_normal((500, 20)).astype(np.float32)
     path = write_w2v(tmp_path / "small.bin", tokens, vectors)
     return path, tokens, vectors
+
+
+@pytest.fixture
+def app_client():
+    """``app_client(app)``: a client of ``app`` with its lifespan running, closed after."""
+    with contextlib.ExitStack() as stack:
+        yield lambda app: stack.enter_context(AppClient(app))
+
+
+@pytest.fixture
+def live_server():
+    """``live_server(app)``: the base URL of ``app`` under a real uvicorn, stopped after."""
+    pytest.importorskip("uvicorn")
+    with contextlib.ExitStack() as stack:
+        yield lambda app: stack.enter_context(running_app(app))
+
+
+@pytest.fixture
+def service_url(redis_url, store, tmp_path, live_server):
+    """The real vecserve HTTP service (``create_app`` under uvicorn) on ``redis_url``."""
+    from vecserve.api import create_app
+    from vecserve.service.settings import Settings
+
+    settings = Settings(redis_url=redis_url, cache_dir=tmp_path / "service", model_ttl=0)
+    return live_server(create_app(settings))

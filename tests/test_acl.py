@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import replace
+from pathlib import Path
 
 import httpx
 import numpy as np
@@ -17,11 +18,11 @@ import redis
 
 from tests.api_support import AppClient, run_vecserve, serving
 from vecserve.acl import setuser_line
-from vecserve.embedded import ValkeyProcess, free_port
+from vecserve.embedded import ValkeyProcess
 from vecserve.errors import PermissionDenied, VecserveError
 from vecserve.loader import load_arrays, load_file
 
-from .conftest import gensim_data
+from .helpers import gensim_data
 
 WORDS = ["king", "queen", "man", "woman", "apple"]
 VECTORS = np.random.default_rng(0).standard_normal((len(WORDS), 8)).astype(np.float32)
@@ -33,9 +34,9 @@ def cli(*args, url: str, check: bool = True):
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    port = free_port()
-    with ValkeyProcess(tmp_path_factory.mktemp("acl"), port=port):
-        admin = redis.Redis(port=port)
+    data = tmp_path_factory.mktemp("acl")
+    with ValkeyProcess(data, unixsocket=data / "valkey.sock") as valkey:
+        admin = redis.Redis.from_url(valkey.url)
         for line in (
             setuser_line("worker", user="w", password="wpw"),
             setuser_line("api", user="a", password="apw", model="M"),
@@ -47,14 +48,14 @@ def server(tmp_path_factory):
         # the worker line as it was before fastText reads used EVAL_RO
         old_worker = setuser_line("worker", user="old", password="opw").split()
         admin.execute_command(*[w for w in old_worker if w != "+eval_ro"])
-        load_arrays(WORDS, VECTORS, name="M", redis_url=f"redis://127.0.0.1:{port}")
-        load_file(gensim_data("toy-model.bin"), name="FT", redis_url=f"redis://127.0.0.1:{port}")
-        yield port
+        load_arrays(WORDS, VECTORS, name="M", redis_url=valkey.url)
+        load_file(gensim_data("toy-model.bin"), name="FT", redis_url=valkey.url)
+        yield valkey.unixsocket
         admin.close()
 
 
-def url(port: int, user: str, password: str) -> str:
-    return f"redis://{user}:{password}@127.0.0.1:{port}/0"
+def url(socket: Path, user: str, password: str) -> str:
+    return f"unix://{user}:{password}@{socket}"
 
 
 @pytest.mark.parametrize("cache", [0, 100])
@@ -87,7 +88,7 @@ def test_worker_reads_fasttext_words_it_never_saw(server, user):
     words = ["the", "raskolnikovish", "日本語", "night"]
     expected = np.vstack([want[w] for w in words])
     kv = RedisKeyedVectors("FT", redis_url=url(server, user, {"w": "wpw", "old": "opw"}[user]))
-    admin = redis.Redis(port=server)
+    admin = redis.Redis(unix_socket_path=str(server))
     key = f"vecserve:vocabh:{kv.info.prefix}"
     hashes = admin.get(key)
     try:
@@ -150,7 +151,7 @@ def test_loader_writes_its_model_only(server):
     with pytest.raises(PermissionDenied, match=r"Redis user 'l' .* No permissions to access a key"):
         load_arrays(WORDS, VECTORS, name="OTHER", redis_url=loader)
     assert "L " in cli("models", url=loader).stdout  # reading the registry is allowed
-    assert "OTHER" not in redis.Redis(port=server).hkeys("vecserve:models")
+    assert "OTHER" not in redis.Redis(unix_socket_path=str(server)).hkeys("vecserve:models")
 
 
 def test_api_user_limited_to_its_model(server):
@@ -185,7 +186,8 @@ def test_serve_runs_as_the_read_only_user(server, tmp_path):
     with serving(args, tmp_path) as (base, log):
         r = httpx.get(f"{base}/vectors", params={"words": "king"})
         assert r.status_code == 200 and r.json()["words"] == ["king"]
-        r = httpx.get(f"{base}/most_similar", params={"positive": "queen", "topn": 3})
+        # the first query builds the model's snapshot: seconds on a loaded machine
+        r = httpx.get(f"{base}/most_similar", params={"positive": "queen", "topn": 3}, timeout=60)
         assert r.status_code == 200, r.text
     assert "wpw" not in log.read_text() and "Traceback" not in log.read_text()
 

@@ -6,13 +6,12 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from dataclasses import replace
 
 import numpy as np
 import pytest
 
-from tests.api_support import AppClient
+from tests.api_support import AppClient, wait_for_ann
 from vecserve.api import create_app
 from vecserve.loader import load_arrays
 from vecserve.search import ann as ann_module
@@ -176,10 +175,7 @@ def test_the_service_answers_with_an_ivf_index_for_large_models(
     settings = Settings(redis_url=redis_url, default_model="I", preload=True, ann=True,
                         cache_dir=tmp_path)  # fmt: skip
     with AppClient(create_app(settings)) as client:
-        deadline = time.monotonic() + 60
-        while (ann := client.get("/models/I").json()["ann"])["state"] != "ready":
-            assert time.monotonic() < deadline, ann
-            time.sleep(0.05)
+        ann = wait_for_ann(client, "I")
         assert ann["library"].startswith("vecserve IVF") and ann["params"]["kind"] == "ivf"
         assert ann["recall_at_10"] >= 0.9 and N * DIM * 2 < ann["index_bytes"] < N * DIM * 4  # f16
         q = {"positive": ["w3"], "topn": 5, "approx": True}

@@ -11,7 +11,8 @@ import time
 import numpy as np
 import pytest
 
-from tests.api_support import AppClient
+from tests.api_support import AppClient, wait_for_ann
+from tests.helpers import program, wait_until
 from vecserve.api import create_app
 from vecserve.loader import load_arrays
 from vecserve.search import ann as ann_module
@@ -45,16 +46,6 @@ def _count_builds(monkeypatch) -> list:
     return builds
 
 
-def _wait(fn, timeout=60.0):
-    deadline = time.monotonic() + timeout
-    while True:
-        out = fn()
-        if out:
-            return out
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.02)
-
-
 def test_ready_before_the_ann_build_ends_with_progress_and_flagged_answers(
     redis_url, model, tmp_path, monkeypatch
 ):
@@ -73,7 +64,7 @@ def test_ready_before_the_ann_build_ends_with_progress_and_flagged_answers(
                         cache_dir=tmp_path)  # fmt: skip
     try:
         with AppClient(create_app(settings)) as client:
-            _wait(lambda: client.get("/readyz").status_code == 200)
+            wait_until(lambda: client.get("/readyz").status_code == 200, what="/readyz")
             assert reached.wait(60), "the build never started"
             assert client.get("/readyz").json()["status"] == "ready"  # while it builds
             ann = client.get("/models/A").json()["ann"]
@@ -91,7 +82,7 @@ def test_ready_before_the_ann_build_ends_with_progress_and_flagged_answers(
             exact = client.post("/most_similar", json={**q, "approx": False}).json()
             assert r["results"] == exact["results"]  # answered exactly meanwhile
             gate.set()
-            _wait(lambda: client.get("/models/A").json()["ann"]["state"] == "ready")
+            wait_for_ann(client, "A")
             r = client.post("/most_similar", json=q).json()
             assert r["approximate"] is True and "approximate_status" not in r
             info = _models_info("A", redis_url, tmp_path)["ann"]
@@ -111,23 +102,10 @@ def _models_info(name, redis_url, cache_dir) -> dict:
     return json.loads(run_vecserve("models", "info", name, env=env).stdout)
 
 
-HOLDER = """
-import fcntl, json, os, sys, time
-lock, progress = sys.argv[1], sys.argv[2]
-fd = os.open(lock, os.O_RDWR | os.O_CREAT)
-fcntl.flock(fd, fcntl.LOCK_EX)
-open(progress, "w").write(json.dumps({"share": 0.25, "done": 5000, "total": 20000,
-    "vectors_per_s": 1000.0, "eta_s": 15.0, "pid": os.getpid()}))
-print("held", flush=True)
-time.sleep(120)
-"""
-
-
 def test_one_builder_per_index_across_processes(store, model, tmp_path, monkeypatch):
     """While another process holds an index's build lock, a manager does not build it too:
     it reports that process's progress, then maps the index it leaves."""
     import subprocess
-    import sys
 
     from vecserve.search.snapshot import SimilarityIndex
 
@@ -136,7 +114,7 @@ def test_one_builder_per_index_across_processes(store, model, tmp_path, monkeypa
     manager = ann_module.AnnManager(enabled=True)
     path = manager.path_for(sim)
     holder = subprocess.Popen(
-        [sys.executable, "-c", HOLDER, str(path) + ".lock", str(path) + ".progress.json"],
+        program("ann_lock_holder", f"{path}.lock", f"{path}.progress.json"),
         stdout=subprocess.PIPE, text=True,
     )  # fmt: skip
     try:
@@ -144,7 +122,7 @@ def test_one_builder_per_index_across_processes(store, model, tmp_path, monkeypa
         real = ann_module.AnnIndex.build
         builds = _count_builds(monkeypatch)
         assert manager.get(sim) is None
-        status = _wait(lambda: (st := manager.status(sim)).get("builder") and st)
+        status = wait_until(lambda: (st := manager.status(sim)).get("builder") and st)
         assert status["state"] == "building" and status["progress"]["done"] == 5000
         assert ann_module.disk_status(path.parent)["state"] == "building"
         time.sleep(0.3)
@@ -152,7 +130,7 @@ def test_one_builder_per_index_across_processes(store, model, tmp_path, monkeypa
         monkeypatch.setattr(ann_module.AnnIndex, "build", real)
         theirs = ann_module.AnnIndex.build(sim, path=path)  # the other process finishes
         holder.kill()
-        got = _wait(lambda: manager.ready(sim) and manager.get(sim))
+        got = wait_until(lambda: manager.ready(sim) and manager.get(sim))
         assert got.meta["build_seconds"] == theirs.meta["build_seconds"]
         assert builds == []
     finally:
@@ -166,7 +144,7 @@ def test_the_index_is_mapped_after_a_restart_not_rebuilt(redis_url, model, tmp_p
     settings = Settings(redis_url=redis_url, default_model="A", preload=True, ann=True,
                         cache_dir=tmp_path)  # fmt: skip
     with AppClient(create_app(settings)) as client:
-        _wait(lambda: client.get("/models/A").json()["ann"]["state"] == "ready")
+        wait_for_ann(client, "A")
     builds = []
     real = ann_module.AnnIndex.build
     monkeypatch.setattr(
@@ -175,8 +153,8 @@ def test_the_index_is_mapped_after_a_restart_not_rebuilt(redis_url, model, tmp_p
         classmethod(lambda cls, *a, **k: builds.append(1) or real(*a, **k)),
     )
     with AppClient(create_app(settings)) as client:
-        _wait(lambda: client.get("/readyz").status_code == 200)
-        ann = _wait(lambda: (a := client.get("/models/A").json()["ann"])["state"] == "ready" and a)
+        wait_until(lambda: client.get("/readyz").status_code == 200, what="/readyz")
+        ann = wait_for_ann(client, "A")
         assert ann["rows"] == N
         r = client.post("/most_similar", json={"positive": ["w1"], "topn": 5, "approx": True})
         assert r.json()["approximate"] is True
@@ -189,7 +167,7 @@ def test_load_with_ann_builds_the_index_the_service_then_maps(
     import os
 
     from tests.api_support import run_vecserve
-    from tests.conftest import write_w2v
+    from tests.helpers import write_w2v
 
     rng = np.random.default_rng(3)
     words = [f"v{i}" for i in range(3_000)]
@@ -208,7 +186,7 @@ def test_load_with_ann_builds_the_index_the_service_then_maps(
     settings = Settings(redis_url=redis_url, default_model="L", preload=True, ann=True,
                         cache_dir=cache)  # fmt: skip
     with AppClient(create_app(settings)) as client:
-        _wait(lambda: client.get("/readyz").status_code == 200)
+        wait_until(lambda: client.get("/readyz").status_code == 200, what="/readyz")
         assert client.get("/models/L").json()["ann"]["state"] == "ready"
         r = client.post("/most_similar", json={"positive": ["v1"], "topn": 3, "approx": True})
         assert r.json()["approximate"] is True
@@ -221,7 +199,7 @@ def test_load_with_another_recall_target_is_served_with_the_same_target(
     import os
 
     from tests.api_support import run_vecserve
-    from tests.conftest import write_w2v
+    from tests.helpers import write_w2v
 
     rng = np.random.default_rng(8)
     words = [f"r{i}" for i in range(2_000)]
@@ -240,8 +218,8 @@ def test_load_with_another_recall_target_is_served_with_the_same_target(
     settings = Settings(redis_url=redis_url, default_model="R", preload=True, ann=True,
                         ann_recall=0.99, cache_dir=cache)  # fmt: skip
     with AppClient(create_app(settings)) as client:
-        _wait(lambda: client.get("/readyz").status_code == 200)
-        ann = _wait(lambda: (a := client.get("/models/R").json()["ann"])["state"] == "ready" and a)
+        wait_until(lambda: client.get("/readyz").status_code == 200, what="/readyz")
+        ann = wait_for_ann(client, "R")
         assert ann["target"]["recall"] == 0.99
     assert builds == [], "the service rebuilt what vecserve load --ann-recall built"
     bad = run_vecserve("load", str(path), "--key", "R", "--ann-recall", "1.5", env=env,

@@ -16,6 +16,7 @@ from vecserve.loader import load_arrays
 from vecserve.service.settings import Settings
 
 from .api_support import AppClient
+from .helpers import wait_until
 
 JSON_HEADERS = {"content-type": "application/json"}
 OCTET_ACCEPT = "application/octet-stream"
@@ -33,9 +34,8 @@ def model(store, vectors):
 
 
 @pytest.fixture
-def make_client(redis_url, store, tmp_path):
-    """Clients of apps built with test settings; the lifespan runs (context manager)."""
-    opened = []
+def make_client(redis_url, store, tmp_path, app_client):
+    """Clients of apps built with test settings; the lifespan runs."""
 
     def make(**overrides) -> AppClient:
         options = {
@@ -45,14 +45,9 @@ def make_client(redis_url, store, tmp_path):
             "model_ttl": 0,
             **overrides,
         }
-        client = AppClient(create_app(Settings(**options)))
-        client.__enter__()
-        opened.append(client)
-        return client
+        return app_client(create_app(Settings(**options)))
 
-    yield make
-    for client in reversed(opened):
-        client.__exit__(None, None, None)
+    return make
 
 
 @pytest.fixture
@@ -300,10 +295,10 @@ def test_queries_gensim_rejects_are_400(client, body):
 
 
 def test_store_down_is_503_with_retry_after(tmp_path, vectors):
-    from vecserve.embedded import ValkeyProcess, free_port
+    from vecserve.embedded import ValkeyProcess
     from vecserve.store import Store
 
-    server = ValkeyProcess(tmp_path / "srv", port=free_port()).start()
+    server = ValkeyProcess(tmp_path / "srv", unixsocket=tmp_path / "srv.sock").start()
     try:
         store = Store.from_url(server.url)
         load_arrays(TOKENS, vectors, name="M", store=store, progress=False)
@@ -326,9 +321,7 @@ def test_store_down_is_503_with_retry_after(tmp_path, vectors):
 
 
 def test_starts_while_store_is_down(tmp_path):
-    from vecserve.embedded import free_port
-
-    url = f"redis://:secret@127.0.0.1:{free_port()}/0"
+    url = f"unix://:secret@{tmp_path / 'nobody.sock'}"  # no server there
     with AppClient(create_app(Settings(redis_url=url, default_model="M"))) as client:
         assert client.get("/healthz").status_code == 200
         r = client.get("/readyz")
@@ -359,13 +352,11 @@ def test_metrics(client):
 
 
 def _cache_ready(client) -> bool:
-    deadline = time.monotonic() + 5
-    while time.monotonic() < deadline:
+    def ready():
         cache = client.get("/models/M").json()["vector_cache"]
-        if cache is not None and cache["ready"]:
-            return True
-        time.sleep(0.01)
-    return False
+        return cache is not None and cache["ready"]
+
+    return wait_until(ready, timeout=5, interval=0.01, what="the vector cache")
 
 
 def _series(text: str, name: str) -> float:
@@ -397,13 +388,8 @@ def test_vector_cache_serves_hot_words_and_hears_writes(make_client, model, stor
     # another client overwrites w1 in place: the cached copy is dropped, never served again
     key = store.vector_keys(model.prefix, ["w1"], model.buckets)[0]
     store.client.set(key, np.arange(16, dtype="<f4").tobytes())
-    deadline = time.monotonic() + 5
-    while time.monotonic() < deadline:
-        w1 = client.get("/vectors?words=w1").json()["vectors"][0]
-        if w1 == list(range(16)):
-            break
-        time.sleep(0.01)
-    assert w1 == list(range(16))
+    wait_until(lambda: client.get("/vectors?words=w1").json()["vectors"][0] == list(range(16)),
+               timeout=5, interval=0.01, what="the new value of w1")  # fmt: skip
     client.get("/vectors?words=w1")  # its second miss: the new value is cached
     assert client.get("/vectors?words=w1").json()["vectors"][0] == list(range(16))
     assert _series(client.get("/metrics").text, hits) > _series(text, hits)
@@ -464,7 +450,6 @@ def test_default_store_is_the_embedded_server(tmp_path, monkeypatch):
 def test_hung_store_times_out_as_503(tmp_path):
     """A server that accepts connections and never answers: bounded by redis_timeout."""
     import socket
-    import time
 
     listener = socket.socket()
     listener.bind(("127.0.0.1", 0))

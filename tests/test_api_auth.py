@@ -7,7 +7,6 @@ import shutil
 import ssl
 import subprocess
 import sys
-import time
 
 import httpx
 import numpy as np
@@ -15,7 +14,6 @@ import pytest
 
 from tests.api_support import AppClient, serving
 from vecserve.api import create_app
-from vecserve.embedded import free_port
 from vecserve.errors import SimilarityServiceError, VecserveError
 from vecserve.keyedvectors import RedisKeyedVectors
 from vecserve.loader import load_arrays
@@ -34,12 +32,9 @@ def model(store):
 
 
 @pytest.fixture
-def client(redis_url, model, tmp_path):
-    app = create_app(
-        Settings(redis_url=redis_url, default_model="M", api_keys=KEYS, cache_dir=tmp_path)
-    )
-    with AppClient(app) as c:
-        yield c
+def client(redis_url, model, tmp_path, app_client):
+    settings = Settings(redis_url=redis_url, default_model="M", api_keys=KEYS, cache_dir=tmp_path)
+    return app_client(create_app(settings))
 
 
 def bearer(key: str) -> dict:
@@ -96,33 +91,19 @@ def test_key_comparison_checks_every_key():
     assert not key_matches(keys, "") and not key_matches([], "a" * 32)
 
 
-def test_redis_keyed_vectors_sends_its_key(redis_url, store, model, tmp_path, monkeypatch):
-    uvicorn = pytest.importorskip("uvicorn")
-    import threading
-
+def test_redis_keyed_vectors_sends_its_key(
+    store, model, live_server, redis_url, tmp_path, monkeypatch
+):
     settings = Settings(redis_url=redis_url, api_keys=KEYS, cache_dir=tmp_path / "s")
-    port = free_port()
-    server = uvicorn.Server(
-        uvicorn.Config(create_app(settings), host="127.0.0.1", port=port, log_level="warning")
-    )
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    while not server.started:
-        assert thread.is_alive()
-        time.sleep(0.01)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        kv = RedisKeyedVectors("M", store=store, similarity_url=url, api_key="k-beta-2")
-        assert kv.most_similar("king", topn=2)[0][0] in WORDS
-        monkeypatch.setenv("VECSERVE_API_KEY", "k-alpha-1")
-        assert RedisKeyedVectors("M", store=store, similarity_url=url).most_similar("queen")
-        monkeypatch.delenv("VECSERVE_API_KEY")
-        with pytest.raises(SimilarityServiceError, match="HTTP 401") as info:
-            RedisKeyedVectors("M", store=store, similarity_url=url).most_similar("king")
-        assert info.value.status == 401
-    finally:
-        server.should_exit = True
-        thread.join(timeout=20)
+    url = live_server(create_app(settings))
+    kv = RedisKeyedVectors("M", store=store, similarity_url=url, api_key="k-beta-2")
+    assert kv.most_similar("king", topn=2)[0][0] in WORDS
+    monkeypatch.setenv("VECSERVE_API_KEY", "k-alpha-1")
+    assert RedisKeyedVectors("M", store=store, similarity_url=url).most_similar("queen")
+    monkeypatch.delenv("VECSERVE_API_KEY")
+    with pytest.raises(SimilarityServiceError, match="HTTP 401") as info:
+        RedisKeyedVectors("M", store=store, similarity_url=url).most_similar("king")
+    assert info.value.status == 401
 
 
 @pytest.mark.skipif(shutil.which("openssl") is None, reason="needs the openssl command")

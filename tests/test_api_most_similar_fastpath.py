@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import re
-import time
 
 import numpy as np
 import pytest
@@ -16,7 +15,7 @@ from vecserve.api import MostSimilarFastRoute, create_app
 from vecserve.loader import load_arrays
 from vecserve.service.settings import Settings
 
-from .api_support import AppClient
+from .api_support import AppClient, wait_for_ann
 
 N, DIM = 3000, 16
 TOKENS = [f"w{i}" for i in range(N - 1)] + ["café"]
@@ -47,13 +46,6 @@ QUERIES = [
 ]
 
 
-def _wait_ready(client) -> None:
-    deadline = time.monotonic() + 60
-    while (ann := client.get("/models/M").json()["ann"])["state"] != "ready":
-        assert time.monotonic() < deadline, ann
-        time.sleep(0.05)
-
-
 @pytest.fixture
 def model(store):
     rng = np.random.default_rng(3)
@@ -77,8 +69,8 @@ def apps(redis_url, model, tmp_path):
                            if not isinstance(r, MostSimilarFastRoute)]  # fmt: skip
     assert any(isinstance(r, MostSimilarFastRoute) for r in fast.router.routes)
     with AppClient(fast) as f, AppClient(plain) as p:
-        _wait_ready(f)
-        _wait_ready(p)
+        wait_for_ann(f, "M")
+        wait_for_ann(p, "M")
         yield f, p
 
 

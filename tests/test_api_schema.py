@@ -3,9 +3,6 @@ whatever the input, the service answers it -- 2xx/4xx with a JSON error -- never
 
 from __future__ import annotations
 
-import threading
-import time
-
 import numpy as np
 import pytest
 
@@ -15,8 +12,8 @@ uvicorn = pytest.importorskip("uvicorn")
 from hypothesis import HealthCheck, settings  # noqa: E402
 from schemathesis.checks import not_a_server_error  # noqa: E402
 
+from tests.api_support import running_app  # noqa: E402
 from vecserve.api import create_app  # noqa: E402
-from vecserve.embedded import free_port  # noqa: E402
 from vecserve.loader import load_arrays  # noqa: E402
 from vecserve.service.settings import Settings  # noqa: E402
 from vecserve.store import Store  # noqa: E402
@@ -41,20 +38,8 @@ def base_url(redis_url, tmp_path_factory):
             max_topn=50,
         )
     )
-    port = free_port()
-    server = uvicorn.Server(
-        uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", ws="none")
-    )
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 20
-    while not server.started:
-        if time.monotonic() > deadline or not thread.is_alive():
-            raise RuntimeError("uvicorn did not start")
-        time.sleep(0.01)
-    yield f"http://127.0.0.1:{port}"
-    server.should_exit = True
-    thread.join(timeout=20)
+    with running_app(app) as url:
+        yield url
     store.client.flushall()
     store.close()
 

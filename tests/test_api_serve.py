@@ -9,6 +9,7 @@ from click.testing import CliRunner
 
 pytest.importorskip("uvicorn")
 
+from tests.helpers import wait_until
 from vecserve.service.serve import FLAGS, env_name, serve
 from vecserve.service.settings import Settings
 
@@ -73,7 +74,6 @@ def test_help_has_example():
 
 def test_two_workers_answer_metrics_for_both(store, redis_url, tmp_path):
     """A real ``vecserve serve --workers 2``: /metrics counts the requests of every worker."""
-    import time
 
     import httpx
     import numpy as np
@@ -89,13 +89,13 @@ def test_two_workers_answer_metrics_for_both(store, redis_url, tmp_path):
         for _ in range(n):  # a new connection each: the kernel spreads them over the workers
             assert httpx.get(f"{base}/vectors?words=a").status_code == 200
         line = 'vecserve_requests_total{endpoint="/vectors",method="GET",status="200"} '
-        deadline = time.monotonic() + 15
-        while True:  # until both workers' requests are in the merge
-            text = httpx.get(f"{base}/metrics").text
-            if f"{line}{float(n)}\n" in text and "vecserve_worker_processes 2.0\n" in text:
-                break
-            assert time.monotonic() < deadline, text
-            time.sleep(0.2)
+        seen = [""]
+
+        def merged() -> bool:  # both workers' requests are in the merge
+            seen[0] = text = httpx.get(f"{base}/metrics").text
+            return f"{line}{float(n)}\n" in text and "vecserve_worker_processes 2.0\n" in text
+
+        wait_until(merged, timeout=15, interval=0.2, what=lambda: seen[0])
 
 
 def test_flags_are_made_from_the_settings_fields():

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
 import pytest
 
@@ -11,8 +9,8 @@ from vecserve.api import create_app
 from vecserve.loader import load_arrays
 from vecserve.service.settings import Settings
 
-from .api_support import AppClient
-from .conftest import gensim_data
+from .api_support import AppClient, wait_for_ann
+from .helpers import gensim_data
 
 FILES = ["euclidean_vectors.bin", "lee_fasttext.vec", "toy-model.vec", "crime-and-punishment.vec"]
 
@@ -24,9 +22,7 @@ def _gensim(name: str):
 
 
 @pytest.fixture
-def client_for(redis_url, store, tmp_path):
-    opened = []
-
+def client_for(redis_url, store, tmp_path, app_client):
     def make(kv, *, name="G", **overrides) -> AppClient:
         load_arrays(kv.index_to_key, kv.vectors, name=name, store=store, progress=False)
         settings = Settings(
@@ -36,13 +32,9 @@ def client_for(redis_url, store, tmp_path):
             model_ttl=0,
             **overrides,
         )
-        client = AppClient(create_app(settings)).__enter__()
-        opened.append(client)
-        return client
+        return app_client(create_app(settings))
 
-    yield make
-    for client in reversed(opened):
-        client.__exit__(None, None, None)
+    return make
 
 
 def _vec(v: np.ndarray) -> dict:
@@ -147,16 +139,6 @@ def test_batch_equals_single_queries(client_for):
         ]
 
 
-def _wait_ann_ready(client, name="G", timeout=60.0) -> dict:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        ann = client.get(f"/models/{name}").json()["ann"]
-        if ann.get("state") in ("ready", "exact-fallback", "failed"):
-            return ann
-        time.sleep(0.05)
-    raise AssertionError(f"ANN index not built in {timeout}s: {ann}")
-
-
 def test_ann_opt_in_recall_reported_and_shared_from_disk(client_for, redis_url, tmp_path):
     pytest.importorskip("usearch")
     from gensim.models import KeyedVectors
@@ -170,7 +152,7 @@ def test_ann_opt_in_recall_reported_and_shared_from_disk(client_for, redis_url, 
     exact = client.post("/most_similar", json={"positive": ["t7"], "approx": True}).json()
     assert exact["approximate"] is False  # not built yet: answered exactly meanwhile
     assert _pairs(exact["results"]) == kv.most_similar("t7")
-    ann = _wait_ann_ready(client)
+    ann = wait_for_ann(client, "G", ("ready", "exact-fallback", "failed"))
     assert ann["state"] == "ready", ann
     # built to the recall target: the estimate, its interval and the setting it chose
     assert ann["recall_at_10"] >= 0.95 and ann["recall_queries"] == 500

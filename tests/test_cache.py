@@ -2,26 +2,18 @@
 
 from __future__ import annotations
 
-import time
 from collections import OrderedDict
 
 import numpy as np
 import pytest
 import redis
 
-from vecserve.embedded import ValkeyProcess, free_port
+from vecserve.embedded import ValkeyProcess
 from vecserve.keyedvectors import RedisKeyedVectors
 from vecserve.loader import load_arrays
 from vecserve.store import Store
 
-
-def eventually(pred, timeout=5.0):
-    deadline = time.monotonic() + timeout
-    while not pred():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.005)
-    return True
+from .helpers import wait_until
 
 
 def cached_kv(store, **kw) -> RedisKeyedVectors:
@@ -67,7 +59,7 @@ def test_another_clients_write_invalidates(store):
     other = redis.Redis.from_url(store.url)
     key = Store.vector_keys(info.prefix, ["b"])[0]
     other.set(key, np.array([5, 6], dtype="<f4").tobytes())
-    assert eventually(lambda: "b" not in kv._cache.data)
+    wait_until(lambda: "b" not in kv._cache.data, timeout=5, interval=0.005)
     assert kv["b"].tolist() == [5.0, 6.0]
     assert kv._cache.stats()["invalidations"] >= 1
     other.close()
@@ -81,7 +73,9 @@ def test_reload_flushes_once_without_per_key_flood(store):
     kv[tokens[:100]]
     gen = kv._cache.generation
     load_arrays(tokens, 2 * np.ones((2000, 4)), name="M", store=store)
-    assert eventually(lambda: kv._cache.ready and kv._cache.generation == gen + 1)
+    wait_until(
+        lambda: kv._cache.ready and kv._cache.generation == gen + 1, timeout=5, interval=0.005
+    )
     assert kv[tokens[0]].tolist() == [2.0] * 4
     assert kv[tokens[:100]].tolist() == [[2.0] * 4] * 100
     # the new generation's 2000 writes were not tracked: no per-key invalidations
@@ -90,20 +84,20 @@ def test_reload_flushes_once_without_per_key_flood(store):
 
 
 def test_server_restart_never_serves_stale(tmp_path):
-    port = free_port()
-    server = ValkeyProcess(tmp_path / "srv", port=port).start()
+    sock = tmp_path / "srv.sock"
+    server = ValkeyProcess(tmp_path / "srv", unixsocket=sock).start()
     try:
         store = Store.from_url(server.url)
         load_arrays(["a", "b"], np.eye(2), name="M", store=store)
         kv = cached_kv(store)
         assert kv["a"].tolist() == [1.0, 0.0] and "a" in kv._cache.data
         server.kill()
-        assert eventually(lambda: not kv._cache.ready and len(kv._cache) == 0)
-        server = ValkeyProcess(tmp_path / "srv", port=port).start()
+        wait_until(lambda: not kv._cache.ready and len(kv._cache) == 0, timeout=5, interval=0.005)
+        server = ValkeyProcess(tmp_path / "srv", unixsocket=sock).start()
         # the restarted server lost everything; a new model with other values appears
         fresh = Store.from_url(server.url)
         load_arrays(["a", "b"], 3 * np.eye(2), name="M", store=fresh)
-        assert eventually(lambda: kv._cache.ready, timeout=10)
+        wait_until(lambda: kv._cache.ready, timeout=10, interval=0.005)
         assert kv["a"].tolist() == [3.0, 0.0]
         fresh.close()
         kv.close()
@@ -215,7 +209,7 @@ def test_model_deleted_disables_cache(store):
     load_arrays(["a"], np.eye(1), name="M", store=store)
     kv = cached_kv(store)
     store.delete_model("M")
-    assert eventually(lambda: not kv._cache.ready and len(kv._cache) == 0)
+    wait_until(lambda: not kv._cache.ready and len(kv._cache) == 0, timeout=5, interval=0.005)
     with pytest.raises(KeyError):
         kv["a"]
     kv.close()
@@ -231,9 +225,13 @@ def test_cluster_cache_hears_every_node(cluster_store):
     keys = Store.vector_keys(info.prefix, tokens, info.buckets)
     for k in keys:  # touch every key: they live on all three nodes
         cluster_store.client.set(k, np.zeros(64, dtype="<f4").tobytes())
-    assert eventually(lambda: len(kv._cache) == 0)
+    wait_until(lambda: len(kv._cache) == 0, timeout=5, interval=0.005)
     assert kv[tokens[5]].tolist() == [0.0] * 64
     load_arrays(tokens, 2 * np.eye(64), name="M", store=cluster_store)
-    assert eventually(lambda: kv._cache.ready and kv._cache.generation == info.generation + 1)
+    wait_until(
+        lambda: kv._cache.ready and kv._cache.generation == info.generation + 1,
+        timeout=5,
+        interval=0.005,
+    )
     assert kv[tokens[5]][5] == 2.0
     kv.close()

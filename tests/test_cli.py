@@ -11,7 +11,7 @@ import sys
 import numpy as np
 import pytest
 
-from tests.conftest import write_w2v
+from tests.helpers import wait_until, write_w2v
 from vecserve.cli import cli
 from vecserve.store import begin_load
 
@@ -134,7 +134,6 @@ def test_a_killed_load_resumes_at_once(env, store, tmp_path):
     """SIGKILL mid-load: nothing visible, the dead loader's lease is taken over, and
     `--resume` completes to exactly the model an uninterrupted load gives."""
     import signal
-    import time
 
     from vecserve.errors import ModelNotFound
 
@@ -149,11 +148,13 @@ def test_a_killed_load_resumes_at_once(env, store, tmp_path):
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
-    deadline = time.monotonic() + 60
-    while (state := store.get_load("KILLED")) is None or state.written < 5_000:
+
+    def under_way() -> bool:
         assert proc.poll() is None, "the load ended before it could be killed"
-        assert time.monotonic() < deadline
-        time.sleep(0.005)
+        state = store.get_load("KILLED")
+        return state is not None and state.written >= 5_000
+
+    wait_until(under_way, interval=0.005, what="the load to write 5,000 vectors")
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
     with pytest.raises(ModelNotFound):

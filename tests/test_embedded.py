@@ -5,17 +5,16 @@ import json
 import os
 import subprocess
 import sys
-import time
 
 import pytest
 import redis
 
 from tests.api_support import run_vecserve
+from tests.helpers import program, wait_until
 from vecserve.embedded import (
     EmbeddedServer,
     ValkeyProcess,
     embedded_server,
-    free_port,
     read_pid,
     wait_pid_gone,
 )
@@ -51,10 +50,7 @@ def test_started_by_one_command_used_by_the_next(data_dir, tmp_path):
     assert again["pid"] == first["pid"], "the second command attached, no restart"
     assert again["uptime_seconds"] >= first["uptime_seconds"]
     # durable without a shutdown: the commit was saved in the background
-    deadline = time.monotonic() + 30
-    while not status(data_dir)["saved"]:
-        assert time.monotonic() < deadline, "the committed load was never saved"
-        time.sleep(0.05)
+    wait_until(lambda: status(data_dir)["saved"], timeout=30, what="the committed load saved")
     assert (data_dir / "dump.rdb").exists()
 
 
@@ -83,10 +79,7 @@ def test_a_crashed_server_is_restarted_by_the_next_command(data_dir, tmp_path):
     vec = tmp_path / "v.txt"
     vec.write_text("1 2\nw 1 2\n")
     vecserve(data_dir, "load", str(vec), "--key", "M")
-    deadline = time.monotonic() + 30
-    while not status(data_dir)["saved"]:
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
+    wait_until(lambda: status(data_dir)["saved"], timeout=30, what="the load saved")
     pid = read_pid(data_dir)
     os.kill(pid, 9)
     assert wait_pid_gone(pid, 10)
@@ -122,21 +115,17 @@ def test_two_commands_at_once_start_one_server(data_dir):
 
 def test_server_survives_the_holders_ctrl_c(data_dir):
     """The server runs in its own session: a SIGINT to the client's group spares it."""
-    code = (
-        "import sys, signal, os; from vecserve.embedded import EmbeddedServer;"
-        f"s = EmbeddedServer({str(data_dir)!r}).acquire(); print('up', flush=True);"
-        "os.killpg(0, signal.SIGINT)"
-    )
     proc = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, start_new_session=True
-    )
+        program("embedded_ctrl_c", data_dir), capture_output=True, text=True,
+        start_new_session=True,
+    )  # fmt: skip
     assert "up" in proc.stdout
     with embedded_server(data_dir) as url:
         assert redis.Redis.from_url(url).ping()
 
 
 def test_starting_a_running_server_again_starts_no_second_one(tmp_path):
-    server = ValkeyProcess(tmp_path / "srv", port=free_port())
+    server = ValkeyProcess(tmp_path / "srv", unixsocket=tmp_path / "srv.sock")
     with server.start():  # __enter__ starts too
         first = server.process
         assert server.start() is server and server.process is first

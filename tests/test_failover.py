@@ -16,7 +16,7 @@ from vecserve.keyedvectors import RedisKeyedVectors
 from vecserve.loader import load_arrays
 from vecserve.store import Store
 
-from .conftest import start_cluster
+from .helpers import start_cluster
 
 pytestmark = pytest.mark.cluster
 
@@ -216,7 +216,7 @@ def _load_through_a_failover(replicated, tmp_path, name: str, *extra: str):
     import subprocess
     import sys
 
-    from tests.conftest import write_w2v
+    from tests.helpers import write_w2v
 
     url = f"redis://127.0.0.1:{replicated[0].port}"
     n = 60_000

@@ -15,7 +15,6 @@ import json
 import os
 import re
 import struct
-import time
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -33,7 +32,7 @@ from vecserve.loader import load_file
 from vecserve.readers import detect_format, open_vectors
 from vecserve.subwords import ngram_buckets, ngram_buckets_flat, word_hashes
 
-from .conftest import gensim_data
+from .helpers import gensim_data, wait_until
 
 FILES = [
     "lee_fasttext_new.bin",
@@ -390,24 +389,24 @@ def test_least_privilege_roles_write_and_read_the_hashes(tmp_path):
     import redis
 
     from vecserve.acl import setuser_line
-    from vecserve.embedded import ValkeyProcess, free_port
+    from vecserve.embedded import ValkeyProcess
 
-    port = free_port()
-    with ValkeyProcess(tmp_path, port=port):
-        admin = redis.Redis(port=port)
+    sock = tmp_path / "valkey.sock"
+    with ValkeyProcess(tmp_path, unixsocket=sock):
+        admin = redis.Redis(unix_socket_path=str(sock))
         for line in (
             setuser_line("loader", user="l", password="lpw", model="FT"),
             setuser_line("api", user="a", password="apw", model="FT"),
         ):
             admin.execute_command(*line.split())
         path = gensim_data("crime-and-punishment.bin")
-        loader = f"redis://l:lpw@127.0.0.1:{port}/0"
+        loader = f"unix://l:lpw@{sock}"
         load_file(path, name="FT", redis_url=loader, progress=False)
         info = load_file(path, name="FT", redis_url=loader, progress=False)
         assert info.prefix != "FT" and admin.exists(f"vecserve:vocabh:{info.prefix}")
         assert not admin.exists("vecserve:vocabh:FT")
         kv = load_facebook_vectors(path)
-        rkv = RedisKeyedVectors("FT", redis_url=f"redis://a:apw@127.0.0.1:{port}/0")
+        rkv = RedisKeyedVectors("FT", redis_url=f"unix://a:apw@{sock}")
         try:
             words = ["the", "raskolnikovish", "日本語"]
             want = np.vstack([kv[w] for w in words])
@@ -773,10 +772,10 @@ def test_service_caches_built_vectors_and_still_names_them(redis_url, store, tmp
     kv = load_facebook_vectors(gensim_data("crime-and-punishment.bin"))
     with _service(redis_url, tmp_path, vector_cache=1000) as client:
         first = client.get("/vectors", params={"words": "of,raskolnikovish"}).json()
-        deadline = time.monotonic() + 5  # the cache's tracking connection is up
-        while not (client.get("/models/FT").json()["vector_cache"] or {}).get("ready"):
-            assert time.monotonic() < deadline
-            time.sleep(0.01)
+        wait_until(  # the cache's tracking connection is up
+            lambda: (client.get("/models/FT").json()["vector_cache"] or {}).get("ready"),
+            timeout=5, interval=0.01, what="the vector cache",
+        )  # fmt: skip
         for _ in range(2):  # a word is admitted on its second miss
             client.get("/vectors", params={"words": "of,raskolnikovish"})
         before = client.get("/metrics").text

@@ -17,7 +17,7 @@ from gensim.models import KeyedVectors
 from vecserve.keyedvectors import RedisKeyedVectors
 from vecserve.loader import load_arrays
 
-from .conftest import gensim_data
+from .helpers import gensim_data
 
 # Mutators, file I/O and building a model: a model served from Redis is read-only
 # (written by `vecserve load`), so these are deliberately absent.

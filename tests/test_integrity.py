@@ -5,6 +5,7 @@ refusing writes. Every server here is a real valkey-server the test starts and c
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import subprocess
@@ -32,12 +33,13 @@ from vecserve.errors import (
 )
 from vecserve.keyedvectors import RedisKeyedVectors
 from vecserve.loader import load_arrays, load_file
-from vecserve.store import Store, begin_load
+from vecserve.store import RowCheck, Store, begin_load
+from vecserve.store.facts import KeyspaceFacts
 from vecserve.store.layout import LOADS, vocab_key
 from vecserve.store.session import LoadSession
 
 from .api_support import run_vecserve
-from .conftest import write_w2v
+from .helpers import write_w2v
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -169,20 +171,116 @@ def test_a_refused_write_raises_our_error_from_the_raw_writer(valkey):
 # -- the completeness check before the commit -------------------------------------------
 
 
-def test_rows_missing_before_the_commit_leave_nothing_visible(store):
+def test_rows_missing_before_the_commit_leave_nothing_visible(store, caplog):
     rng = np.random.default_rng(1)
     tokens = [f"x{i}" for i in range(3000)]
     session = begin_load(store, "M", dim=8, codec="f32", restart=True)
     for lo in range(0, 3000, 500):
         session.write(tokens[lo : lo + 500], rng.random((500, 8), np.float32))
     store.client.delete(*store.vector_keys(session.state.prefix, ["x7", "x2999"]))
-    with pytest.raises(LoadIncomplete, match=r"missing 2 of its 3,000 rows \('x7', 'x2999'"):
+    with (
+        caplog.at_level(logging.INFO, "vecserve.load"),
+        pytest.raises(LoadIncomplete, match=r"missing 2 of its 3,000 rows \('x7', 'x2999'"),
+    ):
         session.commit()
+    assert "every key asked (1 DEL ran)" in caplog.text  # the server's counters saw it
     assert store.list_models() == []
     session.abort(keep=True)
     resumed = begin_load(store, "M", dim=8, codec="f32", resume=True)  # lost: from the start
     assert resumed.written == 0
     resumed.abort(keep=False)
+
+
+def write_batches(store: Store, tokens: list[str], *, per: int = 500):
+    rng = np.random.default_rng(1)
+    session = begin_load(store, "M", dim=8, codec="f32", restart=True)
+    for lo in range(0, len(tokens), per):
+        session.write(tokens[lo : lo + per], rng.random((len(tokens[lo : lo + per]), 8), "f4"))
+    return session
+
+
+def test_a_fresh_load_is_proven_whole_by_the_servers_counters(store, caplog):
+    """Nothing on the server removed a key since the load's first write (INFO): the commit
+    asks only a sample of the keys, and stores the word hashes a key-by-key check gives."""
+    tokens = [f"x{i}" for i in range(2994)] + ["é", "日本語", "a b", "", "x" * 300, "_"]
+    session = write_batches(store, tokens)
+    with caplog.at_level(logging.INFO, "vecserve.load"):
+        info = session.commit()
+    assert "3,000 rows present, the server's INFO shows nothing removed a key" in caplog.text
+    full = store.check_rows(info, hashes=True)
+    assert full.missing == 0 and np.array_equal(store.vocab_hashes(info), full.hashes)
+
+
+def test_the_sample_catches_what_the_counters_miss(store, caplog, monkeypatch):
+    """A removal INFO cannot show (a module's own API): the first and last key of every
+    batch are asked at the commit, and one missing sends the commit to every key."""
+    reads = iter([0, 10**9])  # blind counters: only the load's own MSETs move
+    monkeypatch.setattr(
+        "vecserve.store.facts.read_facts",
+        lambda client: KeyspaceFacts("r", "master", "x", 0, 0, {"mset": next(reads)}),
+    )
+    session = write_batches(store, [f"x{i}" for i in range(3000)])
+    store.client.delete(*store.vector_keys(session.state.prefix, ["x500"]))
+    with (
+        caplog.at_level(logging.INFO, "vecserve.load"),
+        pytest.raises(LoadIncomplete, match=r"missing 1 of its 3,000 rows \('x500'"),
+    ):
+        session.commit()
+    assert "every key asked (1 sampled keys missing)" in caplog.text
+    session.abort(keep=False)
+
+
+def test_the_check_counts_lost_n_gram_rows(store):
+    """A fastText generation's n-gram bucket rows are checked like its words (one
+    multi-key EXISTS per 100k rows, built from the bucket numbers)."""
+    session = begin_load(store, "FT", dim=4, codec="f32")
+    session.write(["a", "b"], np.ones((2, 4), "f4"))
+    session.declare_ngrams(min_n=3, max_n=6, bucket=250_000)
+    for lo in range(0, 250_000, 50_000):
+        session.write_ngrams(lo, np.zeros((50_000, 4), "f4"))
+    info = session.commit()
+    assert store.check_rows(info) == RowCheck(checked=250_002, missing=0, words=[])
+    store.client.delete(b"FT#0", b"FT#99999", b"FT#249999")
+    assert store.check_rows(info).missing == 3
+
+
+def test_a_loader_without_info_checks_every_key(valkey, caplog):
+    p = valkey()
+    admin = redis.Redis(port=p.port)
+    line = setuser_line("loader", user="l", model="M", password="pw") + " -info"
+    admin.execute_command(*line.split())
+    store = Store.from_url(f"redis://l:pw@127.0.0.1:{p.port}/0")
+    session = write_batches(store, [f"x{i}" for i in range(1000)])
+    with caplog.at_level(logging.INFO, "vecserve.load"):
+        session.commit()
+    assert "every key asked (the Redis user may not run INFO)" in caplog.text
+    store.close()
+
+
+BEFORE = KeyspaceFacts("run1", "master", "repl1", 3, 4, {"mset": 10, "del": 2})
+
+
+@pytest.mark.parametrize(
+    ("after", "why"),
+    [
+        (KeyspaceFacts("run1", "master", "repl1", 3, 4, {"mset": 15, "del": 2}), None),
+        (KeyspaceFacts("run1", "master", "repl1", 3, 4, {"mset": 99, "del": 2}), None),
+        (KeyspaceFacts("run2", "master", "repl1", 3, 4, {"mset": 15}), "restarted"),
+        (KeyspaceFacts("run1", "slave", "repl2", 3, 4, {"mset": 15}), "failed over"),
+        (KeyspaceFacts("run1", "master", "repl1", 9, 4, {"mset": 15}), "6 keys evicted"),
+        (KeyspaceFacts("run1", "master", "repl1", 3, 5, {"mset": 15}), "1 keys expired"),
+        (KeyspaceFacts("run1", "master", "repl1", 3, 4, {"mset": 4}), "counters were reset"),
+        (
+            KeyspaceFacts("run1", "master", "repl1", 3, 4, {"mset": 15, "del": 2, "flushall": 1}),
+            "1 FLUSHALL ran",
+        ),
+        (KeyspaceFacts("run1", "master", "repl1", 3, 4, {"mset": 15, "del": 3}), "1 DEL ran"),
+    ],
+)
+def test_what_the_counters_call_a_possible_loss(after, why):
+    """Pure logic of the gate (no server needed): the reasons it gives up the proof."""
+    got = after.changed_since(BEFORE, msets=5)
+    assert got is None if why is None else why in got
 
 
 def test_lost_word_hashes_are_damage_too(store, model_file):
@@ -225,6 +323,21 @@ def _protect_metadata(r: redis.Redis) -> None:
         touch = read.get(r.type(key), r.exists)
         for _ in range(200):
             touch(key)
+
+
+def test_train_takes_the_flag_its_refusal_names(valkey, tmp_path):
+    """`vecserve train` commits through the same pre-flight: refused on an evicting
+    policy, in one line naming --allow-eviction, which train accepts."""
+    p = valkey(maxmemory_policy="allkeys-lru")
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("the cat sat on the mat\nthe dog sat on the log\n" * 20)
+    train = ["train", str(corpus), "--key", "T", "--min-count", "1", "--vector-size", "8",
+             "--epochs", "1", "--workers", "1"]  # fmt: skip
+    line = error_line(cli(p.url, *train))
+    assert "maxmemory-policy allkeys-lru" in line and "--allow-eviction" in line
+    proc = cli(p.url, *train, "--allow-eviction")
+    assert proc.returncode == 0, proc.stderr
+    assert "T: 7 vectors x 8 committed" in proc.stdout and "(--allow-eviction)" in proc.stderr
 
 
 def test_an_evicting_policy_is_refused_then_evicted_words_are_damage(valkey, model_file, tmp_path):
@@ -287,6 +400,35 @@ def test_an_evicting_policy_is_refused_then_evicted_words_are_damage(valkey, mod
     assert f"M (generation 1) is damaged: {len(lost):,} of its 20,000 rows are missing" in line
     proc = cli(p.url, "models", "info", "M")
     assert f'"missing": {len(lost)}' in proc.stdout and '"current": true' in proc.stdout
+
+
+def test_the_cache_counts_keys_that_leave_a_live_generation(store, caplog):
+    """A cached client hears keys of its live generation leave Redis without a reload
+    (a DEL here; an eviction sends the same message): it asks which are gone and counts
+    them lost at once (stats, metrics, a warning); an overwritten key is not lost."""
+    rng = np.random.default_rng(5)
+    tokens = [f"x{i}" for i in range(1000)]
+    info = load_arrays(tokens, rng.random((1000, 8), "f4"), name="M", store=store)
+    with (
+        caplog.at_level(logging.WARNING, "vecserve.cache"),
+        RedisKeyedVectors("M", store=Store.from_url(store.url), cache=True) as kv,
+    ):
+        kv[tokens[:10]]
+        cache = kv._reader.cache()
+        assert cache.wait_ready(5) and cache.lost_keys == 0
+        x8 = store.vector_keys(info.prefix, ["x8"])[0]
+        store.client.set(x8, store.client.get(x8))  # overwritten: still there
+        store.client.delete(*store.vector_keys(info.prefix, ["x3", "x7"]))
+        deadline = time.monotonic() + 5
+        while cache.lost_keys < 2 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        time.sleep(0.1)  # the overwrite's message too
+        assert cache.stats()["lost_keys"] == 2 and cache.stats()["lost_words"] == ["x3", "x7"]
+        said = "generation 1: 2 vector keys gone from Redis without a reload (evicted or deleted"
+        assert f"{said}: 'x3', 'x7'), 2 in all" in caplog.text
+        with pytest.raises(ModelDamaged, match="1 of the 1 words asked"):
+            kv["x3"]
+        assert kv["x8"].shape == (8,)
 
 
 def test_models_check_passes_a_whole_model_and_shows_progress(store, model_file):
@@ -505,10 +647,10 @@ def _resend_vocabulary(monkeypatch, batch: int) -> None:
     when a connection dies after the server ran them but before their replies arrived."""
 
     def resend(original):
-        def twice(self, commands, progress, keys, encoded):
+        def twice(self, commands, progress, keys, encoded, **kwargs):
             if commands and self.state.chunks == batch:
                 commands = [*commands, *commands]
-            return original(self, commands, progress, keys, encoded)
+            return original(self, commands, progress, keys, encoded, **kwargs)
 
         return twice
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 import multiprocessing
 import os
 import threading
-import time
 
 import numpy as np
 import pytest
@@ -21,7 +20,7 @@ from vecserve.errors import ModelNotFound, StoreUnavailable, TokenNotFound
 from vecserve.keyedvectors import RedisKeyedVectors
 from vecserve.loader import load_arrays
 
-from .conftest import gensim_data
+from .helpers import gensim_data
 from .kv_support import CLIENTS, close_all, make_kv
 from .test_similarity import GENSIM_FILES, load_gensim, queries, same
 
@@ -345,31 +344,6 @@ def test_similarity_url_uses_the_http_contract(store, tmp_path):
     finally:
         server.shutdown()
         server.server_close()
-
-
-@pytest.fixture
-def service_url(redis_url, store, tmp_path):
-    """The real vecserve HTTP service (create_app under uvicorn) on an ephemeral port."""
-    uvicorn = pytest.importorskip("uvicorn")
-    from vecserve.api import create_app
-    from vecserve.embedded import free_port
-    from vecserve.service.settings import Settings
-
-    settings = Settings(redis_url=redis_url, cache_dir=tmp_path / "service", model_ttl=0)
-    port = free_port()
-    config = uvicorn.Config(
-        create_app(settings), host="127.0.0.1", port=port, log_level="warning", ws="none"
-    )
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 20
-    while not server.started:
-        assert time.monotonic() < deadline and thread.is_alive(), "uvicorn did not start"
-        time.sleep(0.01)
-    yield f"http://127.0.0.1:{port}"
-    server.should_exit = True
-    thread.join(timeout=20)
 
 
 def _raised(call, model):

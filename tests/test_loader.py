@@ -11,8 +11,8 @@ import pytest
 import redis
 from gensim.models import KeyedVectors
 
-from tests.conftest import gensim_data, write_w2v
-from vecserve.embedded import NO_RETRY, ValkeyProcess, free_port
+from tests.helpers import gensim_data, write_w2v
+from vecserve.embedded import NO_RETRY, ValkeyProcess
 from vecserve.errors import (
     CorruptVectorFile,
     DimensionMismatch,
@@ -184,7 +184,7 @@ def test_redis_dying_mid_load_leaves_a_resumable_invisible_load(tmp_path, small_
     path, tokens, vectors = small_bin
     server = ValkeyProcess(
         tmp_path / "srv",
-        port=free_port(),
+        unixsocket=tmp_path / "srv.sock",
         config={"appendonly": "yes", "appendfsync": "always"},
     ).start()
     url = server.url

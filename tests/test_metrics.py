@@ -4,33 +4,14 @@ the real two-worker service is in test_api_serve)."""
 from __future__ import annotations
 
 import subprocess
-import sys
-import textwrap
 
+from tests.helpers import program
 from vecserve.service.metrics import Metrics
-
-WORKER = textwrap.dedent(
-    """
-    import sys
-    from vecserve.service.metrics import Metrics
-    m = Metrics(directory=sys.argv[1])
-    n, rows, entries = (int(x) for x in sys.argv[2:5])
-    m.inc("vecserve_requests_total", n, endpoint="/v", method="GET", status="200")
-    m.observe("vecserve_request_duration_seconds", 0.001 if n == 3 else 0.2, endpoint="/v")
-    m.set("vecserve_index_rows", rows, model="M")
-    m.set("vecserve_vector_cache_entries", entries, model="M")
-    print("ready", flush=True)
-    sys.stdin.readline()  # stay alive (a live worker) until told to exit
-    """
-)
-SCRAPE = "import sys; from vecserve.service.metrics import Metrics; " + (
-    "sys.stdout.write(Metrics(directory=sys.argv[1]).render().decode())"
-)
 
 
 def _scrape(directory) -> str:
     return subprocess.run(
-        [sys.executable, "-c", SCRAPE, str(directory)], capture_output=True, text=True, check=True
+        program("metrics_scrape", directory), capture_output=True, text=True, check=True
     ).stdout
 
 
@@ -44,7 +25,7 @@ def _sample(text: str, series: str) -> float:
 def test_workers_merge_counters_histograms_and_live_gauges(tmp_path):
     a, b = (
         subprocess.Popen(
-            [sys.executable, "-c", WORKER, str(tmp_path), *args],
+            program("metrics_worker", tmp_path, *args),
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,

@@ -10,13 +10,13 @@ import asyncio
 import os
 import signal
 import subprocess
-import sys
 import time
 
 import numpy as np
 import pytest
 
 from tests.api_support import run_vecserve
+from tests.helpers import program, wait_until
 from vecserve import AsyncRedisKeyedVectors, PinLost, RedisKeyedVectors
 from vecserve.acl import setuser_line
 from vecserve.store import begin_load
@@ -107,20 +107,10 @@ def test_the_async_client_pins_too(store, redis_url):
     asyncio.run(main())
 
 
-HOLDER = """
-import sys, time
-from vecserve import RedisKeyedVectors
-kv = RedisKeyedVectors("M", redis_url=sys.argv[1])
-pinned = kv.pin(lease=float(sys.argv[2]))
-print(pinned["king"].tolist(), flush=True)
-time.sleep(60)
-"""
-
-
 def test_a_sigkilled_holder_frees_its_generation_after_the_lease(store, redis_url):
     first = load(store, 1)
     with subprocess.Popen(
-        [sys.executable, "-c", HOLDER, redis_url, "1.0"], stdout=subprocess.PIPE, text=True
+        program("model_pin_holder", redis_url, 1.0), stdout=subprocess.PIPE, text=True
     ) as holder:
         try:
             assert holder.stdout.readline().strip() == str(vecs(1)[0].tolist())
@@ -129,10 +119,8 @@ def test_a_sigkilled_holder_frees_its_generation_after_the_lease(store, redis_ur
             assert states(store) == {2: "live", 1: "pinned"}
             os.kill(holder.pid, signal.SIGKILL)
             holder.wait()
-            deadline = time.monotonic() + 5
-            while states(store) != {2: "live", 1: "retired"}:
-                assert time.monotonic() < deadline, "the dead holder's pin never expired"
-                time.sleep(0.05)
+            wait_until(lambda: states(store) == {2: "live", 1: "retired"}, timeout=5,
+                       what="the dead holder's pin to expire")  # fmt: skip
             env = {**os.environ, "VECSERVE_REDIS_URL": redis_url}
             out = run_vecserve("models", "history", "M", env=env)
             assert "deleted generation 1: no pin holds it any more" in out.stderr

@@ -9,7 +9,6 @@ import time
 import numpy as np
 import pytest
 
-from tests.test_keyedvectors import service_url  # noqa: F401  (a fixture)
 from vecserve.keyedvectors import RedisKeyedVectors
 from vecserve.loader import load_arrays
 from vecserve.search.exact import BATCH_FROM_ROWS
@@ -71,7 +70,7 @@ def test_batch_through_the_service_equals_local_answers(
     store,
     model,
     tmp_path,
-    service_url,  # noqa: F811
+    service_url,
 ):
     _, vectors = model
     local = RedisKeyedVectors("B", store=store, cache_dir=tmp_path / "local")

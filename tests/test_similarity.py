@@ -14,7 +14,7 @@ from gensim.models import KeyedVectors
 from vecserve.loader import load_arrays
 from vecserve.search.snapshot import IndexManager, SimilarityIndex, gensim_argsort
 
-from .conftest import gensim_data
+from .helpers import gensim_data
 
 # The word2vec-format files gensim ships that gensim itself can read (name, binary, kwargs).
 GENSIM_FILES = [

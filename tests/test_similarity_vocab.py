@@ -7,12 +7,11 @@ import json
 import logging
 import os
 import subprocess
-import sys
-import textwrap
 
 import numpy as np
 import pytest
 
+from tests.helpers import program
 from vecserve.errors import SnapshotDamaged
 from vecserve.loader import load_arrays
 from vecserve.search.snapshot import SimilarityIndex
@@ -190,27 +189,6 @@ def test_old_format_upgraded_in_place(snapshot):
     assert SimilarityIndex.build(store, info, cache_dir=cache).index_to_key == WORDS
 
 
-CHILD = textwrap.dedent(
-    """
-    import json, sys
-    from vecserve.search.snapshot import SimilarityIndex
-    ix = SimilarityIndex.open(sys.argv[1])
-    lookups = [ix.key_to_index.get(w) for w in json.loads(sys.argv[2])]
-    answer = ix.most_similar("Köln", topn=5)
-    mapped = {}
-    with open("/proc/self/smaps") as f:
-        name = None
-        for line in f:
-            head = line.split()
-            if "-" in head[0] and not head[0].endswith(":"):  # a mapping's first line
-                name = head[5] if len(head) >= 6 else None
-            elif name and name.endswith("vocab.idx") and head[0] in ("Rss:", "Private_Dirty:"):
-                mapped[head[0]] = mapped.get(head[0], 0) + int(head[1])
-    print(json.dumps({"lookups": lookups, "answer": answer, "mapped": mapped}))
-    """
-)
-
-
 @pytest.mark.skipif(not os.path.exists("/proc/self/smaps"), reason="needs /proc smaps")
 def test_two_processes_map_one_file(snapshot):
     _, _, _, ix = snapshot
@@ -218,7 +196,7 @@ def test_two_processes_map_one_file(snapshot):
     want = [ix.key_to_index.get(w) for w in probe]
     children = [
         subprocess.Popen(
-            [sys.executable, "-c", CHILD, str(ix.path), json.dumps(probe)],
+            program("snapshot_reader", ix.path, json.dumps(probe)),
             stdout=subprocess.PIPE,
             text=True,
         )

@@ -7,34 +7,12 @@ import pytest
 from click.testing import CliRunner
 from gensim.models import KeyedVectors
 
+from tests.helpers import PER_TOPIC, TOPICS, topic_corpus, topic_purity
 from vecserve.errors import TrainingError
 from vecserve.train import Word2Vec
 
-TOPICS = 4
-PER_TOPIC = 8
-
-
-def topic_corpus(n_sentences=600, length=10, seed=0):
-    """Each sentence draws its words from one topic: topic-mates share every context."""
-    rng = np.random.default_rng(seed)
-    return [
-        [f"t{t}w{w}" for w in rng.integers(0, PER_TOPIC, length)]
-        for t in rng.integers(0, TOPICS, n_sentences)
-    ]
-
-
 CORPUS = topic_corpus()
 SMALL = {"vector_size": 24, "window": 3, "min_count": 1, "sample": 0, "seed": 7}
-
-
-def topic_purity(model):
-    """Share of words whose 3 nearest neighbours are all from their own topic."""
-    good = 0
-    for t in range(TOPICS):
-        for w in range(PER_TOPIC):
-            near = model.wv.most_similar(f"t{t}w{w}", topn=3)
-            good += all(n.startswith(f"t{t}w") for n, _ in near)
-    return good / (TOPICS * PER_TOPIC)
 
 
 @pytest.mark.parametrize(
@@ -52,7 +30,7 @@ def topic_purity(model):
 )
 def test_learns_topic_structure(mode):
     model = Word2Vec(CORPUS, **SMALL, epochs=5, workers=2, **mode)
-    assert topic_purity(model) >= 0.9, model.mode
+    assert topic_purity(model.wv) >= 0.9, model.mode
 
 
 def test_single_worker_with_seed_is_reproducible():

@@ -7,7 +7,13 @@ which works on both (and on a cluster, one listener per primary):
   id> BCAST PREFIX <generation key prefix> PREFIX vecserve:models`` and then SUBSCRIBEs to
   ``__redis__:invalidate``. BCAST mode means the server remembers nothing per key: it
   sends the name of every written key under those prefixes.
-- A message naming a vector key drops that key. A message naming the registry hash
+- A message naming a vector key drops that key. Nothing writes a live generation's
+  keys, so such a message means a key was deleted, evicted or overwritten: the
+  listener asks the server which of them are gone (``missing_keys``, one round trip a
+  message; none at all while nothing happens) and counts them as lost
+  (``stats()["lost_keys"]``, a warning in the log): the model is damaged, and lookups
+  of those words raise ``ModelDamaged`` (the read path tells them from unknown words).
+- A message naming the registry hash
   (``vecserve:models``: any commit or delete of any model) makes the listener re-read
   the model's registry entry; if the generation changed, the whole cache is flushed and
   tracking moves to the new generation's prefix. Loads of a NEW generation write under
@@ -52,6 +58,7 @@ INVALIDATE_CHANNEL = b"__redis__:invalidate"
 HEALTH_SECONDS = 1.0
 POLL_SECONDS = 0.1
 RECONNECT_MAX_SECONDS = 1.0
+LOST_LOG_SECONDS = 10.0  # at most one warning about lost keys this often
 _REGISTRY_KEY = MODELS.encode()
 _NodeSpec = tuple[type, dict]
 
@@ -103,6 +110,9 @@ class VectorCache:
         Admit a vector only on its second miss (a "doorkeeper" remembers the last
         ``maxsize`` missed tokens): words seen once -- most of a Zipfian stream's tail --
         neither cost a copy nor push hot words out. Default False: every miss is cached.
+    missing_keys : callable, optional
+        Given vector keys the server said changed, returns those no longer in Redis:
+        the lost rows a damaged model counts (``stats()["lost_keys"]``).
 
     Examples
     --------
@@ -120,6 +130,7 @@ class VectorCache:
         read_registry: Callable[[], bytes | None],
         admit_on_repeat: bool = False,
         topology: Callable[[], Sequence[_NodeSpec]] | None = None,
+        missing_keys: Callable[[list[bytes]], list[bytes]] | None = None,
     ):
         if maxsize < 1:
             raise ValueError(f"cache size must be >= 1, got {maxsize}")
@@ -135,6 +146,10 @@ class VectorCache:
         self.ready = False
         self.flushes = 0
         self.invalidations = 0
+        self.missing_keys = missing_keys
+        self.lost_keys = 0  # of the tracked generation, seen gone without a reload
+        self.lost_words: list[str] = []  # a few of them, for the log and stats
+        self._lost_said = -LOST_LOG_SECONDS
         self._closed = threading.Event()
         self._topology = topology
         self._topology_lock = threading.Lock()
@@ -225,12 +240,14 @@ class VectorCache:
             if disable:
                 self.ready = False
 
-    def _invalidate(self, keys: list[bytes] | None) -> bool:
-        """Apply one invalidation message; True if the registry must be re-read."""
+    def _invalidate(self, keys: list[bytes] | None) -> tuple[bool, list[bytes]]:
+        """Apply one invalidation message: (whether the registry must be re-read, the
+        vector keys of the tracked generation it named)."""
         if keys is None:
             self.flush()
-            return True
+            return True, []
         registry = False
+        named = []
         with self.lock:
             self.seq += 1
             prefix, buckets = self.prefix, self.buckets
@@ -243,7 +260,35 @@ class VectorCache:
                     if tok is not None:
                         data.pop(tok, None)
                         self.invalidations += 1
-        return registry
+                        named.append(k)
+        return registry, named
+
+    def _count_lost(self, keys: list[bytes], generation: int | None) -> None:
+        """Count the named keys of ``generation`` that are gone from Redis (listener
+        thread; a message during a reload's flip may name the old generation's keys,
+        which the generation check drops)."""
+        if not keys or self.missing_keys is None:
+            return
+        gone = self.missing_keys(keys)
+        if not gone:
+            return
+        with self.lock:
+            if generation != self.generation:
+                return
+            prefix, buckets = self.prefix, self.buckets
+            words = [token_of_key(prefix, k, buckets) for k in gone] if prefix else []
+            self.lost_keys += len(gone)
+            self.lost_words = (self.lost_words + [w for w in words if w])[:5]
+        now = time.monotonic()
+        if now - self._lost_said < LOST_LOG_SECONDS:  # an eviction storm: one line a while
+            return
+        self._lost_said = now
+        log.warning(
+            "generation %s: %d vector keys gone from Redis without a reload (evicted or "
+            "deleted: %s), %d in all: the model is damaged; lookups of those words raise "
+            "ModelDamaged, `vecserve models check` lists them",
+            generation, len(gone), ", ".join(repr(w) for w in words[:3] if w), self.lost_keys,
+        )  # fmt: skip
 
     def _registry_prefix(self) -> tuple[int | None, bytes | None, int]:
         """(generation, key prefix, hash tags) of the model's live generation."""
@@ -318,6 +363,8 @@ class VectorCache:
             "generation": self.generation,
             "flushes": self.flushes,
             "invalidations": self.invalidations,
+            "lost_keys": self.lost_keys,
+            "lost_words": list(self.lost_words),
         }
 
 
@@ -404,6 +451,8 @@ class _Listener:
                 cache.seq += 1
                 cache.data = OrderedDict()
                 cache.flushes += 1
+                if cache.generation != want[0]:
+                    cache.lost_keys, cache.lost_words = 0, []
                 cache.generation, cache.prefix, cache.buckets = want
         self.tracking = want
         cache._update_ready()
@@ -429,6 +478,8 @@ class _Listener:
             keys = msg[2]
             if keys is not None and not isinstance(keys, list):
                 keys = [keys]
-            if cache._invalidate(keys) and cache._registry_prefix() != want:
+            registry, named = cache._invalidate(keys)
+            if registry and cache._registry_prefix() != want:
                 cache.flush(disable=True)
                 return  # a new generation (or the model is gone): re-track from scratch
+            cache._count_lost(named, want[0])

@@ -192,6 +192,7 @@ class Reader:
                         topology=topology(store.client),
                         read_registry=lambda: store.registry_entry(name),
                         admit_on_repeat=self.admit_on_repeat,
+                        missing_keys=store.missing_keys,
                     )
                 cache = self._cache
         return cache

@@ -173,17 +173,33 @@ def word_hashes(words: Sequence[bytes]) -> np.ndarray:
 def flat_word_hashes(buf: np.ndarray, lens: np.ndarray) -> np.ndarray:
     """:func:`word_hashes` of words given as their concatenated bytes and lengths.
 
+    FNV-1a goes byte by byte, so the words go longest first: the words still hashing at
+    byte ``k`` are then a prefix of that order, and each step is a gather of their byte
+    ``k`` and two in-place operations on that prefix (~0.1 us a word in all; masking
+    every word at every step cost ~0.5).
+
     >>> flat_word_hashes(np.frombuffer(b"a", np.uint8), np.array([0, 1])).tolist()
     [14695981039346656037, 12638187200555641996]
     """
+    lens = np.asarray(lens, dtype=np.int64)
     h = np.full(len(lens), _FNV64_OFFSET, dtype=np.uint64)
-    if not len(lens) or not lens.max(initial=0):
+    longest = int(lens.max(initial=0))
+    if not longest:
         return h
-    buf = buf.astype(np.uint64)
-    begins = np.cumsum(lens) - lens
-    for k in range(int(lens.max())):
-        live = np.flatnonzero(lens > k)
-        h[live] = (h[live] ^ buf[begins[live] + k]) * _FNV64_PRIME
+    # a stable sort of 16-bit keys is a radix sort: ~10x faster than of int64
+    key = longest - lens
+    order = np.argsort(key.astype(np.uint16) if longest < 1 << 16 else key, kind="stable")
+    begins = (np.cumsum(lens) - lens)[order]
+    descending = lens[order]
+    # live[k]: how many words have more than k bytes (a prefix of the order)
+    live = len(lens) - np.searchsorted(descending[::-1], np.arange(longest), side="right")
+    buf = np.asarray(buf, dtype=np.uint8)
+    hs = h.copy()
+    for k in range(longest):
+        part = hs[: int(live[k])]
+        np.bitwise_xor(part, buf[begins[: len(part)] + k], out=part)
+        part *= _FNV64_PRIME
+    h[order] = hs
     return h
 
 

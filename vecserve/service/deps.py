@@ -180,6 +180,7 @@ class AppContext:
         """Gauges of this process's state, set before each render (a ``Metrics`` collector)."""
         for name, cache in self.models.caches().items():
             metrics.set("vecserve_vector_cache_entries", len(cache), model=name)
+            metrics.set("vecserve_vector_keys_lost", cache.lost_keys, model=name)
 
     def close(self) -> None:
         self.models.close()

@@ -69,6 +69,13 @@ SPECS: dict[str, tuple] = {
         ("model",),
         "livesum",
     ),
+    "vecserve_vector_keys_lost": (
+        "gauge",
+        "Vector keys of a model's live generation its cache saw leave Redis without a "
+        "reload (evicted, deleted): the model is damaged.",
+        ("model",),
+        "livemax",
+    ),
     "vecserve_vectors_served_total": ("counter", "Vectors returned by /vectors.", ()),
     "vecserve_words_missing_total": ("counter", "Requested words not in the model.", ()),
     "vecserve_index_build_seconds": (

@@ -5,13 +5,15 @@
   errors into :class:`~vecserve.errors.StoreUnavailable` (the one boundary for it).
 - :mod:`.registry` — :class:`Store`: the model registry, reads of vectors and
   vocabularies, deletes; works with ``redis.Redis`` and ``redis.RedisCluster`` alike.
+- :mod:`.facts` — :class:`~.facts.Witness`: what a load saw of the server's INFO, the
+  commit's proof that no acknowledged key left it.
 - :mod:`.lease` — :class:`Lease`: one loader per model at a time.
 - :mod:`.pins` — :class:`Pin`: a reader's lease on one generation; the retired
   generations a model keeps (pinned, or for rollback), their collection, rollback.
 - :mod:`.session` — :func:`begin_load` and :class:`LoadSession`: writes one generation
   batch by batch, then commits it; :func:`drop_load`, :func:`cleanup_loads`.
 
-Imports go one way: layout <- registry <- lease <- pins <- session.
+Imports go one way: layout <- registry <- facts, lease <- pins <- session.
 
 Visibility: readers look a model up in ``vecserve:models`` only, so a load is invisible
 until :meth:`LoadSession.commit` writes that one hash field. Every load writes a new

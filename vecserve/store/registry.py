@@ -682,7 +682,17 @@ class Store:
                     tally(blobs, lens, len(keys) - self._count_missing(keys))
             else:
                 self._exists_overlapped(model, groups, tally, parts if hashes else None)
-            if ngrams:
+            if ngrams and not (self.is_cluster or model.buckets):
+
+                def tally_ngrams(_, lens: np.ndarray, present: int) -> None:
+                    found["missing"] += len(lens) - present
+                    found["done"] += len(lens)
+                    if progress is not None:
+                        progress(found["done"], total)
+
+                groups = _ngram_groups(model.ngram_buckets)
+                self._exists_overlapped(model, groups, tally_ngrams, None, sep=b"#")
+            elif ngrams:
                 for lo in range(0, model.ngram_buckets, 100_000):
                     ids = np.arange(lo, min(model.ngram_buckets, lo + 100_000))
                     found["missing"] += self._count_missing(
@@ -704,12 +714,21 @@ class Store:
     ) -> Iterator[tuple[list[bytes], np.ndarray, np.ndarray]]:
         """``(blobs, lengths, bytes)``: the vocabulary blobs holding the first
         ``model.count`` tokens, ``per`` at a time (a load's count ends at a blob's end),
-        with their tokens' lengths and bytes joined."""
+        with their tokens' lengths and bytes joined.
+
+        All the blobs are read first (~13 bytes a word), in one pipeline: a read between
+        two groups would queue behind the server's work on the last group's keys, and
+        the client would build the next group while the server idles."""
         sizes = np.frombuffer(self.client.get(vocab_sizes_key(model.prefix)) or b"", "<u4")
         ends = np.cumsum(sizes, dtype=np.int64)
         last = int(np.searchsorted(ends, model.count, side="left")) + 1 if model.count else 0
-        for lo in range(0, min(last, len(sizes)), per):
-            blobs = self.client.lrange(vocab_key(model.prefix), lo, min(lo + per, last) - 1)
+        last = min(last, len(sizes))
+        pipe = self.client.pipeline(transaction=False)
+        for lo in range(0, last, 256):
+            pipe.lrange(vocab_key(model.prefix), lo, min(lo + 256, last) - 1)
+        every = [b for part in pipe.execute() for b in part] if last else []
+        for lo in range(0, last, per):
+            blobs = every[lo : lo + per]
             split = [vocab_parts(b) for b in blobs]
             yield (
                 blobs,
@@ -717,14 +736,15 @@ class Store:
                 np.concatenate([p[1] for p in split]),
             )
 
-    def _exists_overlapped(self, model, groups, tally, parts) -> None:
+    def _exists_overlapped(self, model, groups, tally, parts, *, sep: bytes = b":") -> None:
         """A single server: each group's EXISTS sent before the last one's count is read."""
         pool = self.client.connection_pool
         conn = pool.get_connection()
         try:
             pending = None
             for blobs, lens, buf in groups:
-                conn.send_packed_command([resp_exists(model.prefix, lens, buf)], check_health=False)
+                request = resp_exists(model.prefix, lens, buf, sep=sep)
+                conn.send_packed_command([request], check_health=False)
                 if parts is not None:
                     parts.append(flat_word_hashes(buf, lens))
                 if pending is not None:
@@ -776,6 +796,22 @@ class Store:
             for lo in range(0, len(idx), 10_000):  # bounded commands: no huge query buffer
                 pipe.execute_command("EXISTS", *[keys[i] for i in idx[lo : lo + 10_000]])
         return len(keys) - sum(int(n) for n in pipe.execute())
+
+    def missing_keys(self, keys: list[bytes]) -> list[bytes]:
+        """Those of ``keys`` not in Redis: one multi-key EXISTS on a single server (none
+        or all gone, the usual answers, need no more), else one EXISTS a key, pipelined."""
+        with self.errors("asking which keys are gone"):
+            if not self.is_cluster:
+                present = sum(int(n) for n in self._exists_counts(keys))
+                if present in (0, len(keys)):
+                    return list(keys) if not present else []
+            return [keys[i] for i in self._which_missing(keys)]
+
+    def _exists_counts(self, keys: list[bytes]) -> list:
+        pipe = self.client.pipeline(transaction=False)
+        for lo in range(0, len(keys), 10_000):
+            pipe.execute_command("EXISTS", *keys[lo : lo + 10_000])
+        return pipe.execute()
 
     def _which_missing(self, keys: list[bytes]) -> list[int]:
         pipe = self.client.pipeline(transaction=False)
@@ -1117,3 +1153,15 @@ def _decode_steps(model: ModelInfo, values: list[bytes | None], tokens: Sequence
         if len(buf) == n * codec.nbytes(model.dim):
             return codec.decode(buf, n, model.dim), _found_all(n)
     return codec.decode_values(values, model.dim, what=tokens)
+
+
+def _ngram_groups(rows: int, per: int = 100_000) -> Iterator[tuple[None, np.ndarray, np.ndarray]]:
+    """``(None, lengths, bytes)`` of the n-gram bucket numbers ``0..rows-1`` as decimal
+    text, ``per`` at a time: the key suffixes :func:`resp_exists` joins to ``P#``."""
+    for lo in range(0, rows, per):
+        ids = np.arange(lo, min(rows, lo + per))
+        digits = np.ones(len(ids), dtype=np.int64)
+        for power in range(1, 19):
+            digits += ids >= 10**power
+        text = "".join(map(str, ids.tolist())).encode()
+        yield None, digits, np.frombuffer(text, dtype=np.uint8)

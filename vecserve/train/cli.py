@@ -93,9 +93,15 @@ def _param_options(command: Callable) -> Callable:
     help="Save the model there after every epoch.",
 )
 @click.option("--resume", is_flag=True, help="Continue from --checkpoint-dir's checkpoint.")
+@click.option(
+    "--allow-eviction",
+    is_flag=True,
+    help="Commit even into a server whose maxmemory-policy is allkeys-* (it may evict "
+    "parts of the model later: lookups then raise ModelDamaged); refused otherwise.",
+)
 @redis_url_option
 @friendly_errors
-def train(corpus, name, save, binary, codec, redis_url, **options):
+def train(corpus, name, save, binary, codec, redis_url, allow_eviction, **options):
     """Train word2vec on CORPUS on all cores; commit the vectors as model --key.
 
     CORPUS is a text file (one sentence per line, or text8-style one huge line), a .gz or
@@ -116,14 +122,14 @@ def train(corpus, name, save, binary, codec, redis_url, **options):
         raise click.UsageError("give --key NAME (Redis) and/or --save PATH")
     group = Group.from_environment()
     if group.size == 1:
-        _train(group, corpus, name, save, binary, codec, redis_url, options)
+        _train(group, corpus, name, save, binary, codec, redis_url, allow_eviction, options)
         return
     state = {"committed": False}
     _on_sigterm(group, state)
     if group.rank != 0:
         logging.getLogger("vecserve").setLevel(logging.WARNING)
     try:
-        _train(group, corpus, name, save, binary, codec, redis_url, options, state)
+        _train(group, corpus, name, save, binary, codec, redis_url, allow_eviction, options, state)
     except VecserveError as exc:
         if group.rank == 0 or not (isinstance(exc, TrainingError) and exc.collective):
             click.echo(f"Error: rank {group.rank} of {group.size}: {exc}", err=True)
@@ -132,7 +138,9 @@ def train(corpus, name, save, binary, codec, redis_url, **options):
         _leave(130)
 
 
-def _train(group, corpus, name, save, binary, codec, redis_url, options, state=None):
+def _train(
+    group, corpus, name, save, binary, codec, redis_url, allow_eviction, options, state=None
+):
     from .model import Word2Vec
 
     model = Word2Vec(corpus, comm=group, **options)
@@ -142,7 +150,7 @@ def _train(group, corpus, name, save, binary, codec, redis_url, options, state=N
         model.save_word2vec_format(save, binary=binary)
         click.echo(f"saved {len(model.vocab):,} vectors to {save}")
     if name:
-        info = model.to_redis(name, redis_url=redis_url, codec=codec)
+        info = model.to_redis(name, redis_url=redis_url, codec=codec, allow_eviction=allow_eviction)
         if state is not None:
             state["committed"] = True
         count = getattr(info, "count", len(model.vocab))

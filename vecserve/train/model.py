@@ -461,10 +461,12 @@ class Word2Vec:
         redis_url: str | None = None,
         codec: str = "f32",
         progress: bool | None = None,
+        allow_eviction: bool = False,
     ):
         """Commit the vectors to Redis as model *key* (atomically, counts kept).
 
-        Returns the committed model's metadata from :func:`vecserve.loader.load_arrays`.
+        Returns the committed model's metadata from :func:`vecserve.loader.load_arrays`
+        (``allow_eviction``: commit even where the server's policy may evict its keys).
         """
         from ..loader import load_arrays
 
@@ -479,6 +481,7 @@ class Word2Vec:
             counts=self.vocab.counts,
             source=self.source or "vecserve train",
             progress=progress,
+            allow_eviction=allow_eviction,
         )
 
     def __repr__(self) -> str:

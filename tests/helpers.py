@@ -1,0 +1,192 @@
+"""Helpers the test modules share (fixtures live in ``conftest.py``; plain functions here).
+
+- :func:`wait_until`: THE polling loop of the suite (a condition, a deadline, a message).
+- :func:`gensim_data`, :func:`write_w2v`: gensim's test files and a reference writer.
+- :func:`start_cluster`: a Redis Cluster of valkey-server processes on loopback.
+- :func:`listening_port`: the TCP port a child process listens on (it bound port 0).
+- :func:`program`: the command line of a program of ``tests/programs/``.
+- :func:`topic_corpus`, :func:`write_topic_corpus`, :func:`topic_purity`: a corpus whose
+  topics a trained model must find, and how well it found them.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TypeVar
+
+import numpy as np
+
+T = TypeVar("T")
+
+
+def wait_until(
+    condition: Callable[[], T],
+    *,
+    timeout: float = 60.0,
+    interval: float = 0.05,
+    what: str | Callable[[], str] = "the condition",
+) -> T:
+    """Call ``condition`` every ``interval`` seconds until it returns something truthy,
+    and return that; after ``timeout`` seconds fail naming ``what`` (a string, or a
+    function giving one: a log, the last state seen).
+
+    >>> wait_until(lambda: 42)
+    42
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        got = condition()
+        if got:
+            return got
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:g}s waiting for "
+                                 f"{what() if callable(what) else what}")  # fmt: skip
+        time.sleep(interval)
+
+
+def program(name: str, *args) -> list[str]:
+    """The command that runs ``tests/programs/NAME.py`` with ``args`` in a new Python."""
+    return [sys.executable, str(Path(__file__).parent / "programs" / f"{name}.py"), *map(str, args)]
+
+
+def gensim_data(name: str) -> str:
+    """The path of one of gensim's own test files (``lee_fasttext.vec``...)."""
+    from gensim.test.utils import datapath
+
+    return datapath(name)
+
+
+def write_w2v(path: Path, tokens, vectors, *, binary: bool = True) -> Path:
+    """Write a word2vec file with gensim (the reference writer)."""
+    from gensim.models import KeyedVectors
+
+    kv = KeyedVectors(vectors.shape[1])
+    kv.add_vectors(list(tokens), np.asarray(vectors, dtype=np.float32))
+    kv.save_word2vec_format(str(path), binary=binary)
+    return path
+
+
+def listening_port(pid: int, *, timeout: float = 60.0, alive: Callable[[], bool] = bool) -> int:
+    """The TCP port that process ``pid`` listens on, once it listens: a server started
+    with port 0 binds the port itself, so no other process can take it first.
+
+    Read from ``/proc`` (Linux): the inodes of the process's sockets, then the LISTEN
+    entries of ``/proc/net/tcp``."""
+
+    def port() -> int | None:
+        assert alive(), f"process {pid} exited before it listened"
+        inodes = set()
+        for fd in os.listdir(f"/proc/{pid}/fd"):
+            try:
+                target = os.readlink(f"/proc/{pid}/fd/{fd}")
+            except OSError:  # closed meanwhile
+                continue
+            if target.startswith("socket:["):
+                inodes.add(target[8:-1])
+        for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+            with open(table) as f:
+                for line in f.readlines()[1:]:
+                    fields = line.split()
+                    if fields[3] == "0A" and fields[9] in inodes:  # 0A: LISTEN
+                        return int(fields[1].rsplit(":", 1)[1], 16)
+        return None
+
+    return wait_until(port, timeout=timeout, what=f"process {pid} to listen on a TCP port")
+
+
+def start_cluster(base: Path, n: int = 3, *, replicas: bool = False, node_timeout: int = 5000):
+    """Start ``n`` cluster-enabled primaries (and a replica of each if ``replicas``) and
+    join them into one cluster; replicas come after the primaries in the list.
+
+    A cluster node needs a TCP port (its peers and the cluster bus, port + 10000, reach it
+    there), so each node takes a port free right now and is started again on another if
+    someone took that port meanwhile."""
+    import redis
+
+    from vecserve.embedded import EmbeddedServerError, ValkeyProcess, free_port
+
+    config = {
+        "cluster-enabled": "yes",
+        "cluster-config-file": "nodes.conf",
+        "cluster-node-timeout": str(node_timeout),
+    }
+    nodes = []
+    for i in range(2 * n if replicas else n):
+        for attempt in range(5):
+            port = free_port()
+            while port > 55535:  # the cluster bus listens on port + 10000
+                port = free_port()
+            try:
+                node = ValkeyProcess(base / f"node{i}-{attempt}", port=port, config=config)
+                nodes.append(node.start())
+                break
+            except EmbeddedServerError:
+                if attempt == 4:
+                    raise
+    clients = [redis.Redis(port=p.port) for p in nodes]
+    per = 16384 // n
+    for i, c in enumerate(clients[:n]):
+        lo, hi = i * per, (16383 if i == n - 1 else (i + 1) * per - 1)
+        c.execute_command("CLUSTER", "ADDSLOTSRANGE", lo, hi)
+    for c in clients[1:]:
+        c.execute_command("CLUSTER", "MEET", "127.0.0.1", nodes[0].port)
+    total = len(nodes)
+
+    def infos() -> list[str]:
+        got = [c.execute_command("CLUSTER", "INFO") for c in clients]
+        return [i.decode() if isinstance(i, bytes) else str(i) for i in got]
+
+    wait_until(
+        lambda: all("cluster_state:ok" in t and f"cluster_known_nodes:{total}" in t
+                    for t in infos()),
+        timeout=30, what=lambda: f"the cluster to form: {infos()[0][:200]}",
+    )  # fmt: skip
+    if replicas:
+        for primary, replica in zip(clients[:n], clients[n:], strict=True):
+            replica.execute_command(
+                "CLUSTER", "REPLICATE", primary.execute_command("CLUSTER", "MYID")
+            )
+        wait_until(
+            lambda: all(c.info("replication").get("master_link_status") == "up"
+                        for c in clients[n:]),
+            timeout=30, what="the replicas to sync",
+        )  # fmt: skip
+    for c in clients:
+        c.close()
+    return nodes
+
+
+TOPICS = 4
+PER_TOPIC = 8
+
+
+def topic_corpus(n_sentences=600, length=10, seed=0):
+    """Each sentence draws its words from one topic: topic-mates share every context."""
+    rng = np.random.default_rng(seed)
+    return [
+        [f"t{t}w{w}" for w in rng.integers(0, PER_TOPIC, length)]
+        for t in rng.integers(0, TOPICS, n_sentences)
+    ]
+
+
+def write_topic_corpus(path: Path, n_sentences: int, seed: int = 0) -> Path:
+    """:func:`topic_corpus` as a text file, a sentence a line."""
+    with open(path, "w") as f:
+        for s in topic_corpus(n_sentences, seed=seed):
+            f.write(" ".join(s) + "\n")
+    return path
+
+
+def topic_purity(kv) -> float:
+    """Share of words whose 3 nearest neighbours (in keyed vectors ``kv``) are all from
+    their own topic."""
+    good = 0
+    for t in range(TOPICS):
+        for w in range(PER_TOPIC):
+            near = kv.most_similar(f"t{t}w{w}", topn=3)
+            good += all(n.startswith(f"t{t}w") for n, _ in near)
+    return good / (TOPICS * PER_TOPIC)
