@@ -156,3 +156,13 @@ def test_sync_single_words_follow_a_reload_and_name_missing_words(store, model):
         assert kv["w4"].tolist() == (model[4] * 2).tolist()
     finally:
         kv.close()
+
+
+def test_one_client_serves_one_event_loop_after_another(store, model):
+    """A client used under ``asyncio.run`` twice connects again on the second loop."""
+    kv = AsyncRedisKeyedVectors("M", store=store)
+    for i in range(3):
+        got, found = asyncio.run(kv.get_vectors([WORDS[i]]))
+        assert found.all()
+        np.testing.assert_array_equal(got[0], model[i])
+    asyncio.run(kv.aclose())

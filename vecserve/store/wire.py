@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import threading
 import weakref
 from collections.abc import Awaitable, Callable, Generator, Sequence
@@ -338,7 +339,8 @@ class _Pipe(asyncio.Protocol):
         """End the connection: every waiting request fails with ``exc``."""
         if self.lost is None:
             self.lost = exc
-            self.transport.abort()
+            with contextlib.suppress(RuntimeError):  # its loop is closed: nothing to run
+                self.transport.abort()
             self.conn._reader = self.conn._writer = None  # closed: redis.asyncio's own mark
         while self.waiting:
             fut = self.waiting.popleft()[0]
@@ -359,6 +361,7 @@ class AsyncConnections:
         self.size = size
         self._pipes: list[_Pipe] = []
         self._lock: asyncio.Lock | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None  # the pipes' and the lock's
 
     def _pick(self) -> _Pipe | None:
         best = None
@@ -368,6 +371,11 @@ class AsyncConnections:
         return best
 
     async def _pipe(self) -> _Pipe:
+        loop = asyncio.get_running_loop()
+        if self._loop is not loop:  # another loop's connections are no use here
+            self._loop, self._lock, pipes, self._pipes = loop, None, self._pipes, []
+            for old in pipes:
+                old.fail(redis.ConnectionError("Connection closed: another event loop."))
         pipe = self._pick()
         if pipe is not None and (not pipe.waiting or len(self._pipes) >= self.size):
             return pipe
