@@ -6,9 +6,10 @@ One run, beside each other:
   p50/p99 latency under ``wrk`` (``--connections`` concurrent, ``--seconds`` per case)
   against one uvicorn worker on 127.0.0.1;
 - ``most_similar`` (topn=10, one word) on an ``--vectors`` x 300 model: the service
-  exact (POST /most_similar) and approximate (``approx=true``, usearch HNSW) one request
-  at a time, against gensim's ``KeyedVectors.most_similar`` on the same matrix in memory
-  in this process; recall@10 of approximate vs exact over the same queries.
+  exact (POST /most_similar) and approximate (``approx=true``, the index ``AnnIndex``
+  picks: IVF or HNSW) one request at a time, against gensim's
+  ``KeyedVectors.most_similar`` on the same matrix in memory in this process; recall@10
+  of approximate vs exact over the same queries.
 
 The model is synthetic and clustered (``--clusters`` centres plus noise: neighbours exist,
 as in real embeddings; uniform random vectors would have none), loaded into a throw-away
@@ -325,6 +326,7 @@ def main() -> None:
         params = AnnParams(expansion_search=args.expansion_search)
         t = time.perf_counter()
         ann = AnnManager(enabled=True, params=params).get(index, wait=True)
+        kind = ann.params.library  # the index the build picked: IVF or HNSW
         ann_s = time.perf_counter() - t
         print(f"ANN built in {ann_s:.1f}s, recall@10 at build {ann.recall_at_10}", flush=True)
 
@@ -383,7 +385,7 @@ def main() -> None:
                 batch_lat,
                 f"{batch_same}/{len(qwords)} same",
             ),
-            ("vecserve approximate (usearch HNSW), HTTP", approx_lat, f"recall@10 {recall:.3f}"),
+            (f"vecserve approximate ({kind}), HTTP", approx_lat, f"recall@10 {recall:.3f}"),
         ]
         for name, lat, note in sim_rows:
             print(
@@ -429,10 +431,11 @@ def render(args, vec_rows, handler, sim_rows, load_s, snap_s, ann_s, ready_s, mo
             f"| {name} | {p50:.2f} | {percentile_ms(lat, 99):.2f} | {g50 / p50:.2f}x | {note} |"
         )
     ann = model_info.get("ann") or {}
+    kind = sim_rows[-1][0].removeprefix("vecserve approximate (").removesuffix("), HTTP")
     lines += [
         "",
         f"Setup times: load into Redis {load_s:.1f} s; exact snapshot built from Redis "
-        f"{snap_s:.1f} s; HNSW build {ann.get('build_seconds', ann_s)} s (params "
+        f"{snap_s:.1f} s; {kind} build {ann.get('build_seconds', ann_s)} s (params "
         f"{ann.get('params')}); recall@10 measured at build over "
         f"{ann.get('recall_queries')} words: {ann.get('recall_at_10')}; server start with "
         f"both indexes mapped from the disk cache: {ready_s:.1f} s.",

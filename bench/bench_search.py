@@ -160,6 +160,7 @@ def run(name: str, words: list[str], vectors: np.ndarray, args) -> None:
         t_ab = time.perf_counter() - start
         recall_b = recall_at_k(exact_words, [[w for w, _ in r] for r in got_ab])
         settings = {k: v for k, v in ann.meta.items() if k in ("nlist", "recall_at_10")}
+        settings.update(ann.meta.get("target", {}).get("setting", {}))
         rows.append((f"approximate, batches of {len(batch)}", "", len(batch) / t_ab,
                      f"recall@10 {recall_b:.3f}; built in {build:.0f} s {settings}"))  # fmt: skip
 

@@ -1,6 +1,7 @@
 """``GET /most_similar`` answered by :class:`vecserve.api.MostSimilarFastRoute` exactly as
 the FastAPI route answers it (same status, headers, body and metrics), ready approximate
-queries on the event loop, everything else in the thread pool or by FastAPI itself."""
+queries on the event loop when the service does not coalesce (in the thread pool when it
+does), everything else in the thread pool or by FastAPI itself."""
 
 from __future__ import annotations
 
@@ -137,8 +138,25 @@ def _where(monkeypatch) -> list[str]:
     return seen
 
 
-def test_ready_approximate_queries_run_on_the_event_loop(apps, monkeypatch):
+@pytest.fixture
+def uncoalesced(redis_url, model, tmp_path):
+    """The app as served with coalescing off (``VECSERVE_COALESCE=0``), its index ready."""
+    with AppClient(create_app(_settings(redis_url, tmp_path, ann=True, coalesce=False))) as c:
+        wait_for_ann(c, "M")
+        yield c
+
+
+def test_ready_approximate_queries_coalesce_in_the_pool(apps, monkeypatch):
+    # a query may wait for a batch under way: never on the event loop
     fast, _ = apps
+    seen = _where(monkeypatch)
+    for word in ["w1", "w2"]:
+        assert fast.get(f"/most_similar?positive={word}&approx=true").json()["approximate"]
+    assert seen == ["pool", "pool"]
+
+
+def test_ready_approximate_queries_run_on_the_event_loop(uncoalesced, monkeypatch):
+    fast = uncoalesced
     fast.get("/most_similar?positive=w9&approx=true")  # the context learns Redis answers
     seen = _where(monkeypatch)
     for word in ["w1", "w2", "w3"]:

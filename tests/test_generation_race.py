@@ -25,6 +25,7 @@ from vecserve.store.layout import GENERATION
 WORDS = [f"w{i}" for i in range(300)]
 DIM = 8
 RELOADS = 12
+MAX_RELOADS = 400
 
 
 def _load_next(store: Store) -> int:
@@ -35,9 +36,14 @@ def _load_next(store: Store) -> int:
     return nxt
 
 
-def _reload_forever(store: Store, stop: threading.Event, done: list[int]) -> None:
+def _reload_forever(store: Store, stop: threading.Event, done: list[int], enough) -> None:
+    """Reload at least RELOADS times, and on until ``enough()`` says the reader has seen
+    the race (a slow or cached reader on a busy machine may need more reloads to see
+    three generations); at most MAX_RELOADS."""
     try:
-        while not stop.is_set() and len(done) < RELOADS:
+        while not stop.is_set() and len(done) < MAX_RELOADS:
+            if len(done) >= RELOADS and enough():
+                break
             done.append(_load_next(store))
     finally:
         stop.set()
@@ -48,9 +54,12 @@ def _race(store: Store, read) -> tuple[int, set[int]]:
     if not store.client.hexists(GENERATION, "RACE"):
         _load_next(store)
     stop, done = threading.Event(), []
-    writer = threading.Thread(target=_reload_forever, args=(Store(store.client), stop, done))
-    writer.start()
     reads, seen = 0, set()
+    writer = threading.Thread(
+        target=_reload_forever,
+        args=(Store(store.client), stop, done, lambda: reads > 20 and len(seen) >= 3),
+    )
+    writer.start()
     deadline = time.monotonic() + 60
     try:
         while not stop.is_set() and time.monotonic() < deadline:
@@ -69,7 +78,7 @@ def _race(store: Store, read) -> tuple[int, set[int]]:
     finally:
         stop.set()
         writer.join()
-    assert len(done) == RELOADS, "the reloads did not finish"
+    assert len(done) >= RELOADS, "the reloads did not finish"
     return reads, seen
 
 

@@ -60,6 +60,7 @@ from .search.planner import Answer, Limits, Planner
 from .search.planner import Query as SearchQuery
 from .search.snapshot import SimilarityIndex
 from .service.auth import ApiKeyMiddleware, declare_bearer, load_keys
+from .service.coalesce import Coalescer
 from .service.deps import (
     AppContext,
     ContextDep,
@@ -198,11 +199,26 @@ def _answer_dict(answer: Answer) -> dict:
 
 
 def _most_similar(ctx: AppContext, name: str, q: MostSimilarQuery, info=None) -> dict:
-    """One most_similar answer (of ``info``, the model's registry entry, if read)."""
+    """One most_similar answer (of ``info``, the model's registry entry, if read); with
+    others that arrive meanwhile in one batch, when the service coalesces."""
     info = info if info is not None else ctx.model(name)
     index = ctx.search.index(info)
-    answer = _planner(ctx, info, index).answer(_typed(q))
+    planner, query = _planner(ctx, info, index), _typed(q)
+    coalescer = ctx.search.coalescer
+    if coalescer is not None and planner.gains_from_batch(query):
+        return coalescer.submit(name, (planner, query), _most_similar_many)
+    answer = planner.answer(query)
     return {"model": info.name, "generation": answer.generation, **_answer_dict(answer)}
+
+
+def _most_similar_many(items: list[tuple[Planner, SearchQuery]]) -> list:
+    """Coalesced single queries of one model, answered by the first one's planner (its
+    generation's snapshot): each its own answer or error."""
+    planner = items[0][0]
+    answers = planner.answer_many([q for _, q in items])
+    return [a if isinstance(a, Exception) else
+            {"model": planner.name, "generation": a.generation, **_answer_dict(a)}
+            for a in answers]  # fmt: skip
 
 
 def _most_similar_batch(ctx: AppContext, name: str, body: BatchRequest) -> dict:
@@ -284,6 +300,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                         "vecserve_ann_recall_at_10", ann.recall_at_10, model=model
                     ),
                 ),
+                coalescer=Coalescer(settings.max_batch) if settings.coalesce else None,
             )
             stack.callback(ctx.close)
             metrics.on_collect(ctx.collect_metrics)
@@ -487,9 +504,12 @@ class MostSimilarFastRoute(_FastRoute):
             await self.fallback.handle(scope, receive, send)
             return
         name = resolve_model_name(params.get("model"), ctx.settings)
-        info, out = await ctx.run(_approx_at_once, ctx, name, q)
-        if out is None:
-            out = await run_in_threadpool(_most_similar, ctx, name, q, info)
+        if ctx.search.coalescer is not None:  # a batch may be under way: wait in a thread
+            out = await run_in_threadpool(_most_similar, ctx, name, q)
+        else:
+            info, out = await ctx.run(_approx_at_once, ctx, name, q)
+            if out is None:
+                out = await run_in_threadpool(_most_similar, ctx, name, q, info)
         await json_response(out)(scope, receive, send)
 
 

@@ -126,9 +126,9 @@ static int64_t vs_i8_pack(const float *v, int64_t ld, const float *norms, int64_
         }
         double inv = 1.0 / norm;
         float s = (float)(top * inv / 127.0);
-        double sd = s;
+        double sd = s, to_code = 1.0 / sd; /* any rounding: the errors are of the codes */
         for (int j = 0; j < d; j++) {
-            double u = (double)x[j] * inv, q = nearbyint(u / sd);
+            double u = (double)x[j] * inv, q = nearbyint(u * to_code);
             q = q > 127.0 ? 127.0 : (q < -127.0 ? -127.0 : q);
             c[(j / 4) * 64 + j % 4] = (uint8_t)(int)(q + 128.0);
             e2 += (u - sd * q) * (u - sd * q);

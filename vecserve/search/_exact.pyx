@@ -138,7 +138,7 @@ cdef class Heaps:
 #: :mod:`vecserve.search.exact` uses float32 GEMM blocks there instead).
 VNNI = bool(vs_have_vnni())
 
-#: Rows packed at a time (the float64 work of the packing stays small).
+#: Rows packed at a time (a multiple of a panel pair's 32 rows).
 PACK_ROWS = 1 << 16
 
 
@@ -159,7 +159,9 @@ cdef class QuantizedRows:
     cdef public Py_ssize_t n, d, groups, npanels
     cdef public bint usable
 
-    def __init__(self, vectors, norms):
+    def __init__(self, vectors, norms, map=map):
+        """``map``: runs the packing of chunks of rows (a thread pool's ``map`` packs
+        them in parallel: the C releases the GIL)."""
         self.n, self.d = vectors.shape
         self.groups = (self.d + 3) // 4
         self.npanels = (max(self.n, 1) + 2 * VS_PANEL - 1) // (2 * VS_PANEL) * 2
@@ -168,19 +170,20 @@ cdef class QuantizedRows:
         self.scale = np.zeros(rows, dtype=np.float32)
         self.err = np.full(rows, -1e30, dtype=np.float32)
         self.unorm = np.zeros(rows, dtype=np.float32)
+        bad = sum(map(lambda lo: self._pack(vectors, norms, lo), range(0, self.n, PACK_ROWS)))
+        self.usable = bad == 0
+
+    def _pack(self, vectors, norms, int64_t lo):
+        """Rows ``lo:lo + PACK_ROWS`` (whole panels: chunks may be packed at once)."""
+        cdef int64_t hi = min(lo + PACK_ROWS, self.n), bad = 0
         cdef uint8_t[::1] c = self.codes
         cdef float[::1] s = self.scale, e = self.err, u = self.unorm
-        cdef const float[:, ::1] v
-        cdef const float[::1] nv
-        cdef int64_t bad = 0, lo, hi
-        for lo in range(0, self.n, PACK_ROWS):
-            hi = min(lo + PACK_ROWS, self.n)
-            v = np.ascontiguousarray(vectors[lo:hi], dtype=np.float32)
-            nv = np.ascontiguousarray(norms[lo:hi], dtype=np.float32)
-            with nogil:
-                bad += vs_i8_pack(&v[0, 0], v.shape[1], &nv[0], hi - lo, self.d, lo, &c[0],
-                                  &s[0], &e[0], &u[0], self.groups)
-        self.usable = bad == 0
+        cdef const float[:, ::1] v = np.ascontiguousarray(vectors[lo:hi], dtype=np.float32)
+        cdef const float[::1] nv = np.ascontiguousarray(norms[lo:hi], dtype=np.float32)
+        with nogil:
+            bad = vs_i8_pack(&v[0, 0], v.shape[1], &nv[0], hi - lo, self.d, lo, &c[0], &s[0],
+                             &e[0], &u[0], self.groups)
+        return bad
 
     def pack_queries(self, codes):
         """Queries' int8 codes (m x d) laid out for :meth:`scan`: tiles of :data:`TILE`

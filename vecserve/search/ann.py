@@ -395,8 +395,8 @@ class AnnIndex:
         keys = sim.index_to_key
         for j, i in enumerate(todo):
             best = order[j, : min(int(tops[j]), int(found[j]))]
-            out[i] = [(keys[int(r)], float(x)) for r, x in zip(rows[j, best], scores[j, best],
-                                                                 strict=True)]  # fmt: skip
+            picked = rows[j, best].tolist()  # Python ints and floats: no NumPy scalars
+            out[i] = list(zip(map(keys.__getitem__, picked), scores[j, best].tolist(), strict=True))
         return out
 
     def exact_most_similar(self, sim: SimilarityIndex, positive, negative, topn: int):

@@ -241,7 +241,7 @@ class ExactScan:
             return None
         with self._lock:
             if self._i8 is None:
-                self._i8 = QuantizedRows(self.vectors, self.norms)
+                self._i8 = QuantizedRows(self.vectors, self.norms, map=scan_pool().map)
             return self._i8 if self._i8.usable else None
 
     def batch(

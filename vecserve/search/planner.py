@@ -228,3 +228,55 @@ class Planner:
             for i, r in zip(approx, got, strict=True):
                 out[i].results = r
         return out
+
+    def gains_from_batch(self, q: Query) -> bool:
+        """Whether ``q`` is answered faster among others (:meth:`answer_many`) than
+        alone: an approximate query of a ready index, or an exact plain top-n one that
+        no IVF index's float16 shortcut answers (measured: bench/bench_coalesce.py)."""
+        if not q.plain:
+            return False
+        if q.approx and self._approximate(q) is not None:
+            return True
+        return self.ann is None or self.ann.ready_index(self.index) is None
+
+    def answer_many(self, queries: Sequence[Query]) -> list[Answer | Exception]:
+        """Each query's :meth:`answer`, the same answer (fields, words, scores to the bit)
+        or the error it raises, as if asked alone; unrelated callers' queries coalesced
+        (the service's :class:`~vecserve.service.coalesce.Coalescer`) share the work:
+
+        - approximate ones: one index call (:meth:`AnnIndex.most_similar_batch`: each
+          list read once for all, a query's answer the same alone or in a batch);
+        - exact plain top-n ones, when no IVF index would shortcut them: one blocked GEMM
+          (:meth:`SimilarityIndex.most_similar_batch`, proven equal to single answers);
+        - anything else: one at a time.
+        """
+        out: list[Answer | Exception | None] = [None] * len(queries)
+        plans: dict[int, _Plan] = {}
+        for i, q in enumerate(queries):
+            try:
+                plans[i] = self.plan(q)
+            except Exception as exc:  # this caller's error, not the others'
+                out[i] = exc
+        approx = {i: a for i in plans if (a := self._approximate(queries[i])) is not None}
+        ready = self.ann.ready_index(self.index) if self.ann is not None else None
+        gemm = [i for i in plans if i not in approx and queries[i].plain and ready is None]
+        if approx:
+            ann = next(iter(approx.values()))
+            asked = [(plans[i].positive, plans[i].negative, queries[i].topn) for i in approx]
+            for i, r in zip(approx, ann.most_similar_batch(self.index, asked), strict=True):
+                out[i] = Answer(self.index.generation, results=r, approximate=True,
+                                subwords=plans[i].subwords)  # fmt: skip
+        if len(gemm) > 1:
+            asked = [{"positive": plans[i].positive, "negative": plans[i].negative,
+                      "topn": queries[i].topn} for i in gemm]  # fmt: skip
+            for i, r in zip(gemm, self.index.most_similar_batch(asked), strict=True):
+                out[i] = Answer(self.index.generation, results=r, subwords=plans[i].subwords)
+                if queries[i].approx:
+                    out[i].approximate_status = self._why_exact(queries[i])
+        for i, q in enumerate(queries):
+            if out[i] is None:
+                try:
+                    out[i] = self.answer(q)
+                except Exception as exc:
+                    out[i] = exc
+        return out  # type: ignore[return-value]

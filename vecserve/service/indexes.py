@@ -17,6 +17,7 @@ from collections.abc import Callable
 from ..search.ann import AnnManager
 from ..search.snapshot import IndexManager, SimilarityIndex
 from ..store import ModelInfo, Store
+from .coalesce import Coalescer
 from .metrics import Metrics
 
 __all__ = ["SearchState"]
@@ -28,7 +29,9 @@ class SearchState:
     """Snapshots and approximate indexes of this process, with their metrics.
 
     ``store``: returns the connected :class:`Store` (it may raise StoreUnavailable);
-    ``ann``: the :class:`AnnManager` (None: no approximate search at all).
+    ``ann``: the :class:`AnnManager` (None: no approximate search at all);
+    ``coalescer``: the :class:`~vecserve.service.coalesce.Coalescer` that batches single
+    queries arriving together (None: each answered alone).
     """
 
     def __init__(
@@ -38,8 +41,10 @@ class SearchState:
         metrics: Metrics,
         cache_dir=None,
         ann: AnnManager | None = None,
+        coalescer: Coalescer | None = None,
     ):
         self._store = store
+        self.coalescer = coalescer
         self.metrics = metrics
         self.cache_dir = cache_dir
         self.ann = ann

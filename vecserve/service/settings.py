@@ -62,6 +62,11 @@ class Settings(BaseSettings):
     max_words: int = Field(1000, ge=1, description="Most words in one request.")
     max_topn: int = Field(1000, ge=1, description="Largest `topn`.")
     max_batch: int = Field(256, ge=1, description="Most queries in one batch request.")
+    coalesce: bool = Field(
+        True,
+        description="Answer most_similar requests that arrive while others are being "
+        "answered together, in one batch (each caller its own answer).",
+    )
     max_body_bytes: int = Field(1 << 20, ge=1024, description="Largest request body.")
     redis_timeout: float = Field(
         10.0, gt=0, description="Seconds one Redis command may take before it fails (503)."

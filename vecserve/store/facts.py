@@ -53,6 +53,7 @@ __all__ = ["REMOVERS", "KeyspaceFacts", "Witness", "read_facts"]
 REMOVERS = frozenset(
     [
         *("del", "unlink", "getdel", "getex", "rename", "renamenx", "move", "migrate"),
+        *("delifeq", "delex", "msetex"),  # newer servers' conditional deletes, TTLs
         *("restore", "restore-asking", "copy", "swapdb", "flushdb", "flushall"),
         *("expire", "pexpire", "expireat", "pexpireat", "persist", "setex", "psetex"),
         *("sort", "sunionstore", "sinterstore", "sdiffstore", "zunionstore", "zinterstore"),
