@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import contextlib
 import threading
 import weakref
 from collections.abc import Awaitable, Callable, Generator, Sequence
@@ -339,8 +338,10 @@ class _Pipe(asyncio.Protocol):
         """End the connection: every waiting request fails with ``exc``."""
         if self.lost is None:
             self.lost = exc
-            with contextlib.suppress(RuntimeError):  # its loop is closed: nothing to run
+            try:
                 self.transport.abort()
+            except RuntimeError:  # its loop is closed: close the socket as the loop would
+                self.transport._call_connection_lost(None)
             self.conn._reader = self.conn._writer = None  # closed: redis.asyncio's own mark
         while self.waiting:
             fut = self.waiting.popleft()[0]
