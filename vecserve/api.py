@@ -146,15 +146,26 @@ def _vectors(ctx: AppContext, name: str, words: list[str], policy: str, media: s
     if missing:
         ctx.metrics.inc("vecserve_words_missing_total", len(missing))
     return vectors_response(
-        info, words, rows, missing=missing, missing_idx=missing_idx, media=media,
+        info,
+        words,
+        rows,
+        missing=missing,
+        missing_idx=missing_idx,
+        media=media,
         subwords=built if info.subwords else None,
-    )  # fmt: skip
+    )
 
 
 def _typed(q: MostSimilarQuery) -> SearchQuery:
     """The request body's query as the planner's typed query."""
-    return SearchQuery(positive=q.positive or (), negative=q.negative or (), topn=q.topn,
-                 restrict_vocab=q.restrict_vocab, cosmul=q.cosmul, approx=q.approx)  # fmt: skip
+    return SearchQuery(
+        positive=q.positive or (),
+        negative=q.negative or (),
+        topn=q.topn,
+        restrict_vocab=q.restrict_vocab,
+        cosmul=q.cosmul,
+        approx=q.approx,
+    )
 
 
 def _planner(ctx: AppContext, info, index: SimilarityIndex) -> Planner:
@@ -162,10 +173,13 @@ def _planner(ctx: AppContext, info, index: SimilarityIndex) -> Planner:
     fastText model are read through :func:`fetch_vectors`, the service's reader."""
     s = ctx.settings
     return Planner(
-        index, name=info.name, ann=ctx.search.ann, subwords=info.subwords,
+        index,
+        name=info.name,
+        ann=ctx.search.ann,
+        subwords=info.subwords,
         vectors=lambda words: fetch_vectors(ctx, info.name, words),
         limits=Limits(max_words=s.max_words, max_topn=s.max_topn, max_batch=s.max_batch),
-    )  # fmt: skip
+    )
 
 
 def _ready_approx(ctx: AppContext, info, q: MostSimilarQuery) -> bool:
@@ -216,9 +230,12 @@ def _most_similar_many(items: list[tuple[Planner, SearchQuery]]) -> list:
     generation's snapshot): each its own answer or error."""
     planner = items[0][0]
     answers = planner.answer_many([q for _, q in items])
-    return [a if isinstance(a, Exception) else
-            {"model": planner.name, "generation": a.generation, **_answer_dict(a)}
-            for a in answers]  # fmt: skip
+    return [
+        a
+        if isinstance(a, Exception)
+        else {"model": planner.name, "generation": a.generation, **_answer_dict(a)}
+        for a in answers
+    ]
 
 
 def _most_similar_batch(ctx: AppContext, name: str, body: BatchRequest) -> dict:

@@ -197,8 +197,9 @@ class VectorCache:
             return None
         return self.seq, self.generation  # type: ignore[return-value]
 
-    def fill(self, ticket, generation: int, tokens: Sequence[str], rows: np.ndarray,
-             found: np.ndarray) -> bool:  # fmt: skip
+    def fill(
+        self, ticket, generation: int, tokens: Sequence[str], rows: np.ndarray, found: np.ndarray
+    ) -> bool:
         """Store the found rows if nothing was invalidated since ``ticket`` was taken."""
         if ticket is None:
             return False
@@ -287,8 +288,11 @@ class VectorCache:
             "generation %s: %d vector keys gone from Redis without a reload (evicted or "
             "deleted: %s), %d in all: the model is damaged; lookups of those words raise "
             "ModelDamaged, `vecserve models check` lists them",
-            generation, len(gone), ", ".join(repr(w) for w in words[:3] if w), self.lost_keys,
-        )  # fmt: skip
+            generation,
+            len(gone),
+            ", ".join(repr(w) for w in words[:3] if w),
+            self.lost_keys,
+        )
 
     def _registry_prefix(self) -> tuple[int | None, bytes | None, int]:
         """(generation, key prefix, hash tags) of the model's live generation."""

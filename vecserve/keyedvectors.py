@@ -151,8 +151,15 @@ class RedisKeyedVectors(Calls, WholeMatrixCalls):
         cache_dir: str | os.PathLike | None = None,
         model_ttl: float | None = None,
     ):
-        self._init_options(name, cache=cache, missing=missing, similarity_url=similarity_url,
-                           api_key=api_key, cache_dir=cache_dir, model_ttl=model_ttl)  # fmt: skip
+        self._init_options(
+            name,
+            cache=cache,
+            missing=missing,
+            similarity_url=similarity_url,
+            api_key=api_key,
+            cache_dir=cache_dir,
+            model_ttl=model_ttl,
+        )
         self._redis_url = redis_url
         self._given_store = store
         self._given_reader: Reader | None = None
@@ -174,9 +181,15 @@ class RedisKeyedVectors(Calls, WholeMatrixCalls):
     @classmethod
     def _on_reader(cls, reader: Reader, like: Calls) -> RedisKeyedVectors:
         """A client of ``reader`` (its store, cache and pin), with ``like``'s options."""
-        kv = cls(reader.name, store=reader.store, missing=like.missing,
-                 similarity_url=like.similarity_url, api_key=like._api_key,
-                 cache_dir=like.cache_dir, model_ttl=reader.ttl)  # fmt: skip
+        kv = cls(
+            reader.name,
+            store=reader.store,
+            missing=like.missing,
+            similarity_url=like.similarity_url,
+            api_key=like._api_key,
+            cache_dir=like.cache_dir,
+            model_ttl=reader.ttl,
+        )
         kv._given_reader = kv._reader_ = reader
         kv.cache_size = reader.cache_size
         return kv
@@ -412,13 +425,28 @@ class AsyncRedisKeyedVectors(Calls):
     (2, 300)
     """
 
-    def __init__(self, name: str, *, redis_url: str | None = None, store: Store | None = None,
-                 cache: bool | int = False, missing: str = "raise",
-                 similarity_url: str | None = None, api_key: str | None = None,
-                 cache_dir: str | os.PathLike | None = None,
-                 model_ttl: float | None = None):  # fmt: skip
-        self._init_options(name, cache=cache, missing=missing, similarity_url=similarity_url,
-                           api_key=api_key, cache_dir=cache_dir, model_ttl=model_ttl)  # fmt: skip
+    def __init__(
+        self,
+        name: str,
+        *,
+        redis_url: str | None = None,
+        store: Store | None = None,
+        cache: bool | int = False,
+        missing: str = "raise",
+        similarity_url: str | None = None,
+        api_key: str | None = None,
+        cache_dir: str | os.PathLike | None = None,
+        model_ttl: float | None = None,
+    ):
+        self._init_options(
+            name,
+            cache=cache,
+            missing=missing,
+            similarity_url=similarity_url,
+            api_key=api_key,
+            cache_dir=cache_dir,
+            model_ttl=model_ttl,
+        )
         self._redis_url = redis_url
         self._given_store = store
         self._reader_: Reader | None = None
@@ -458,9 +486,14 @@ class AsyncRedisKeyedVectors(Calls):
 
     def _view(self, reader: Reader) -> AsyncRedisKeyedVectors:
         """This client's API on another reader of its connections (a pinned one)."""
-        kv = AsyncRedisKeyedVectors(self.name, missing=self.missing,
-                                    similarity_url=self.similarity_url, api_key=self._api_key,
-                                    cache_dir=self.cache_dir, model_ttl=reader.ttl)  # fmt: skip
+        kv = AsyncRedisKeyedVectors(
+            self.name,
+            missing=self.missing,
+            similarity_url=self.similarity_url,
+            api_key=self._api_key,
+            cache_dir=self.cache_dir,
+            model_ttl=reader.ttl,
+        )
         kv._reader_, kv._aclient, kv._connections = reader, self._aclient, self._connections
         kv._given_store = reader.store
         kv._embedded = None
@@ -575,8 +608,10 @@ class AsyncRedisKeyedVectors(Calls):
     def __len__(self) -> int:
         info = self._reader_.last_info if self._reader_ is not None else None
         if info is None:
-            raise TypeError("len() of an AsyncRedisKeyedVectors before its first call: "
-                            "await kv.connect(...) or any call first")  # fmt: skip
+            raise TypeError(
+                "len() of an AsyncRedisKeyedVectors before its first call: "
+                "await kv.connect(...) or any call first"
+            )
         return info.count
 
     def __contains__(self, key) -> bool:
@@ -635,8 +670,11 @@ def _async_client(store: Store):
     if store.is_cluster:
         node = store.client.get_random_node()
         kw = dict(node.redis_connection.connection_pool.connection_kwargs)
-        keep = {k: kw[k] for k in ("username", "password", "socket_timeout",
-                                   "socket_connect_timeout") if kw.get(k) is not None}  # fmt: skip
+        keep = {
+            k: kw[k]
+            for k in ("username", "password", "socket_timeout", "socket_connect_timeout")
+            if kw.get(k) is not None
+        }
         return AsyncRedisCluster(host=node.host, port=node.port, **keep), None
     pool = store.client.connection_pool
     kw = {
@@ -644,16 +682,27 @@ def _async_client(store: Store):
     }
     name = pool.connection_class.__name__
     cls = getattr(redis.asyncio.connection, name, None) or redis.asyncio.Connection
-    client = redis.asyncio.Redis(connection_pool=redis.asyncio.ConnectionPool(
-        connection_class=cls, **kw))  # fmt: skip
+    client = redis.asyncio.Redis(
+        connection_pool=redis.asyncio.ConnectionPool(connection_class=cls, **kw)
+    )
     return client, AsyncConnections(client)
 
 
 _ASYNC_KWARGS = {
-    "host", "port", "path", "db", "username", "password", "socket_timeout",
-    "socket_connect_timeout", "socket_keepalive", "socket_keepalive_options",
-    "health_check_interval", "client_name", "protocol",
-}  # fmt: skip
+    "host",
+    "port",
+    "path",
+    "db",
+    "username",
+    "password",
+    "socket_timeout",
+    "socket_connect_timeout",
+    "socket_keepalive",
+    "socket_keepalive_options",
+    "health_check_interval",
+    "client_name",
+    "protocol",
+}
 
 
 class _Pinning:

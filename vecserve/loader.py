@@ -93,8 +93,9 @@ def preflight(
     if facts is None:
         log.info(
             "pre-flight check skipped: the Redis user may not run INFO (grant +info, as "
-            "`vecserve acl loader` does, to learn up front whether %s fits)", name
-        )  # fmt: skip
+            "`vecserve acl loader` does, to learn up front whether %s fits)",
+            name,
+        )
         return
     evicting = sorted({f.policy for f in facts if f.evicts})
     if evicting:
@@ -108,8 +109,11 @@ def preflight(
         log.warning(
             "loading %s into a server whose maxmemory-policy is %s (--allow-eviction): "
             "evicted vectors are reported as ModelDamaged; `vecserve models check %s` "
-            "finds them", name, ", ".join(evicting), name,
-        )  # fmt: skip
+            "finds them",
+            name,
+            ", ".join(evicting),
+            name,
+        )
     if count is None:
         log.info("memory check skipped: the file does not say how many vectors it holds")
         return
@@ -327,10 +331,14 @@ def load_file(
         ngrams = sub.bucket if sub is not None and sub.max_n > 0 else 0
     done = store.get_load(name) if resume else None
     preflight(
-        store, name, dim=dim, codec=codec, allow_eviction=allow_eviction,
+        store,
+        name,
+        dim=dim,
+        codec=codec,
+        allow_eviction=allow_eviction,
         count=None if declared is None else max(0, declared - (done.written if done else 0)),
         ngram_rows=ngrams,
-    )  # fmt: skip
+    )
     session = begin_load(
         store,
         name,
@@ -430,8 +438,13 @@ def _checking(name: str):
         now = time.monotonic()
         if now - last >= 5:
             last = now
-            log.info("checking %s: %s/%s rows present (%.0fs)", name, f"{done:,}",
-                     f"{total:,}", now - start)  # fmt: skip
+            log.info(
+                "checking %s: %s/%s rows present (%.0fs)",
+                name,
+                f"{done:,}",
+                f"{total:,}",
+                now - start,
+            )
 
     return report
 

@@ -77,8 +77,9 @@ class Calls:
     def _wrap(cls, call: Call):  # pragma: no cover - each client defines it
         raise NotImplementedError
 
-    def _init_options(self, name, *, cache, missing, similarity_url, api_key, cache_dir,
-                      model_ttl) -> None:  # fmt: skip
+    def _init_options(
+        self, name, *, cache, missing, similarity_url, api_key, cache_dir, model_ttl
+    ) -> None:
         self.name = name
         self.missing = check_policy(missing)
         self.similarity_url = config.similarity_url(similarity_url)
@@ -340,8 +341,9 @@ class Calls:
         return (yield from Calls.has_index_for(self, key))
 
     @_call
-    def get_mean_vector(self, keys, weights=None, pre_normalize=True, post_normalize=False,
-                        ignore_missing=True):  # fmt: skip
+    def get_mean_vector(
+        self, keys, weights=None, pre_normalize=True, post_normalize=False, ignore_missing=True
+    ):
         """gensim's ``get_mean_vector``, with every word fetched in one round trip."""
         if len(keys) == 0:
             raise ValueError("cannot compute mean with no input")
@@ -356,9 +358,13 @@ class Calls:
         )
         size = (yield from self._reader.info_steps(known=True)).dim
         return mean_vector(
-            keys, weights, vecs, size, post_normalize=post_normalize,
+            keys,
+            weights,
+            vecs,
+            size,
+            post_normalize=post_normalize,
             ignore_missing=ignore_missing,
-        )  # fmt: skip
+        )
 
     @_call
     def similarity(self, w1, w2):
@@ -410,8 +416,9 @@ class Calls:
         used_words = [w for w in words if w in vecs]
         if len(used_words) != len(words):
             ignored = set(words) - set(used_words)
-            log.warning("vectors for words %s are not present in the model, ignoring these words",
-                        ignored)  # fmt: skip
+            log.warning(
+                "vectors for words %s are not present in the model, ignoring these words", ignored
+            )
         if not used_words:
             raise ValueError("cannot select a word from an empty list")
         vectors = np.vstack([vecs[w] for w in used_words]).astype(REAL)
@@ -424,8 +431,9 @@ class Calls:
         return (yield from Calls.rank_by_centrality(self, words))[-1][1]
 
     @_call
-    def vectors_for_all(self, keys: Iterable, allow_inference: bool = True,
-                        copy_vecattrs: bool = False):  # fmt: skip
+    def vectors_for_all(
+        self, keys: Iterable, allow_inference: bool = True, copy_vecattrs: bool = False
+    ):
         """A gensim ``KeyedVectors`` of the given keys that exist (deduplicated, in order)."""
         from gensim.models import KeyedVectors
 

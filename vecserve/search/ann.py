@@ -335,8 +335,9 @@ class AnnIndex:
         except Exception as exc:  # usearch raises RuntimeError/ValueError on bad bytes
             raise ValueError(f"{path}: damaged HNSW index ({exc})") from None
         if index is None or len(index) != meta.get("rows", len(index)):
-            raise ValueError(f"{path}: damaged HNSW index (not the {meta.get('rows')} rows "
-                             "its metadata names)")  # fmt: skip
+            raise ValueError(
+                f"{path}: damaged HNSW index (not the {meta.get('rows')} rows its metadata names)"
+            )
         return cls(index, meta)
 
     def _candidates(self, means: np.ndarray, k: int) -> np.ndarray:
@@ -430,8 +431,11 @@ class AnnIndex:
             return None
         if np.any(-np.diff(top) <= 4e-7 * np.abs(top[:-1]) + 1e-9):
             return None
-        return [(sim.index_to_key[int(rows[o])], float(exact[o]))
-                for o in order[:want] if int(rows[o]) not in exclude][:topn]  # fmt: skip
+        return [
+            (sim.index_to_key[int(rows[o])], float(exact[o]))
+            for o in order[:want]
+            if int(rows[o]) not in exclude
+        ][:topn]
 
     def _setting(self) -> tuple[str, int]:
         if self.params.kind == "ivf":
@@ -462,8 +466,11 @@ class AnnIndex:
         target = p.recall
         tune, check = recall.query_sets(sim.count, p.recall_queries, seed)
         if len(check) == 0:
-            return {"recall_at_10": 0.0, "recall_queries": 0,
-                    "target": {"recall": target, "met": False, "reason": "no rows"}}  # fmt: skip
+            return {
+                "recall_at_10": 0.0,
+                "recall_queries": 0,
+                "target": {"recall": target, "met": False, "reason": "no rows"},
+            }
         truth_tune = recall.exact_neighbours(sim, tune)
         truth = recall.exact_neighbours(sim, check)
         if p.kind == "ivf":
@@ -484,10 +491,12 @@ class AnnIndex:
             if p.kind == "ivf" and ladder[i] / self.index.nlist / 2 > p.latency_budget:
                 # a float16 scan reads half the bytes of an exact one, at best
                 self._set(ladder[i])
-                reason = (f"recall@10 {target} needs nprobe >= {ladder[i]} of "
-                          f"{self.index.nlist} lists ({ladder[i] / self.index.nlist:.0%} "
-                          f"of the rows): no faster than {p.latency_budget:g} x an exact "
-                          "query")  # fmt: skip
+                reason = (
+                    f"recall@10 {target} needs nprobe >= {ladder[i]} of "
+                    f"{self.index.nlist} lists ({ladder[i] / self.index.nlist:.0%} "
+                    f"of the rows): no faster than {p.latency_budget:g} x an exact "
+                    "query"
+                )
                 break
             self._set(ladder[i])
             got, approx_s = self._ask(sim, check)
@@ -496,8 +505,10 @@ class AnnIndex:
                 break
             if i == len(ladder) - 1:
                 name, value = self._setting()
-                reason = (f"recall@10 {target} not reached ({held.recall:.3f}, 95% CI from "
-                          f"{held.low:.3f}, at {name} {value})")  # fmt: skip
+                reason = (
+                    f"recall@10 {target} not reached ({held.recall:.3f}, 95% CI from "
+                    f"{held.low:.3f}, at {name} {value})"
+                )
                 break
             i = min(len(ladder) - 1, max(i + 1, round(i * 1.25)))
         name, value = self._setting()
@@ -506,12 +517,17 @@ class AnnIndex:
             exact_s = _exact_p50(sim, check[:EXACT_TIMED])
             budget = max(p.latency_budget * exact_s, LATENCY_FLOOR_S)
             if approx_s > budget:
-                reason = (f"recall@10 {target} needs {name} {value}: p50 "
-                          f"{approx_s * 1e3:.2f} ms, over the budget of {budget * 1e3:.2f} ms "
-                          f"({p.latency_budget:g} x exact {exact_s * 1e3:.2f} ms)")  # fmt: skip
+                reason = (
+                    f"recall@10 {target} needs {name} {value}: p50 "
+                    f"{approx_s * 1e3:.2f} ms, over the budget of {budget * 1e3:.2f} ms "
+                    f"({p.latency_budget:g} x exact {exact_s * 1e3:.2f} ms)"
+                )
         if reason is not None:
-            log.warning("approximate index of %s: %s; approximate queries are answered "
-                        "exactly", sim.name or "model", reason)  # fmt: skip
+            log.warning(
+                "approximate index of %s: %s; approximate queries are answered exactly",
+                sim.name or "model",
+                reason,
+            )
         return {
             "recall_at_10": round(held.recall, 4) if held is not None else 0.0,
             "recall_interval": [round(held.low, 4), round(held.high, 4)] if held else None,
@@ -559,8 +575,14 @@ def _exact_p50(sim: SimilarityIndex, rows: np.ndarray) -> float:
 def _build_hnsw(sim, p: AnnParams, threads: int, progress):
     from usearch.index import Index
 
-    index = Index(ndim=sim.dim, metric="ip", dtype=p.dtype, connectivity=p.connectivity,
-                  expansion_add=p.expansion_add, expansion_search=p.expansion_search)  # fmt: skip
+    index = Index(
+        ndim=sim.dim,
+        metric="ip",
+        dtype=p.dtype,
+        connectivity=p.connectivity,
+        expansion_add=p.expansion_add,
+        expansion_search=p.expansion_search,
+    )
     n = sim.count
     for lo in range(0, n, BUILD_CHUNK):
         hi = min(lo + BUILD_CHUNK, n)
@@ -579,8 +601,16 @@ def _build_ivf(sim, p: AnnParams, target: Path | None, threads: int, progress) -
         target = tmpdir / p.filename
     nlist = p.nlist or default_nlist(sim.count)
     try:
-        IvfIndex.build_arrays(sim.vectors, target, nlist=nlist, norms=sim.norms, threads=threads,
-                              chunk=BUILD_CHUNK, dtype=p.dtype, progress=progress)  # fmt: skip
+        IvfIndex.build_arrays(
+            sim.vectors,
+            target,
+            nlist=nlist,
+            norms=sim.norms,
+            threads=threads,
+            chunk=BUILD_CHUNK,
+            dtype=p.dtype,
+            progress=progress,
+        )
         return IvfIndex.open(target)
     finally:
         if tmpdir is not None:  # the mapping outlives the file's name
@@ -604,9 +634,14 @@ class BuildProgress:
         step = max(total // 10, 1)
         if done // step != self.done // step or done == total:
             d = self.as_dict(done)
-            log.info("ANN index: %d%% (%s/%s vectors), %s vectors/s, ETA %ss",
-                     round(100 * d["share"]), f"{done:,}", f"{total:,}",
-                     f"{d['vectors_per_s']:,.0f}", d["eta_s"])  # fmt: skip
+            log.info(
+                "ANN index: %d%% (%s/%s vectors), %s vectors/s, ETA %ss",
+                round(100 * d["share"]),
+                f"{done:,}",
+                f"{total:,}",
+                f"{d['vectors_per_s']:,.0f}",
+                d["eta_s"],
+            )
         self.done = done
         self._write()
 
@@ -655,8 +690,10 @@ def disk_status(snapshot: str | os.PathLike, params: AnnParams | None = None) ->
     """
     paths = [Path(snapshot) / p.filename for p in _kinds(params or AnnParams())]
     if params is None:  # any index there, the default's first (other recall targets next)
-        paths += sorted(set(Path(snapshot).glob("ann-*.ivf")) | set(
-            Path(snapshot).glob("ann-*.usearch")) - set(paths))  # fmt: skip
+        paths += sorted(
+            set(Path(snapshot).glob("ann-*.ivf"))
+            | set(Path(snapshot).glob("ann-*.usearch")) - set(paths)
+        )
     for path in paths:
         if path.exists():
             with contextlib.suppress(OSError, ValueError):
@@ -785,8 +822,12 @@ class AnnManager:
                     log.error("%s; not used (the ANN index is disabled here)", exc)
                     self._failed[key] = str(exc)
             if ann is not None and self.enabled and self._untargeted(ann):
-                log.info("%s was built to a fixed setting, before recall targets; "
-                         "rebuilding it to recall@10 %s", path, self.params.recall)  # fmt: skip
+                log.info(
+                    "%s was built to a fixed setting, before recall targets; "
+                    "rebuilding it to recall@10 %s",
+                    path,
+                    self.params.recall,
+                )
                 for stale in (path, path.with_suffix(".json")):
                     stale.unlink(missing_ok=True)
                 ann = None

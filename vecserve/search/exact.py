@@ -350,8 +350,9 @@ class ExactScan:
             if pool is None:
                 heaps.push(s, scale, lo)
             else:
-                list(pool.map(lambda p, s=s, scale=scale, lo=lo: heaps.push(s, scale, lo, *p),
-                              parts))  # fmt: skip
+                list(
+                    pool.map(lambda p, s=s, scale=scale, lo=lo: heaps.push(s, scale, lo, *p), parts)
+                )
         pos, approx = heaps.result()
         odd = self.odd_rows()
         bound = score_bound(d)
@@ -359,8 +360,11 @@ class ExactScan:
         for i in range(m):
             kept = pos[i] >= 0
             full = bool(kept.all())
-            out.append(self._prove(pos[i][kept], approx[i][k - 1], full, means[i],
-                                   int(wants[i]), odd, bound))  # fmt: skip
+            out.append(
+                self._prove(
+                    pos[i][kept], approx[i][k - 1], full, means[i], int(wants[i]), odd, bound
+                )
+            )
         return out
 
     def _prove(self, cand, worst, full, q, want, odd, bound):

@@ -199,12 +199,21 @@ class IvfIndex:
 
             limit = threadpool_limits(threads)
         with limit:
-            cls._build(rows, Path(path), nlist, norms, sample_per_list, iters, seed, chunk,
-                       ROW_DTYPES[dtype], progress)  # fmt: skip
+            cls._build(
+                rows,
+                Path(path),
+                nlist,
+                norms,
+                sample_per_list,
+                iters,
+                seed,
+                chunk,
+                ROW_DTYPES[dtype],
+                progress,
+            )
 
     @classmethod
-    def _build(cls, rows, path, nlist, norms, sample_per_list, iters, seed, step, stored,
-               progress):  # fmt: skip
+    def _build(cls, rows, path, nlist, norms, sample_per_list, iters, seed, step, stored, progress):
         count, dim = rows.shape
         nlist = int(max(1, min(nlist, count)))
         rng = np.random.default_rng(seed)
@@ -338,8 +347,15 @@ class IvfIndex:
         edges = [0, *sorted({int(c) for c in cuts} - {0, len(lists)}), len(lists)]
 
         def scan(a: int, b: int) -> tuple[np.ndarray, np.ndarray]:
-            return top_rows_grouped(self.rows, lo[a:b], hi[a:b], qptr[a : b + 1] - qptr[a],
-                                    qidx[qptr[a] : qptr[b]], queries, k)  # fmt: skip
+            return top_rows_grouped(
+                self.rows,
+                lo[a:b],
+                hi[a:b],
+                qptr[a : b + 1] - qptr[a],
+                qidx[qptr[a] : qptr[b]],
+                queries,
+                k,
+            )
 
         if len(edges) == 2:
             pos, _ = scan(0, len(lists))
@@ -364,10 +380,12 @@ class IvfIndex:
         if parts == 1:
             pos, scores = top_rows(self.rows, edges[:1], edges[1:], query, k)
         else:
-            got = list(scan_pool().map(
-                lambda i: top_rows(self.rows, edges[i : i + 1], edges[i + 1 : i + 2], query, k),
-                range(parts),
-            ))  # fmt: skip
+            got = list(
+                scan_pool().map(
+                    lambda i: top_rows(self.rows, edges[i : i + 1], edges[i + 1 : i + 2], query, k),
+                    range(parts),
+                )
+            )
             pos = np.concatenate([g[0] for g in got])
             scores = np.concatenate([g[1] for g in got])
             best = np.lexsort((pos, -scores))[:k]  # score, then stored position

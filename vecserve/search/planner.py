@@ -144,8 +144,9 @@ class Planner:
         if oov:
             pos, neg = self._subword_items(oov, pos, neg)
         if len(pos) + len(neg) > self.limits.max_words:
-            raise BadQuery(f"{len(pos) + len(neg)} query items; the limit is "
-                           f"{self.limits.max_words}")  # fmt: skip
+            raise BadQuery(
+                f"{len(pos) + len(neg)} query items; the limit is {self.limits.max_words}"
+            )
         if not pos and not neg:
             raise QueryRejected("cannot compute mean with no input: give positive and/or negative")
         if q.cosmul and not pos:
@@ -191,8 +192,9 @@ class Planner:
             if ready is not None:
                 result = ready.exact_most_similar(index, plan.positive, plan.negative, q.topn)
             if result is None:
-                result = index.most_similar(plan.positive, plan.negative, topn=q.topn,
-                                            restrict_vocab=q.restrict_vocab)  # fmt: skip
+                result = index.most_similar(
+                    plan.positive, plan.negative, topn=q.topn, restrict_vocab=q.restrict_vocab
+                )
         out = Answer(index.generation, approximate=ann is not None, subwords=plan.subwords)
         if q.approx and ann is None:
             out.approximate_status = self._why_exact(q)
@@ -206,17 +208,25 @@ class Planner:
         """Many queries: exact ones in one matrix multiply per group, approximate ones in
         one index call."""
         if len(queries) > self.limits.max_batch:
-            raise BadQuery(f"{len(queries)} queries in one batch; the limit is "
-                           f"{self.limits.max_batch}")  # fmt: skip
+            raise BadQuery(
+                f"{len(queries)} queries in one batch; the limit is {self.limits.max_batch}"
+            )
         plans = [self.plan(q) for q in queries]
         anns = [self._approximate(q) for q in queries]
         out = [Answer(self.index.generation, approximate=a is not None) for a in anns]
         exact = [i for i, a in enumerate(anns) if a is None]
         approx = [i for i, a in enumerate(anns) if a is not None]
         if exact:
-            asked = [{"positive": plans[i].positive, "negative": plans[i].negative,
-                      "topn": queries[i].topn, "restrict_vocab": queries[i].restrict_vocab,
-                      "cosmul": queries[i].cosmul} for i in exact]  # fmt: skip
+            asked = [
+                {
+                    "positive": plans[i].positive,
+                    "negative": plans[i].negative,
+                    "topn": queries[i].topn,
+                    "restrict_vocab": queries[i].restrict_vocab,
+                    "cosmul": queries[i].cosmul,
+                }
+                for i in exact
+            ]
             for i, r in zip(exact, self.index.most_similar_batch(asked), strict=True):
                 if isinstance(r, np.ndarray):
                     out[i].similarities = r.astype(np.float64)
@@ -264,11 +274,18 @@ class Planner:
             ann = next(iter(approx.values()))
             asked = [(plans[i].positive, plans[i].negative, queries[i].topn) for i in approx]
             for i, r in zip(approx, ann.most_similar_batch(self.index, asked), strict=True):
-                out[i] = Answer(self.index.generation, results=r, approximate=True,
-                                subwords=plans[i].subwords)  # fmt: skip
+                out[i] = Answer(
+                    self.index.generation, results=r, approximate=True, subwords=plans[i].subwords
+                )
         if len(gemm) > 1:
-            asked = [{"positive": plans[i].positive, "negative": plans[i].negative,
-                      "topn": queries[i].topn} for i in gemm]  # fmt: skip
+            asked = [
+                {
+                    "positive": plans[i].positive,
+                    "negative": plans[i].negative,
+                    "topn": queries[i].topn,
+                }
+                for i in gemm
+            ]
             for i, r in zip(gemm, self.index.most_similar_batch(asked), strict=True):
                 out[i] = Answer(self.index.generation, results=r, subwords=plans[i].subwords)
                 if queries[i].approx:

@@ -49,8 +49,9 @@ class Estimate:
     queries: int
 
     def as_dict(self) -> dict:
-        return {k: round(float(v), 4) if isinstance(v, float) else v
-                for k, v in asdict(self).items()}  # fmt: skip
+        return {
+            k: round(float(v), 4) if isinstance(v, float) else v for k, v in asdict(self).items()
+        }
 
 
 def estimate(per_query: np.ndarray) -> Estimate:

@@ -549,8 +549,9 @@ def _open_vocab(path: Path) -> SharedVocab:
                 words = json.load(f)
         except FileNotFoundError:
             if not idx.exists():  # not upgraded meanwhile by another process
-                raise SnapshotDamaged(idx, "vocabulary", "no vocabulary file",
-                                      what="damaged snapshot") from None  # fmt: skip
+                raise SnapshotDamaged(
+                    idx, "vocabulary", "no vocabulary file", what="damaged snapshot"
+                ) from None
         except ValueError as exc:
             raise SnapshotDamaged(idx, "vocabulary", f"{old.name}: {exc}") from None
         else:

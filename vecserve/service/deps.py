@@ -103,9 +103,13 @@ class ModelCache:
                 reader = self._readers.get(name)
                 if reader is None or reader.store is not store:
                     reader = self._readers[name] = Reader(
-                        store, name, ttl=self.ttl, cache_size=self.vector_cache,
-                        admit_on_repeat=True, on_registry=self._on_registry,
-                    )  # fmt: skip
+                        store,
+                        name,
+                        ttl=self.ttl,
+                        cache_size=self.vector_cache,
+                        admit_on_repeat=True,
+                        on_registry=self._on_registry,
+                    )
         return reader
 
     def run(self, store: Store, name: str, steps_of: Callable[[Reader], Any]):

@@ -483,8 +483,10 @@ def _reply_code(exc: redis.RedisError) -> str:
     code = getattr(exc, "status_code", None)
     if code:
         return str(code)
-    for known, cls in (("OOM", redis.exceptions.OutOfMemoryError),
-                       ("READONLY", redis.exceptions.ReadOnlyError)):  # fmt: skip
+    for known, cls in (
+        ("OOM", redis.exceptions.OutOfMemoryError),
+        ("READONLY", redis.exceptions.ReadOnlyError),
+    ):
         if isinstance(exc, cls):
             return known
     head = msg.split(" ", 1)[0]

@@ -677,8 +677,9 @@ class Store:
                 for blobs, lens, buf in groups:
                     if hashes:
                         parts.append(flat_word_hashes(buf, lens))
-                    keys = vector_keys(model.prefix, [t for b in blobs for t in unpack_vocab(b)],
-                                       model.buckets)  # fmt: skip
+                    keys = vector_keys(
+                        model.prefix, [t for b in blobs for t in unpack_vocab(b)], model.buckets
+                    )
                     tally(blobs, lens, len(keys) - self._count_missing(keys))
             else:
                 self._exists_overlapped(model, groups, tally, parts if hashes else None)
@@ -1035,8 +1036,13 @@ class Store:
             for lo in range(0, n, 10_000):  # fastText n-gram rows
                 self._unlink(ngram_keys(prefix, np.arange(lo, min(n, lo + 10_000)), buckets))
                 deleted += min(n, lo + 10_000) - lo
-            for key in (vkey, vocab_sizes_key(prefix), counts_key(prefix), nkey,
-                        vocab_hashes_key(prefix)):  # fmt: skip
+            for key in (
+                vkey,
+                vocab_sizes_key(prefix),
+                counts_key(prefix),
+                nkey,
+                vocab_hashes_key(prefix),
+            ):
                 self.client.delete(key)  # one by one: they live in different cluster slots
             self.client.srem(TRASH, prefix)
         return deleted

@@ -220,9 +220,13 @@ class LoadSession:
         ]
         if counts is not None:
             commands.append(
-                ("SETRANGE", counts_key(s.prefix), 8 * s.written,
-                 np.asarray(counts, dtype="<i8").tobytes())
-            )  # fmt: skip
+                (
+                    "SETRANGE",
+                    counts_key(s.prefix),
+                    8 * s.written,
+                    np.asarray(counts, dtype="<i8").tobytes(),
+                )
+            )
         progress = [("HSET", LOADS, s.name, after.to_json())]
         now = time.monotonic()
         if now - self._last_refresh > LEASE_SECONDS / 3:
@@ -423,8 +427,12 @@ class LoadSession:
                 f"{s.written:,} in {s.chunks:,}"
             )
         # the replicas first have every row, so a failover after the check loses none
-        slots = [vocab_key(s.prefix), vocab_sizes_key(s.prefix), counts_key(s.prefix),
-                 *(str(b) for b in range(info.buckets))]  # fmt: skip
+        slots = [
+            vocab_key(s.prefix),
+            vocab_sizes_key(s.prefix),
+            counts_key(s.prefix),
+            *(str(b) for b in range(info.buckets)),
+        ]
         _warn_late(s.name, store.wait_for_replicas(slots), "the new generation")
         started = time.perf_counter()
         check, why = self.witness.proof(info)
@@ -435,8 +443,11 @@ class LoadSession:
             how = "the server's INFO shows nothing removed a key since the first write"
         log.info(
             "%s: %s rows present, %s; %.2f s",
-            s.name, f"{check.checked - check.missing:,}", how, time.perf_counter() - started,
-        )  # fmt: skip
+            s.name,
+            f"{check.checked - check.missing:,}",
+            how,
+            time.perf_counter() - started,
+        )
         if check.missing:
             words = ", ".join(repr(w) for w in check.words[:3])
             raise LoadIncomplete(
@@ -543,8 +554,10 @@ def begin_load(
             log.warning(
                 "the interrupted load of %s lost %s of its %s written vectors (a failover, "
                 "or keys evicted); loading it again from the start",
-                name, f"{lost:,}", f"{state.written:,}",
-            )  # fmt: skip
+                name,
+                f"{lost:,}",
+                f"{state.written:,}",
+            )
             restart = True
         if state is not None:
             if not restart:

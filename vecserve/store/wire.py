@@ -253,8 +253,9 @@ def _execute_pipeline(client, rnd: Round) -> list:
     return _check(pipe.execute(raise_on_error=False), rnd)
 
 
-def executor(client: redis.Redis | RedisCluster, url: str,
-             connections: Connections | None = None) -> Callable[[Round], list]:  # fmt: skip
+def executor(
+    client: redis.Redis | RedisCluster, url: str, connections: Connections | None = None
+) -> Callable[[Round], list]:
     """The function that sends a round on a sync client and returns its replies,
     redis-py's errors turned into ours (``url`` named). ``connections`` (single server):
     each round on the calling thread's own raw connection; without: a pipeline."""
@@ -273,8 +274,12 @@ def executor(client: redis.Redis | RedisCluster, url: str,
     return execute
 
 
-def run(steps: Steps[T], client: redis.Redis | RedisCluster, url: str,
-        connections: Connections | None = None) -> T:  # fmt: skip
+def run(
+    steps: Steps[T],
+    client: redis.Redis | RedisCluster,
+    url: str,
+    connections: Connections | None = None,
+) -> T:
     """Drive ``steps`` on a sync client (see :func:`executor`)."""
     return drive(steps, executor(client, url, connections))
 
