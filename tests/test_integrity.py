@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 import redis
 
+from tests.helpers import wait_until
 from vecserve.acl import setuser_line
 from vecserve.embedded import ValkeyProcess, free_port
 from vecserve.errors import (
@@ -419,9 +420,7 @@ def test_the_cache_counts_keys_that_leave_a_live_generation(store, caplog):
         x8 = store.vector_keys(info.prefix, ["x8"])[0]
         store.client.set(x8, store.client.get(x8))  # overwritten: still there
         store.client.delete(*store.vector_keys(info.prefix, ["x3", "x7"]))
-        deadline = time.monotonic() + 5
-        while cache.lost_keys < 2 and time.monotonic() < deadline:
-            time.sleep(0.01)
+        wait_until(lambda: cache.lost_keys >= 2, timeout=5, interval=0.01, what="2 lost keys")
         time.sleep(0.1)  # the overwrite's message too
         assert cache.stats()["lost_keys"] == 2 and cache.stats()["lost_words"] == ["x3", "x7"]
         said = "generation 1: 2 vector keys gone from Redis without a reload (evicted or deleted"
@@ -462,10 +461,11 @@ def test_a_server_that_cannot_save_is_one_line(valkey, model_file, tmp_path):
     shutil.rmtree(gone)  # the snapshot cannot be written: MISCONF from now on
     r.config_set("save", "3600 1")
     r.bgsave()
-    deadline = time.monotonic() + 10
-    while r.info("persistence")["rdb_last_bgsave_status"] != "err":
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
+    wait_until(
+        lambda: r.info("persistence")["rdb_last_bgsave_status"] == "err",
+        timeout=10,
+        what="the snapshot to fail",
+    )
     line = error_line(cli(p.url, "load", str(path), "--key", "M"))
     assert "refuses writes because it cannot save its snapshot (MISCONF: " in line
     assert "stop-writes-on-bgsave-error" in line
@@ -481,16 +481,18 @@ def test_a_server_still_loading_is_one_line(valkey, tmp_path):
     starting = threading.Thread(target=slow.start, kwargs={"timeout": 60})
     starting.start()
     try:
-        deadline = time.monotonic() + 10
-        while True:  # until it answers LOADING
+
+        def loading() -> ServerRefused | None:
             try:
                 Store.from_url(slow.url).close()
             except ServerRefused as exc:
-                assert exc.transient and exc.reply == "LOADING"
-                break
+                return exc
             except StoreUnavailable:
-                assert time.monotonic() < deadline
-                time.sleep(0.05)
+                return None  # not listening yet
+            raise AssertionError("the server answered before it had loaded")
+
+        exc = wait_until(loading, timeout=10, what="the server to answer LOADING")
+        assert exc.transient and exc.reply == "LOADING"
         line = error_line(cli(slow.url, "models"))
         assert "is still loading its dataset into memory (LOADING: " in line
         assert "retry when it has finished" in line
@@ -569,10 +571,11 @@ def test_the_suite_never_touches_the_users_server(valkey):
 
 def _synced(replica) -> redis.Redis:
     r = redis.Redis(port=replica.port)
-    deadline = time.monotonic() + 15
-    while r.info("replication").get("master_link_status") != "up":
-        assert time.monotonic() < deadline, "the replica never synced"
-        time.sleep(0.05)
+    wait_until(
+        lambda: r.info("replication").get("master_link_status") == "up",
+        timeout=15,
+        what="the replica to sync",
+    )
     return r
 
 

@@ -9,7 +9,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 
 import numpy as np
@@ -17,6 +16,7 @@ import pytest
 import redis
 
 from tests.api_support import run_vecserve
+from tests.helpers import program, wait_until
 from vecserve.acl import setuser_line
 from vecserve.errors import (
     LoadInProgress,
@@ -184,21 +184,10 @@ def test_cli_history_and_rollback(store, redis_url, monkeypatch):
     assert store.client.dbsize() == 1  # vecserve:generation, the counter
 
 
-HOLDER = """
-import sys, time
-from vecserve.store import Store
-from vecserve.store.pins import Pin
-store = Store.from_url(sys.argv[1])
-pin = Pin.take(store, "M", lease=float(sys.argv[2])).keep_alive()  # a daemon thread
-print(pin.key, flush=True)
-time.sleep(60)
-"""
-
-
 def test_a_sigkilled_holder_lets_its_generation_go_after_the_lease(store, redis_url):
     first = load(store, "M", vecs(1))
     holder = subprocess.Popen(
-        [sys.executable, "-c", HOLDER, redis_url, "1.0"], stdout=subprocess.PIPE, text=True
+        program("store_pin_holder", redis_url, "1.0"), stdout=subprocess.PIPE, text=True
     )
     try:
         key = holder.stdout.readline().strip()
@@ -208,10 +197,9 @@ def test_a_sigkilled_holder_lets_its_generation_go_after_the_lease(store, redis_
         assert store.client.exists(key) and gens(store, "M") == {2: "live", 1: "pinned"}
         os.kill(holder.pid, signal.SIGKILL)
         holder.wait()
-        deadline = time.monotonic() + 5
-        while store.client.exists(key):
-            assert time.monotonic() < deadline, "the dead holder's pin did not expire"
-            time.sleep(0.05)
+        wait_until(
+            lambda: not store.client.exists(key), timeout=5, what="the dead holder's pin to expire"
+        )
         assert np.array_equal(rows(store, first), vecs(1))  # expired, not yet collected
         out = cli(redis_url, "models", "history", "M")
         assert "deleted generation 1: no pin holds it any more" in out.stderr
