@@ -11,6 +11,7 @@ import pytest
 import redis
 
 from tests.api_support import AppClient
+from tests.helpers import wait_until
 from vecserve.errors import StoreUnavailable
 from vecserve.keyedvectors import RedisKeyedVectors
 from vecserve.loader import load_arrays
@@ -41,17 +42,19 @@ def _kill_a_primary(nodes) -> int:
 
 
 def _until(fn, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
+    """``fn()``'s first truthy answer, and how many tries met an unavailable store."""
     errors = 0
-    while True:
+
+    def attempt():
+        nonlocal errors
         try:
-            out = fn()
-            if out:
-                return out, errors
+            return fn()
         except StoreUnavailable:
             errors += 1
-        assert time.monotonic() < deadline, f"{what} within {timeout}s ({errors} errors)"
-        time.sleep(0.05)
+            return None
+
+    out = wait_until(attempt, timeout=timeout, what=lambda: f"{what} ({errors} errors)")
+    return out, errors
 
 
 def test_cache_and_reads_come_back_after_a_failover(replicated):
@@ -99,18 +102,17 @@ def test_service_cache_comes_back_after_a_failover(replicated, tmp_path):
         assert client.post("/vectors", json=body).status_code == 200
         _kill_a_primary(replicated)
         codes = []
-        deadline = time.monotonic() + 30
-        while True:
+
+        def recovered() -> bool:
             r = client.post("/vectors", json=body)
             codes.append(r.status_code)
-            if r.status_code == 200:
-                stats = client.get("/models/F").json().get("vector_cache") or {}
-                if stats.get("ready"):
-                    break
-            else:
+            if r.status_code != 200:
                 assert r.status_code == 503 and "retry-after" in r.headers
-            assert time.monotonic() < deadline, f"no recovery: {codes[-5:]}"
-            time.sleep(0.05)
+                return False
+            stats = client.get("/models/F").json().get("vector_cache") or {}
+            return bool(stats.get("ready"))
+
+        wait_until(recovered, timeout=30, what=lambda: f"recovery: {codes[-5:]}")
         got = np.asarray(client.post("/vectors", json=body).json()["vectors"], np.float32)
         np.testing.assert_array_equal(got, vectors[:50])
     with pytest.raises(redis.ConnectionError):
