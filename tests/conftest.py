@@ -52,15 +52,38 @@ def pytest_addoption(parser):
 # less those marked slow, cluster or docker. Chosen by their measured time (``--durations``):
 # the library's units, the readers, the loader, the store, the cache and the HTTP API. With
 # ``-m fast`` alone the other modules are not even imported.
-FAST_MODULES = frozenset({
-    "test_acl", "test_ann_ivf", "test_api", "test_api_auth", "test_api_fastpath",
-    "test_api_similarity", "test_architecture", "test_cache", "test_codec", "test_errors",
-    "test_exported_members", "test_fileio", "test_gensim_surface", "test_ivfscan",
-    "test_keyedvectors_async", "test_loader", "test_metrics", "test_reader",
-    "test_readers_fuzz", "test_search_batch", "test_search_planner", "test_similarity_vocab",
-    "test_store", "test_train_corpus", "test_train_kernels", "test_train_model",
-    "test_train_params", "test_train_plan",
-})  # fmt: skip
+FAST_MODULES = frozenset(
+    {
+        "test_acl",
+        "test_ann_ivf",
+        "test_api",
+        "test_api_auth",
+        "test_api_fastpath",
+        "test_api_similarity",
+        "test_architecture",
+        "test_cache",
+        "test_codec",
+        "test_errors",
+        "test_exported_members",
+        "test_fileio",
+        "test_gensim_surface",
+        "test_ivfscan",
+        "test_keyedvectors_async",
+        "test_loader",
+        "test_metrics",
+        "test_reader",
+        "test_readers_fuzz",
+        "test_search_batch",
+        "test_search_planner",
+        "test_similarity_vocab",
+        "test_store",
+        "test_train_corpus",
+        "test_train_kernels",
+        "test_train_model",
+        "test_train_params",
+        "test_train_plan",
+    }
+)
 NOT_FAST = ("slow", "cluster", "docker")
 
 

@@ -5,6 +5,7 @@
 - :func:`start_cluster`: a Redis Cluster of valkey-server processes on loopback.
 - :func:`listening_port`: the TCP port a child process listens on (it bound port 0).
 - :func:`program`: the command line of a program of ``tests/programs/``.
+- :func:`argv`: a command line written as one string, its paths and URLs kept whole.
 - :func:`topic_corpus`, :func:`write_topic_corpus`, :func:`topic_purity`: a corpus whose
   topics a trained model must find, and how well it found them.
 """
@@ -43,14 +44,29 @@ def wait_until(
         if got:
             return got
         if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:g}s waiting for "
-                                 f"{what() if callable(what) else what}")  # fmt: skip
+            raise AssertionError(
+                f"timed out after {timeout:g}s waiting for {what() if callable(what) else what}"
+            )
         time.sleep(interval)
 
 
 def program(name: str, *args) -> list[str]:
     """The command that runs ``tests/programs/NAME.py`` with ``args`` in a new Python."""
     return [sys.executable, str(Path(__file__).parent / "programs" / f"{name}.py"), *map(str, args)]
+
+
+def argv(line: str, *values) -> list[str]:
+    """A command line: ``line`` split at whitespace, each ``{}`` in it replaced by the
+    next of ``values`` as ONE argument (``str()`` of it: a path may hold spaces).
+
+    >>> argv("load {} --key M --batch-size {}", "/tmp/a dir/m.bin", 500)
+    ['load', '/tmp/a dir/m.bin', '--key', 'M', '--batch-size', '500']
+    """
+    words = line.split()
+    if words.count("{}") != len(values):
+        raise ValueError(f"{line!r} has {words.count('{}')} {{}} for {len(values)} values")
+    given = iter(values)
+    return [str(next(given)) if w == "{}" else w for w in words]
 
 
 def gensim_data(name: str) -> str:
@@ -141,20 +157,24 @@ def start_cluster(base: Path, n: int = 3, *, replicas: bool = False, node_timeou
         return [i.decode() if isinstance(i, bytes) else str(i) for i in got]
 
     wait_until(
-        lambda: all("cluster_state:ok" in t and f"cluster_known_nodes:{total}" in t
-                    for t in infos()),
-        timeout=30, what=lambda: f"the cluster to form: {infos()[0][:200]}",
-    )  # fmt: skip
+        lambda: all(
+            "cluster_state:ok" in t and f"cluster_known_nodes:{total}" in t for t in infos()
+        ),
+        timeout=30,
+        what=lambda: f"the cluster to form: {infos()[0][:200]}",
+    )
     if replicas:
         for primary, replica in zip(clients[:n], clients[n:], strict=True):
             replica.execute_command(
                 "CLUSTER", "REPLICATE", primary.execute_command("CLUSTER", "MYID")
             )
         wait_until(
-            lambda: all(c.info("replication").get("master_link_status") == "up"
-                        for c in clients[n:]),
-            timeout=30, what="the replicas to sync",
-        )  # fmt: skip
+            lambda: all(
+                c.info("replication").get("master_link_status") == "up" for c in clients[n:]
+            ),
+            timeout=30,
+            what="the replicas to sync",
+        )
     for c in clients:
         c.close()
     return nodes

@@ -105,8 +105,9 @@ def test_no_module_imports_a_higher_layer():
             if theirs is None or theirs == mine or mine.startswith(theirs + "."):
                 continue
             if LAYERS[theirs] >= LAYERS[mine]:
-                bad.append(f"{module} (layer {LAYERS[mine]}) imports {target} "
-                           f"(layer {LAYERS[theirs]})")  # fmt: skip
+                bad.append(
+                    f"{module} (layer {LAYERS[mine]}) imports {target} (layer {LAYERS[theirs]})"
+                )
     assert bad == []
 
 
@@ -115,7 +116,8 @@ def _top() -> set[str]:
 
 
 def _doctest_modules() -> list[str]:
-    return sorted(f"vecserve.{m}" if m else "vecserve" for m in _modules())
+    # the suite's shared helpers too: their examples are how a test author learns them
+    return [*sorted(f"vecserve.{m}" if m else "vecserve" for m in _modules()), "tests.helpers"]
 
 
 @pytest.mark.parametrize("name", _doctest_modules())

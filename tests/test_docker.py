@@ -32,6 +32,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tests.helpers import argv
+
 ROOT = Path(__file__).resolve().parents[1]
 RUN = f"vecserve-test-{os.getpid()}"
 MODEL = "LEE"
@@ -167,10 +169,8 @@ def test_wheel_from_sdist_installs_and_runs_the_demo_without_a_compiler(images, 
         "/tmp/fresh/bin/pip install -q --no-index --find-links /wheels vecserve && "
         "/tmp/fresh/bin/vecserve demo"
     )
-    out = docker(
-        "run", "--rm", "--network", "none", "-v", f"{tmp_path / 'wheels'}:/wheels:ro",
-        images["app"], "sh", "-c", script,
-    )  # fmt: skip
+    wheels = f"{tmp_path / 'wheels'}:/wheels:ro"
+    out = docker(*argv("run --rm --network none -v {} {} sh -c {}", wheels, images["app"], script))
     assert "identical to gensim: True" in out, out
     assert "same as gensim: True" in out, out
 
@@ -202,14 +202,20 @@ class Stack:
         }
 
     def compose(self, *args: str, timeout: float = 300) -> str:
-        argv = [*compose_command(), "-f", "docker-compose.yml", "-f", "docker/compose.host.yml"]
+        files = argv("-f docker-compose.yml -f docker/compose.host.yml")
         out = subprocess.run(
-            [*argv, *args], cwd=ROOT, env=self.env, capture_output=True, text=True,
-            timeout=timeout, check=False,
-        )  # fmt: skip
+            [*compose_command(), *files, *args],
+            cwd=ROOT,
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
         if out.returncode != 0:
-            raise AssertionError(f"compose {' '.join(args)}: exit {out.returncode}\n"
-                                 f"{out.stdout}\n{out.stderr}")  # fmt: skip
+            raise AssertionError(
+                f"compose {' '.join(args)}: exit {out.returncode}\n{out.stdout}\n{out.stderr}"
+            )
         return out.stdout + out.stderr
 
     def get(self, path: str, timeout: float = 10) -> dict:
@@ -288,8 +294,17 @@ def test_compose_stack_loads_serves_and_keeps_the_model(images, tmp_path):
         np.testing.assert_array_equal(np.asarray(again["vectors"], dtype=np.float32), kv[words])
     finally:
         subprocess.run(
-            [*compose_command(), "-f", "docker-compose.yml", "-f", "docker/compose.host.yml",
-             "--profile", "load", "down", "--volumes", "--remove-orphans"],
-            cwd=ROOT, env=stack.env, capture_output=True, check=False, timeout=300,
-        )  # fmt: skip
+            [
+                *compose_command(),
+                *argv(
+                    "-f docker-compose.yml -f docker/compose.host.yml"
+                    " --profile load down --volumes --remove-orphans"
+                ),
+            ],
+            cwd=ROOT,
+            env=stack.env,
+            capture_output=True,
+            check=False,
+            timeout=300,
+        )
     assert not docker("volume", "ls", "-q", "--filter", f"name={stack.project}").strip()

@@ -92,10 +92,15 @@ def test_two_commands_at_once_start_one_server(data_dir):
     env = {k: v for k, v in os.environ.items() if k != "VECSERVE_REDIS_URL"}
     env["VECSERVE_DATA_DIR"] = str(data_dir)
     procs = [
-        subprocess.Popen([sys.executable, "-m", "vecserve.cli", "models"], env=env,
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        subprocess.Popen(
+            [sys.executable, "-m", "vecserve.cli", "models"],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         for _ in range(3)
-    ]  # fmt: skip
+    ]
     for p in procs:
         _, err = p.communicate(timeout=120)
         assert p.returncode == 0, err
@@ -116,9 +121,11 @@ def test_two_commands_at_once_start_one_server(data_dir):
 def test_server_survives_the_holders_ctrl_c(data_dir):
     """The server runs in its own session: a SIGINT to the client's group spares it."""
     proc = subprocess.run(
-        program("embedded_ctrl_c", data_dir), capture_output=True, text=True,
+        program("embedded_ctrl_c", data_dir),
+        capture_output=True,
+        text=True,
         start_new_session=True,
-    )  # fmt: skip
+    )
     assert "up" in proc.stdout
     with embedded_server(data_dir) as url:
         assert redis.Redis.from_url(url).ping()
@@ -167,10 +174,15 @@ def test_serve_and_commands_share_one_server(data_dir, tmp_path, monkeypatch):
         pid = status(data_dir)["pid"]
         env = {**os.environ, "VECSERVE_DATA_DIR": str(data_dir)}
         loads = [
-            subprocess.Popen([sys.executable, "-m", "vecserve.cli", "load", str(f), "--key", n],
-                             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            subprocess.Popen(
+                [sys.executable, "-m", "vecserve.cli", "load", str(f), "--key", n],
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
             for n, f in files
-        ]  # fmt: skip
+        ]
         for p in loads:
             _, err = p.communicate(timeout=120)
             assert p.returncode == 0, err

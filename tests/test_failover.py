@@ -11,7 +11,7 @@ import pytest
 import redis
 
 from tests.api_support import AppClient
-from tests.helpers import wait_until
+from tests.helpers import argv, wait_until
 from vecserve.errors import StoreUnavailable
 from vecserve.keyedvectors import RedisKeyedVectors
 from vecserve.loader import load_arrays
@@ -226,8 +226,10 @@ def _load_through_a_failover(replicated, tmp_path, name: str, *extra: str):
     vectors = np.random.default_rng(len(name)).standard_normal((n, 16)).astype(np.float32)
     path = write_w2v(tmp_path / "m.bin", words, vectors)
     env = {**os.environ, "VECSERVE_REDIS_URL": url}
-    cmd = [sys.executable, "-m", "vecserve.cli", "load", str(path), "--key", name,
-           "--batch-size", "500", *extra]  # fmt: skip
+    cmd = [
+        *argv("{} -m vecserve.cli load {} --key {} --batch-size 500", sys.executable, path, name),
+        *extra,
+    ]
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         with redis.RedisCluster.from_url(url) as r:
@@ -270,8 +272,9 @@ def test_a_load_interrupted_by_a_failover_resumes(replicated, tmp_path):
             attempts += 1
             assert attempts < 40, resumed.stderr
             time.sleep(0.25)
-            resumed = subprocess.run([*cmd, "--resume"], env=env, capture_output=True,
-                                     text=True, timeout=120)  # fmt: skip
+            resumed = subprocess.run(
+                [*cmd, "--resume"], env=env, capture_output=True, text=True, timeout=120
+            )
         assert "Traceback" not in resumed.stderr
     _assert_model(url, "MID", words, vectors)
 
