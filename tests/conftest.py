@@ -13,6 +13,8 @@ a test module imports from there, never from this file.
 - ``store``: a :class:`vecserve.store.Store` on ``redis_url``, flushed after each test.
 - ``app_client``: ``app_client(app)`` enters an :class:`~tests.api_support.AppClient` on
   the app (its lifespan runs) and leaves it after the test.
+- ``_collect_after_cluster_tests`` (every test marked ``cluster``): ``gc.collect()`` at
+  its teardown, so what it leaked is reported against it.
 - ``live_server``: ``live_server(app)`` serves the app with a real uvicorn on a socket the
   suite binds, and gives its base URL; ``service_url`` is the vecserve service so served.
 """
@@ -20,6 +22,7 @@ a test module imports from there, never from this file.
 from __future__ import annotations
 
 import contextlib
+import gc
 import os
 
 import numpy as np
@@ -111,6 +114,17 @@ def pytest_configure(config):
     here = os.path.dirname(__file__)
     if gone := sorted(m for m in FAST_MODULES if not os.path.exists(f"{here}/{m}.py")):
         raise pytest.UsageError(f"FAST_MODULES in tests/conftest.py names no such module: {gone}")
+
+
+@pytest.fixture(autouse=True)
+def _collect_after_cluster_tests(request):
+    """After a cluster test, collect the garbage: a connection it left unclosed (a cluster
+    client's socket, typically after a failover) is reported against that test (its
+    teardown fails: ResourceWarning is an error here), not against whichever later test
+    the garbage collector happens to run in."""
+    yield
+    if "cluster_nodes" in request.fixturenames or request.node.get_closest_marker("cluster"):
+        gc.collect()
 
 
 @pytest.fixture(scope="session")

@@ -19,9 +19,9 @@ import numpy as np
 import pytest
 import redis
 
-from tests.helpers import argv, wait_until
+from tests.helpers import argv, start_valkey, wait_until
 from vecserve.acl import setuser_line
-from vecserve.embedded import ValkeyProcess, free_port
+from vecserve.embedded import ValkeyProcess
 from vecserve.errors import (
     AuthenticationFailed,
     LoadIncomplete,
@@ -52,7 +52,7 @@ def valkey(tmp_path):
 
     def start(name: str = "v", **config) -> ValkeyProcess:
         conf = {k.replace("_", "-"): str(v) for k, v in config.items()}
-        p = ValkeyProcess(tmp_path / name, port=free_port(), config=conf).start()
+        p = start_valkey(tmp_path / name, conf)  # TCP: some tests replicate
         started.append(p)
         return p
 
