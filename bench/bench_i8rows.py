@@ -1,6 +1,6 @@
-"""The first exact batch of a process, with the int8 rows packed in its own memory (as
-before they were a snapshot's file) and from the snapshot's file: packed there by the
-first process, mapped by the next.
+"""The first exact batch of a process, with the int8 rows (and the odd rows) made in its
+own memory (as before they were a snapshot's files) and from the snapshot's files: made
+there by the first process, mapped (read) by the next.
 
 For each size, a snapshot directory (``vectors.npy``, ``norms.npy``, ``vocab.idx``) of
 ``bench_search.py``'s generated rows is written under ``--cache``; then fresh processes

@@ -183,3 +183,20 @@ def test_a_new_generation_gets_its_own_rows(store, tmp_path):
     assert gens[1] > gens[0]
     # only the new generation's snapshot (and its rows) is left
     assert [p.name for p in tmp_path.iterdir()] == [ix.path.name]
+
+
+def test_odd_rows_are_kept_for_processes_with_the_same_blas(snapshot):
+    path, words, _ = snapshot
+    ix = int8_index(path)
+    ix.most_similar_batch([{"positive": [w], "topn": 10} for w in words[:3]])
+    [file] = path.glob("odd-rows.*.json")
+    assert file.name == f"odd-rows.{i8rows.blas_tag()}.json"
+
+    def never():
+        raise AssertionError("found again")
+
+    kept = i8rows.odd_rows(path / i8rows.FILE, N, never)
+    assert np.array_equal(kept, ix.exact.odd_rows())
+    file.write_text(file.read_text().replace('"crc": ', '"crc": 1'))  # damaged
+    again = i8rows.odd_rows(path / i8rows.FILE, N, lambda: np.array([5, 9]))
+    assert list(again) == [5, 9] and list(i8rows.odd_rows(path / i8rows.FILE, N, never)) == [5, 9]

@@ -193,9 +193,13 @@ class ExactScan:
 
     def odd_rows(self) -> np.ndarray:
         """The rows whose ``sgemv`` score over the whole matrix may differ from their score
-        among four rows (sorted): found once by probe queries scored both ways."""
+        among four rows (sorted): found once by probe queries scored both ways (and kept
+        beside ``rows_file`` for the processes whose BLAS runs like this one's)."""
         with self._lock:
-            if self._odd is None:
+            if self._odd is None and self.rows_file is not None:
+                n = len(self.vectors)
+                self._odd = i8rows.odd_rows(self.rows_file, n, self._find_odd_rows)
+            elif self._odd is None:
                 self._odd = self._find_odd_rows()
             return self._odd
 

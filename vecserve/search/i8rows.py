@@ -22,6 +22,12 @@ check is :class:`~vecserve.errors.SnapshotDamaged` (part ``"int8 rows"``) and is
 again; damage to the codes between the checked stripes (bit rot, not a crash: the file
 only ever appears whole) is not detected.
 
+The odd rows of a matrix (:meth:`vecserve.search.exact.ExactScan.odd_rows`: the rows whose
+``sgemv`` score depends on the BLAS's threading and unrolling, ~1 s of probing at 1M x
+300) are kept beside it too, one small JSON file per BLAS configuration
+(``odd-rows.<tag>.json``, :func:`blas_tag`: the library, its version, the CPU kernel it
+chose and its threads), so a process only reuses what a BLAS like its own found.
+
 >>> import tempfile, pathlib
 >>> v = np.random.default_rng(0).standard_normal((100, 8)).astype(np.float32)
 >>> norms = np.linalg.norm(v, axis=1)
@@ -35,6 +41,8 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
+import json
 import logging
 import mmap
 import os
@@ -46,10 +54,10 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import SnapshotDamaged
-from ..fileio import atomic_path
+from ..fileio import atomic_path, atomic_write
 from ._exact import PANEL, QuantizedRows, layout
 
-__all__ = ["FILE", "HEADER", "STRIPES", "load", "open_rows", "write"]
+__all__ = ["FILE", "HEADER", "STRIPES", "blas_tag", "load", "odd_rows", "open_rows", "write"]
 
 #: The file's name in a snapshot directory.
 FILE = "int8.rows"
@@ -198,3 +206,41 @@ def load(
         log.warning("int8 rows not written to %s (%s): packed in memory", path, exc)
         return QuantizedRows(vectors, norms, map=map)
     return open_rows(path, norms)
+
+
+def blas_tag() -> str:
+    """A short hash of numpy's BLAS as this process runs it (library file, version, CPU
+    kernel, threading layer, threads): processes with equal tags score every row alike."""
+    from threadpoolctl import threadpool_info
+
+    blas = [i for i in threadpool_info() if i.get("user_api") == "blas"]
+    mine = [i for i in blas if "numpy" in str(i.get("filepath", ""))] or blas
+    keys = ("filepath", "version", "architecture", "threading_layer", "num_threads")
+    text = json.dumps([[i.get(k) for k in keys] for i in mine], sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def odd_rows(path: str | os.PathLike, n: int, find: Callable[[], np.ndarray]) -> np.ndarray:
+    """The odd rows of the ``n``-row matrix whose int8 rows are the file ``path``: read
+    from the file of this process's :func:`blas_tag` beside it, else ``find()`` and kept
+    there (best effort: a file that cannot be written or read is found again)."""
+    tag = blas_tag()
+    file = Path(path).with_name(f"odd-rows.{tag}.json")
+    with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
+        data = json.loads(file.read_text())
+        rows = np.asarray(data["rows"], dtype=np.int64)
+        crc = zlib.crc32(json.dumps([tag, n, data["rows"]]).encode())
+        if (
+            data["crc"] == crc
+            and rows.ndim == 1
+            and np.all((rows >= 0) & (rows < n))
+            and np.all(np.diff(rows) > 0)
+        ):
+            return rows
+        log.warning("%s: damaged odd-rows file; finding them again", file)
+    rows = np.asarray(find(), dtype=np.int64)
+    listed = rows.tolist()
+    crc = zlib.crc32(json.dumps([tag, n, listed]).encode())
+    with contextlib.suppress(OSError), atomic_write(file, "w") as f:
+        json.dump({"rows": listed, "crc": crc}, f)
+    return rows
