@@ -77,6 +77,7 @@ FAST_MODULES = frozenset(
         "test_reader",
         "test_readers_fuzz",
         "test_search_batch",
+        "test_search_i8rows",
         "test_search_planner",
         "test_similarity_vocab",
         "test_store",
