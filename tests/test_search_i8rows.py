@@ -123,8 +123,10 @@ def test_a_damaged_file_is_detected_and_packed_again(snapshot, damage, reason, c
     ix = int8_index(path)
     asked = words[100:110]
     want = gensim_answers(words, x, asked)
-    assert [[list(p) for p in g] for g in ix.most_similar_batch(
-        [{"positive": [w], "topn": 10} for w in asked])] == want  # fmt: skip
+    assert [
+        [list(p) for p in g]
+        for g in ix.most_similar_batch([{"positive": [w], "topn": 10} for w in asked])
+    ] == want
     file = path / i8rows.FILE
     size = file.stat().st_size
     with open(file, "r+b") as f:
