@@ -142,3 +142,16 @@ def test_only_config_and_the_service_settings_read_vecserve_variables():
             continue
         for n, line in enumerate(path.read_text().splitlines(), start=1):
             assert not read.search(line), f"vecserve/{module}:{n} reads VECSERVE_*: {line.strip()}"
+
+
+def test_programs_the_tests_run_are_files():
+    """A Python program a test runs in another process (or on MPI ranks) is a file of
+    ``tests/programs/`` or ``tests/mpi/``: linted and formatted, its tracebacks naming
+    lines. Never a string handed to ``python -c``."""
+    inline = re.compile(r"""executable\)?\s*,\s*["']-c["']""")
+    found = [
+        str(path.relative_to(ROOT))
+        for path in sorted((ROOT / "tests").rglob("*.py"))
+        if inline.search(path.read_text(encoding="utf-8"))
+    ]
+    assert found == []
