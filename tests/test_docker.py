@@ -32,7 +32,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.helpers import argv
+from tests.helpers import argv, wait_until
 
 ROOT = Path(__file__).resolve().parents[1]
 RUN = f"vecserve-test-{os.getpid()}"
@@ -225,16 +225,19 @@ class Stack:
 
     def wait_healthy(self, deadline_s: float = 120) -> None:
         """The API answers /healthz and Docker's own HEALTHCHECK says healthy."""
-        end = time.monotonic() + deadline_s
-        while True:
+        seen = []
+
+        def healthy() -> bool:
             cid = self.compose("ps", "-q", "api").strip()
-            status = docker("inspect", "--format", "{{.State.Health.Status}}", cid).strip()
-            if status == "healthy":
-                return
-            if time.monotonic() > end:
-                logs = self.compose("logs", "--tail", "30", "api")
-                raise AssertionError(f"the api container is {status}:\n{logs}")
-            time.sleep(2)
+            seen.append(docker("inspect", "--format", "{{.State.Health.Status}}", cid).strip())
+            return seen[-1] == "healthy"
+
+        def why() -> str:
+            return f"the api container to be healthy (it is {seen[-1]}):\n" + self.compose(
+                "logs", "--tail", "30", "api"
+            )
+
+        wait_until(healthy, timeout=deadline_s, interval=2, what=why)
 
     def redis_cli(self, *args: str) -> str:
         return self.compose("exec", "-T", "redis", "valkey-cli", "-p", str(self.redis_port), *args)
