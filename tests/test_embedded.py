@@ -1,6 +1,7 @@
 """The embedded server: started by the first command, kept up, shared, durable, restarted
 after a crash, stopped on request -- with the real ``vecserve`` command."""
 
+import contextlib
 import json
 import os
 import subprocess
@@ -10,7 +11,7 @@ import pytest
 import redis
 
 from tests.api_support import run_vecserve
-from tests.helpers import program, wait_until
+from tests.helpers import program, start_valkey, wait_until
 from vecserve.embedded import (
     EmbeddedServer,
     ValkeyProcess,
@@ -192,3 +193,33 @@ def test_serve_and_commands_share_one_server(data_dir, tmp_path, monkeypatch):
         assert got["vectors"] == [[4.0, 5.0, 6.0]]
         assert status(data_dir)["pid"] == pid, "the server was not restarted by anyone"
     assert status(data_dir)["models"] == ["A", "B"], "the service's exit left the server up"
+
+
+@pytest.mark.parametrize("holder", ["silent", "valkey"])
+def test_a_tcp_test_server_moves_off_a_port_someone_took(tmp_path, monkeypatch, holder):
+    """``start_valkey`` (replicas, cluster nodes: valkey cannot bind port 0) picks a port
+    free a moment ago; when another process holds it by then (a listener that never
+    answers, or another valkey-server), the server starts again on another port."""
+    import socket
+
+    import vecserve.embedded as embedded
+
+    real = embedded.free_port
+    with contextlib.ExitStack() as stack:
+        if holder == "silent":
+            other = stack.enter_context(socket.socket())
+            other.bind(("127.0.0.1", 0))
+            other.listen()
+            taken = other.getsockname()[1]
+        else:
+            first = stack.enter_context(ValkeyProcess(tmp_path / "other", port=real()))
+            taken = first.port
+        offered = [taken]
+        monkeypatch.setattr(embedded, "free_port", lambda: offered.pop() if offered else real())
+        node = start_valkey(tmp_path / "node")
+        try:
+            assert node.port != taken and node.data_dir.name == "node-1"
+            with redis.Redis(port=node.port) as r:
+                assert r.info("server")["process_id"] == node.process.pid
+        finally:
+            node.stop()
