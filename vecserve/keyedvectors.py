@@ -312,21 +312,17 @@ class RedisKeyedVectors(Calls, WholeMatrixCalls):
         """``kv["word"]`` (1-D, read-only) or ``kv[["a", "b"]]`` (2-D), like gensim."""
         if type(key_or_keys) is str:
             reader = self._reader_
-            if reader is None:
-                pass
-            elif not reader.plain:
-                v = reader.cached(key_or_keys)
-                if v is not None:
-                    return v
-            else:
-                single = reader.single_request(key_or_keys)
+            if reader is not None:
+                single = reader.single
                 if single is not None:  # one hand-written request, no steps
                     try:
-                        v = reader.single_row(single[0], reader.store.request(single[1], 2))
+                        v = single.get(key_or_keys)
                     except (redis.RedisError, OSError):
                         v = None  # the general read retries, and names what failed
-                    if v is not None:
-                        return v
+                else:
+                    v = reader.cached(key_or_keys)
+                if v is not None:
+                    return v
         return self._getitem(key_or_keys)
 
     def __len__(self) -> int:

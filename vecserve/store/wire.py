@@ -31,17 +31,19 @@ from collections.abc import Awaitable, Callable, Generator, Sequence
 from typing import Any, TypeVar
 
 import hiredis
+import numpy as np
 import redis
 import redis.asyncio
 from redis._parsers import BaseParser
 from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
 from redis.cluster import RedisCluster
 
-from .layout import translated
+from .layout import translated, vector_key
 
 __all__ = [
     "PAUSE",
     "AsyncConnections",
+    "CheckedGet",
     "Connections",
     "Round",
     "Steps",
@@ -191,12 +193,100 @@ class _Raw:
             raise
         return out
 
+    def next_reply(self):
+        """The next reply, reading the socket until it is whole."""
+        reader = self.reader
+        reply = reader.gets()
+        while reply is _NEED:
+            got = self.sock.recv_into(self.buf)
+            if not got:
+                raise redis.ConnectionError("Connection closed by server.")
+            reader.feed(self.buf, 0, got)
+            reply = reader.gets()
+        return reply
+
     def close(self) -> None:
         self.sock = None
         self.conn.disconnect()
 
 
 _READ_SIZE = 1 << 18
+_GET_HEADS = [b"*2\r\n$3\r\nGET\r\n$%d\r\n" % n for n in range(256)]
+
+
+class CheckedGet:
+    """A GET that counts only when the reply of a command sent after it in the same
+    request is ``expect``: one word's read and its proof, packed by hand and sent with one
+    ``sendall`` on the calling thread's raw connection, in one Python frame (the hot path
+    of ``kv[word]``). The server runs a client's pipelined commands in order, so a reply
+    equal to ``expect``, read after the value, proves that what ``expect`` stands for
+    held when the value was read (:meth:`Store.single_get` makes one per generation:
+    ``tail`` is the HGET of the model's registry entry, ``expect`` the entry's bytes).
+
+    :meth:`get` answers the value as a read-only row (``dtype``, or ``decode(value)``),
+    or None when the check failed, the key is missing or its value is not ``nbytes``
+    long: the caller's general read then says which. redis-py's and the socket's errors
+    are raised untranslated, the connection closed (a reply may be left half read)."""
+
+    __slots__ = (
+        "connections",
+        "decode",
+        "dtype",
+        "expect",
+        "key_prefix",
+        "local",
+        "nbytes",
+        "tail",
+    )
+
+    def __init__(
+        self,
+        connections: Connections,
+        key_prefix: bytes,
+        tail: bytes,
+        expect: bytes,
+        *,
+        nbytes: int,
+        dtype: np.dtype,
+        decode: Callable[[bytes], np.ndarray] | None = None,
+    ):
+        self.connections = connections
+        self.local = connections._local
+        self.key_prefix = key_prefix
+        self.tail = tail
+        self.expect = expect
+        self.nbytes = nbytes
+        self.dtype = dtype
+        self.decode = decode
+
+    def get(self, token: str) -> np.ndarray | None:
+        raw = getattr(self.local, "raw", None)
+        if raw is None or raw.sock is None:
+            raw = self.connections._connection()
+        key = vector_key(self.key_prefix, token)
+        n = len(key)
+        head = _GET_HEADS[n] if n < 256 else b"*2\r\n$3\r\nGET\r\n$%d\r\n" % n
+        sock, reader = raw.sock, raw.reader
+        try:
+            sock.sendall(b"".join((head, key, b"\r\n", self.tail)))
+            got = sock.recv_into(raw.buf)  # nothing is left buffered between requests
+            if not got:
+                raise redis.ConnectionError("Connection closed by server.")
+            reader.feed(raw.buf, 0, got)
+            value = reader.gets()
+            if value is _NEED:
+                value = raw.next_reply()
+            proof = reader.gets()
+            if proof is _NEED:
+                proof = raw.next_reply()
+        except BaseException:
+            raw.close()
+            raise
+        if proof != self.expect or type(value) is not bytes or len(value) != self.nbytes:
+            return None
+        if self.decode is not None:
+            return self.decode(value)
+        return np.frombuffer(value, self.dtype)  # read-only: a view of the reply
 
 
 class Connections:
