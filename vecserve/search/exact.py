@@ -71,7 +71,7 @@ from ._exact import VNNI, Heaps, QuantizedRows, top_k
 __all__ = [
     "CANDIDATES",
     "EXTRA",
-    "INT8_FROM_VALUES",
+    "INT8_FROM_ROWS",
     "MAX_CANDIDATES",
     "ExactScan",
     "gensim_argsort",
@@ -91,13 +91,14 @@ CANDIDATES = 256
 MAX_CANDIDATES = 1024
 WIDEN_FROM = 32
 WIDEN_BELOW = 0.9
-#: Matrices of fewer values (rows x dims) than this take the float32 pass: there its
-#: fewer candidates, fixed costs and tighter bound answer a batch as fast or faster. Set
+#: Matrices of fewer rows than this take the float32 pass: there its fewer candidates,
+#: fixed costs and tighter bound answer a batch as fast or faster. Rows, not values: both
+#: passes' cost a row grows with the dimensions, the int8 one's proof a query too. Set
 #: from real embeddings, whose dense neighbourhoods need many int8 candidates (2026-11-24,
-#: 2 cores, batches of 256): trained on wiki100m, 219,525 x 100 and x 300 (22M / 66M
-#: values), the float32 pass answered 1.1-1.4x the int8 one's queries/s; generated
-#: clusters favour int8 from 124k x 100 on, and at 1M x 300 int8 is 2.5x float32.
-INT8_FROM_VALUES = 100_000_000
+#: 2 cores, batches of 256): trained on wiki100m, 219,525 x 100 and x 300, the float32
+#: pass answered 1.3x / 0.95x the int8 one's queries/s; generated clusters favour int8
+#: from 124k rows on (1M x 50: 7.6x, 1M x 300: 10x float32).
+INT8_FROM_ROWS = 300_000
 #: What the float32 arithmetic of an int8 upper bound may lose (see ``_exact.h``).
 I8_SLACK = 2.0**-18
 #: Bytes of one block of rows a batch multiplies at a time (it and its scores stay in
@@ -165,7 +166,7 @@ class ExactScan:
         self._i8: QuantizedRows | None = None
         #: The first pass of a batch: "int8" (a large matrix, AVX-512 VNNI here) or
         #: "float32" (GEMM).
-        big = vectors.shape[0] * vectors.shape[1] >= INT8_FROM_VALUES
+        big = vectors.shape[0] >= INT8_FROM_ROWS
         self.first_pass = "int8" if VNNI and big else "float32"
         #: The int8 pass's SIMD loops (False: the portable C, for the tests).
         self.simd = VNNI
@@ -263,7 +264,7 @@ class ExactScan:
         float32 matrix: mapped from ``rows_file``, packed into it by the first process
         that needs them, or packed in memory once where there is none), or None where
         that pass is not used: a CPU without AVX-512 VNNI or a matrix under
-        :data:`INT8_FROM_VALUES` (``first_pass`` says ``"float32"``), or a matrix
+        :data:`INT8_FROM_ROWS` (``first_pass`` says ``"float32"``), or a matrix
         holding NaN or infinities."""
         if self.first_pass != "int8":
             return None
