@@ -298,8 +298,9 @@ def test_approximate_neighbours_show_the_measured_recall(open_page, service, sho
     api(service, "/most_similar", positive="cat", approx="true", model="EX")  # builds the index
     ann = wait_until(
         lambda: (a := api(service, "/models/EX")["ann"])["state"] == "ready" and a,
-        interval=0.2, what="the ANN index of EX",
-    )  # fmt: skip
+        interval=0.2,
+        what="the ANN index of EX",
+    )
     recall = f"{ann['recall_at_10']:.3f}"
     page = open_page("?word=cat&approx=1")
     got = neighbours_on_page(page)
