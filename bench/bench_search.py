@@ -3,9 +3,10 @@ batches, against gensim's ``KeyedVectors.most_similar`` in RAM, in one run.
 
 Data sets (``--data``, comma-separated):
 
-- ``real``: word vectors trained by vecserve's own trainer (skip-gram, 100 dims,
-  ``min_count`` 2, 3 epochs) on ``../shared/data/wiki100m.zip``, trained once and cached
-  under ``--cache`` (about a minute on 2 cores);
+- ``real``: word vectors trained by vecserve's own trainer: the word2vec files given by
+  ``--real`` (``vecserve train ... --save FILE``), else skip-gram, 100 dims, ``min_count``
+  2, 3 epochs on ``../shared/data/wiki100m.zip``, trained once and cached under
+  ``--cache`` (about a minute on 2 cores);
 - ``1m``, ``3m``: 1,000,000 or 3,000,000 rows x ``--dim`` (300) generated as in
   ``bench_ann_levers.py``: 1,000 Gaussian centres + 0.8 noise, unit rows.
 
@@ -62,6 +63,14 @@ def real_vectors(cache: Path, corpus: Path) -> tuple[list[str], np.ndarray]:
         np.save(tmp, model.syn0)
         os.replace(tmp, npy)
     return json.loads(words.read_text()), np.load(npy)
+
+
+def word2vec_file(path: Path) -> tuple[list[str], np.ndarray]:
+    """The words and float32 vectors of a word2vec file (binary if it ends in ``.bin``)."""
+    from gensim.models import KeyedVectors
+
+    kv = KeyedVectors.load_word2vec_format(str(path), binary=path.suffix == ".bin")
+    return list(kv.index_to_key), np.ascontiguousarray(kv.vectors, dtype=np.float32)
 
 
 def generated(n: int, dim: int, clusters: int = 1000, seed: int = 0) -> np.ndarray:
@@ -222,6 +231,11 @@ def main() -> None:
                     help="where the trained vectors and temporary indexes go")  # fmt: skip
     ap.add_argument("--corpus", type=Path, default=CORPUS, help="wiki100m.zip")
     ap.add_argument(
+        "--real",
+        default="",
+        help="word2vec files (comma-separated) that `real` measures instead of its own",
+    )
+    ap.add_argument(
         "--no-redis",
         dest="redis",
         action="store_false",
@@ -232,7 +246,11 @@ def main() -> None:
     args = ap.parse_args()
     args.cache.mkdir(parents=True, exist_ok=True)
     for name in args.data.split(","):
-        if name == "real":
+        if name == "real" and args.real:
+            for path in args.real.split(","):
+                words, vectors = word2vec_file(Path(path))
+                run(f"real: {Path(path).name}", words, vectors, args)
+        elif name == "real":
             words, vectors = real_vectors(args.cache, args.corpus)
             run("real: vecserve skip-gram on wiki100m, min_count 2", words, vectors, args)
         else:

@@ -59,9 +59,11 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Sequence
+from pathlib import Path
 
 import numpy as np
 
+from . import i8rows
 from ._exact import VNNI, Heaps, QuantizedRows, top_k
 
 __all__ = [
@@ -136,11 +138,17 @@ class ExactScan:
         The rows, as gensim's ``KeyedVectors.vectors``.
     norms : numpy.ndarray
         Their L2 norms (float32), as gensim's ``fill_norms`` computes them.
+    rows_file : path, optional
+        Where the int8 rows of batches are kept for every process (a snapshot's
+        :data:`vecserve.search.i8rows.FILE`); None: packed in this process's memory.
     """
 
-    def __init__(self, vectors: np.ndarray, norms: np.ndarray):
+    def __init__(
+        self, vectors: np.ndarray, norms: np.ndarray, *, rows_file: str | os.PathLike | None = None
+    ):
         self.vectors = vectors
         self.norms = norms
+        self.rows_file = None if rows_file is None else Path(rows_file)
         self._inv: np.ndarray | None = None
         self._odd: np.ndarray | None = None
         self._i8: QuantizedRows | None = None
@@ -185,9 +193,13 @@ class ExactScan:
 
     def odd_rows(self) -> np.ndarray:
         """The rows whose ``sgemv`` score over the whole matrix may differ from their score
-        among four rows (sorted): found once by probe queries scored both ways."""
+        among four rows (sorted): found once by probe queries scored both ways (and kept
+        beside ``rows_file`` for the processes whose BLAS runs like this one's)."""
         with self._lock:
-            if self._odd is None:
+            if self._odd is None and self.rows_file is not None:
+                n = len(self.vectors)
+                self._odd = i8rows.odd_rows(self.rows_file, n, self._find_odd_rows)
+            elif self._odd is None:
                 self._odd = self._find_odd_rows()
             return self._odd
 
@@ -233,15 +245,21 @@ class ExactScan:
         return dists
 
     def quantized(self) -> QuantizedRows | None:
-        """The rows as int8 codes for the first pass of a batch (made once, a quarter of
-        the float32 matrix), or None where that pass is not used: a CPU without AVX-512
-        VNNI or a matrix under :data:`INT8_FROM_VALUES` (``first_pass`` says
-        ``"float32"``), or a matrix holding NaN or infinities."""
+        """The rows as int8 codes for the first pass of a batch (a quarter of the
+        float32 matrix: mapped from ``rows_file``, packed into it by the first process
+        that needs them, or packed in memory once where there is none), or None where
+        that pass is not used: a CPU without AVX-512 VNNI or a matrix under
+        :data:`INT8_FROM_VALUES` (``first_pass`` says ``"float32"``), or a matrix
+        holding NaN or infinities."""
         if self.first_pass != "int8":
             return None
         with self._lock:
             if self._i8 is None:
-                self._i8 = QuantizedRows(self.vectors, self.norms, map=scan_pool().map)
+                pool = scan_pool().map
+                if self.rows_file is None:
+                    self._i8 = QuantizedRows(self.vectors, self.norms, map=pool)
+                else:
+                    self._i8 = i8rows.load(self.rows_file, self.vectors, self.norms, map=pool)
             return self._i8 if self._i8.usable else None
 
     def batch(
