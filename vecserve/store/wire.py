@@ -52,6 +52,7 @@ __all__ = [
     "executor",
     "pack",
     "run",
+    "same_server",
 ]
 
 T = TypeVar("T")
@@ -61,6 +62,43 @@ Steps = Generator["Round", list, T]
 #: ``PACK_CHUNK`` arguments at a time, letting the event loop run in between.
 HEAVY_KEYS = 2000
 PACK_CHUNK = 1024
+
+
+#: What a connection of our own to a redis-py client's server copies from that client's
+#: connection settings (``ssl*`` ones too): the address, the database, the credentials
+#: and how the socket is opened. A caller adds what its connection shares beyond that:
+#: the asyncio client's (:mod:`vecserve.keyedvectors`) serves requests as the sync
+#: client's do, so it keeps the read timeout, health checks, client name and protocol;
+#: the cache's tracking listener (:mod:`vecserve.cache`) sets its own (RESP2, no read
+#: timeout: it waits for invalidation messages).
+SAME_SERVER_KWARGS = frozenset(
+    {
+        "host",
+        "port",
+        "path",
+        "db",
+        "username",
+        "password",
+        "credential_provider",
+        "socket_connect_timeout",
+        "socket_keepalive",
+        "socket_keepalive_options",
+    }
+)
+
+
+def same_server(kwargs: dict, *also: str) -> dict:
+    """``kwargs`` (a redis-py pool's ``connection_kwargs``) narrowed to
+    :data:`SAME_SERVER_KWARGS`, the ``ssl*`` settings and ``also``.
+
+    >>> same_server({"host": "h", "port": 1, "socket_timeout": 5, "retry": None})
+    {'host': 'h', 'port': 1}
+    """
+    return {
+        k: v
+        for k, v in kwargs.items()
+        if k in SAME_SERVER_KWARGS or k in also or k.startswith("ssl")
+    }
 
 
 class Round:
@@ -176,10 +214,7 @@ class _Raw:
             while len(out) < n:
                 reply = reader.gets()
                 if reply is _NEED:
-                    got = self.sock.recv_into(self.buf)
-                    if not got:
-                        raise redis.ConnectionError("Connection closed by server.")
-                    reader.feed(self.buf, 0, got)
+                    self.fill()
                 else:
                     out.append(reply)
         except TimeoutError as exc:
@@ -193,17 +228,12 @@ class _Raw:
             raise
         return out
 
-    def next_reply(self):
-        """The next reply, reading the socket until it is whole."""
-        reader = self.reader
-        reply = reader.gets()
-        while reply is _NEED:
-            got = self.sock.recv_into(self.buf)
-            if not got:
-                raise redis.ConnectionError("Connection closed by server.")
-            reader.feed(self.buf, 0, got)
-            reply = reader.gets()
-        return reply
+    def fill(self) -> None:
+        """Read what the socket has (waiting for it) into the reply reader."""
+        got = self.sock.recv_into(self.buf)
+        if not got:
+            raise redis.ConnectionError("Connection closed by server.")
+        self.reader.feed(self.buf, 0, got)
 
     def close(self) -> None:
         self.sock = None
@@ -266,19 +296,18 @@ class CheckedGet:
         key = vector_key(self.key_prefix, token)
         n = len(key)
         head = _GET_HEADS[n] if n < 256 else b"*2\r\n$3\r\nGET\r\n$%d\r\n" % n
-        sock, reader = raw.sock, raw.reader
+        reader = raw.reader
         try:
-            sock.sendall(b"".join((head, key, b"\r\n", self.tail)))
-            got = sock.recv_into(raw.buf)  # nothing is left buffered between requests
-            if not got:
-                raise redis.ConnectionError("Connection closed by server.")
-            reader.feed(raw.buf, 0, got)
+            raw.sock.sendall(b"".join((head, key, b"\r\n", self.tail)))
+            raw.fill()  # nothing is left buffered between requests
             value = reader.gets()
-            if value is _NEED:
-                value = raw.next_reply()
+            while value is _NEED:
+                raw.fill()
+                value = reader.gets()
             proof = reader.gets()
-            if proof is _NEED:
-                proof = raw.next_reply()
+            while proof is _NEED:
+                raw.fill()
+                proof = reader.gets()
         except BaseException:
             raw.close()
             raise
