@@ -211,10 +211,9 @@ def test_reads_and_the_cache_carry_on_while_a_slot_moves(replicated):
 
 
 def _load_through_a_failover(replicated, tmp_path, name: str, *extra: str):
-    """Start `vecserve load` of a 30,000-vector file, kill a primary once the load has
-    begun (at batches of 500 a cluster takes ~1,000 vectors/s here: it is under way), and
-    return (the command, its env, the finished process, its stdout, stderr, the words,
-    the vectors)."""
+    """Start `vecserve load` of a 60,000-vector file, kill a primary once the load has
+    begun, and return (the command, its env, the finished process, its stdout, stderr,
+    the words, the vectors)."""
     import os
     import subprocess
     import sys
@@ -222,7 +221,7 @@ def _load_through_a_failover(replicated, tmp_path, name: str, *extra: str):
     from tests.helpers import write_w2v
 
     url = f"redis://127.0.0.1:{replicated[0].port}"
-    n = 30_000
+    n = 60_000
     words = [f"{name.lower()}{i}" for i in range(n)]
     vectors = np.random.default_rng(len(name)).standard_normal((n, 16)).astype(np.float32)
     path = write_w2v(tmp_path / "m.bin", words, vectors)
@@ -289,5 +288,5 @@ def test_a_load_rides_a_failover_out_by_itself(replicated, tmp_path):
     url = f"redis://127.0.0.1:{replicated[0].port}"
     _, _, proc, out, err, words, vectors = _load_through_a_failover(replicated, tmp_path, "RIDE")
     assert proc.returncode == 0, err
-    assert "Traceback" not in err and "RIDE: 30,000 vectors" in out
+    assert "Traceback" not in err and "RIDE: 60,000 vectors" in out
     _assert_model(url, "RIDE", words, vectors)
