@@ -3,15 +3,17 @@ batches, against gensim's ``KeyedVectors.most_similar`` in RAM, in one run.
 
 Data sets (``--data``, comma-separated):
 
-- ``real``: word vectors trained by vecserve's own trainer (skip-gram, 100 dims,
-  ``min_count`` 2, 3 epochs) on ``../shared/data/wiki100m.zip``, trained once and cached
-  under ``--cache`` (about a minute on 2 cores);
+- ``real``: word vectors trained by vecserve's own trainer: the word2vec files given by
+  ``--real`` (``vecserve train ... --save FILE``), else skip-gram, 100 dims, ``min_count``
+  2, 3 epochs on ``../shared/data/wiki100m.zip``, trained once and cached under
+  ``--cache`` (about a minute on 2 cores);
 - ``1m``, ``3m``: 1,000,000 or 3,000,000 rows x ``--dim`` (300) generated as in
   ``bench_ann_levers.py``: 1,000 Gaussian centres + 0.8 noise, unit rows.
 
 For each set, every figure from the same array in the same process: gensim's
 ``most_similar(word, topn=10)`` one query after another (over a ``KeyedVectors`` sharing
 the array: in RAM), vecserve's exact :meth:`SimilarityIndex.most_similar` one at a time
+(the two interleaved, query by query)
 and :meth:`SimilarityIndex.most_similar_batch` for ``--batch`` queries at once (answers
 checked equal to gensim's: words and scores; with the int8 first pass where the CPU has
 AVX-512 VNNI, and with the float32 one, each with the rate of its multiply-adds), and
@@ -64,6 +66,14 @@ def real_vectors(cache: Path, corpus: Path) -> tuple[list[str], np.ndarray]:
     return json.loads(words.read_text()), np.load(npy)
 
 
+def word2vec_file(path: Path) -> tuple[list[str], np.ndarray]:
+    """The words and float32 vectors of a word2vec file (binary if it ends in ``.bin``)."""
+    from gensim.models import KeyedVectors
+
+    kv = KeyedVectors.load_word2vec_format(str(path), binary=path.suffix == ".bin")
+    return list(kv.index_to_key), np.ascontiguousarray(kv.vectors, dtype=np.float32)
+
+
 def generated(n: int, dim: int, clusters: int = 1000, seed: int = 0) -> np.ndarray:
     """Unit rows: ``clusters`` Gaussian centres + 0.8 noise (bench_ann_levers' data)."""
     rng = np.random.default_rng(seed)
@@ -113,9 +123,14 @@ def run(name: str, words: list[str], vectors: np.ndarray, args) -> None:
     kv.most_similar(singles[0])
     rows = []
 
-    want, t_gensim = timed(lambda w: kv.most_similar(w, topn=10), singles)
+    # interleaved, query by query: both see the same moments of the box's other load
+    want, got, t_gensim, t_exact = [], [], [], []
+    for w in singles:
+        (a,), (ta,) = timed(lambda w: kv.most_similar(w, topn=10), [w])
+        (b,), (tb,) = timed(lambda w: sim.most_similar(w, topn=10), [w])
+        want.append(a), got.append(b), t_gensim.append(ta), t_exact.append(tb)
+    t_gensim, t_exact = np.asarray(t_gensim), np.asarray(t_exact)
     rows.append(("gensim in RAM, one at a time", pct(t_gensim), len(singles) / t_gensim.sum(), ""))
-    got, t_exact = timed(lambda w: sim.most_similar(w, topn=10), singles)
     same = sum(g == w for g, w in zip(got, want, strict=True))
     rows.append(("exact, one at a time", pct(t_exact), len(singles) / t_exact.sum(),
                  f"{same}/{len(singles)} equal to gensim"))  # fmt: skip
@@ -140,7 +155,7 @@ def run(name: str, words: list[str], vectors: np.ndarray, args) -> None:
     sim.exact.first_pass = default
 
     if args.redis and n < 1_000_000:
-        rows += through_redis(words, vectors, singles, batch, want, args)
+        rows += through_redis(words, vectors, singles, batch, want, args, kv)
 
     with tempfile.TemporaryDirectory(dir=args.cache) as tmp:
         if not args.ann:
@@ -176,9 +191,10 @@ def report(rows) -> None:
         print(f"| {what} | {p} | {qps:,.1f} | {qps / base:.2f}x | {note} |")
 
 
-def through_redis(words, vectors, singles, batch, want, args) -> list[tuple]:
+def through_redis(words, vectors, singles, batch, want, args, kv) -> list[tuple]:
     """The same queries through ``RedisKeyedVectors`` (a throw-away valkey-server, the
-    model loaded into it, the local snapshot built from it)."""
+    model loaded into it, the local snapshot built from it), single ones interleaved
+    with gensim's (``kv``)."""
     from vecserve.embedded import ValkeyProcess, free_port
     from vecserve.keyedvectors import RedisKeyedVectors
     from vecserve.loader import load_arrays
@@ -191,7 +207,12 @@ def through_redis(words, vectors, singles, batch, want, args) -> list[tuple]:
             load_arrays(words, vectors, name="BENCH", store=store)
             rkv = RedisKeyedVectors("BENCH", store=store, cache_dir=Path(tmp) / "snap")
             rkv.most_similar(singles[0])  # builds the snapshot
-            got, times = timed(lambda w: rkv.most_similar(w, topn=10), singles)
+            got, times, t_gensim = [], [], []
+            for w in singles:  # interleaved with gensim in RAM, query by query
+                (a,), (ta,) = timed(lambda w: rkv.most_similar(w, topn=10), [w])
+                _, (tb,) = timed(lambda w: kv.most_similar(w, topn=10), [w])
+                got.append(a), times.append(ta), t_gensim.append(tb)
+            times, t_gensim = np.asarray(times), np.asarray(t_gensim)
             same = sum(g == w for g, w in zip(got, want, strict=True))
             rkv.most_similar_batch(batch[:2])
             start = time.perf_counter()
@@ -204,7 +225,8 @@ def through_redis(words, vectors, singles, batch, want, args) -> list[tuple]:
             server.stop()
     return [
         ("`RedisKeyedVectors.most_similar`", pct(times), len(singles) / times.sum(),
-         f"{same}/{len(singles)} equal to gensim"),
+         f"{same}/{len(singles)} equal to gensim; gensim interleaved: p50 "
+         f"{np.median(t_gensim) * 1e3:.2f} ms, {len(singles) / t_gensim.sum():.1f} q/s"),
         (f"`RedisKeyedVectors.most_similar_batch` of {len(batch)}", "", len(batch) / t_batch,
          f"{same_b}/{len(singles)} equal to gensim"),
     ]  # fmt: skip
@@ -222,6 +244,11 @@ def main() -> None:
                     help="where the trained vectors and temporary indexes go")  # fmt: skip
     ap.add_argument("--corpus", type=Path, default=CORPUS, help="wiki100m.zip")
     ap.add_argument(
+        "--real",
+        default="",
+        help="word2vec files (comma-separated) that `real` measures instead of its own",
+    )
+    ap.add_argument(
         "--no-redis",
         dest="redis",
         action="store_false",
@@ -232,7 +259,11 @@ def main() -> None:
     args = ap.parse_args()
     args.cache.mkdir(parents=True, exist_ok=True)
     for name in args.data.split(","):
-        if name == "real":
+        if name == "real" and args.real:
+            for path in args.real.split(","):
+                words, vectors = word2vec_file(Path(path))
+                run(f"real: {Path(path).name}", words, vectors, args)
+        elif name == "real":
             words, vectors = real_vectors(args.cache, args.corpus)
             run("real: vecserve skip-gram on wiki100m, min_count 2", words, vectors, args)
         else:

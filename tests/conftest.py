@@ -57,9 +57,9 @@ FAST_MODULES = frozenset({
     "test_api_similarity", "test_architecture", "test_cache", "test_codec", "test_errors",
     "test_exported_members", "test_fileio", "test_gensim_surface", "test_ivfscan",
     "test_keyedvectors_async", "test_loader", "test_metrics", "test_reader",
-    "test_readers_fuzz", "test_search_batch", "test_search_planner", "test_similarity_vocab",
-    "test_store", "test_train_corpus", "test_train_kernels", "test_train_model",
-    "test_train_params", "test_train_plan",
+    "test_readers_fuzz", "test_search_batch", "test_search_i8rows", "test_search_planner",
+    "test_similarity_vocab", "test_store", "test_train_corpus", "test_train_kernels",
+    "test_train_model", "test_train_params", "test_train_plan",
 })  # fmt: skip
 NOT_FAST = ("slow", "cluster", "docker")
 

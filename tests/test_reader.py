@@ -9,6 +9,8 @@ import numpy as np
 from vecserve import AsyncRedisKeyedVectors, RedisKeyedVectors
 from vecserve.loader import load_arrays
 from vecserve.reader import Reader
+from vecserve.store import Store
+from vecserve.store.layout import vector_key
 
 
 def test_a_pinned_reader_reads_its_generation_after_a_reload(store, monkeypatch):
@@ -37,3 +39,45 @@ def test_a_pinned_reader_reads_its_generation_after_a_reload(store, monkeypatch)
 
     asyncio.run(scenario())
     kv.close()
+
+
+class _ReloadOnSend:
+    """A socket that commits ``reload`` after the request was built, before sending it."""
+
+    def __init__(self, sock, reload):
+        self._sock, self._reload = sock, reload
+
+    def sendall(self, data):
+        if self._reload is not None:
+            self._reload, reload = None, self._reload
+            reload()
+        return self._sock.sendall(data)
+
+    def __getattr__(self, name):
+        return getattr(self._sock, name)
+
+
+def test_a_reload_between_a_words_request_and_its_reply_is_detected(store, redis_url, monkeypatch):
+    monkeypatch.setenv("VECSERVE_KEEP_GENERATIONS", "1")  # the old generation's keys stay
+    first = load_arrays(["a", "b"], np.ones((2, 3)), name="M", store=store)
+    kv = RedisKeyedVectors("M", store=store, model_ttl=3600)  # trusts its entry meanwhile
+    assert kv["a"].tolist() == [1.0] * 3
+    single = kv._reader.single
+    assert single is not None  # the one-request path is taken from now on
+    assert single.get("b").tolist() == [1.0] * 3 and single.get("zz") is None
+
+    other = Store.from_url(redis_url)
+    reload = lambda: load_arrays(["a", "b"], 2 * np.ones((2, 3)), name="M", store=other)  # noqa: E731
+    raw = store._connections._local.raw
+    raw.sock = _ReloadOnSend(raw.sock, reload)
+    # built for the first generation, sent after the second committed: its row (still
+    # there, kept for rollback) is refused, as the entry read after it is another's
+    assert store.client.exists(vector_key(first.key_prefix, "a"))
+    assert single.get("a") is None
+    raw.sock = raw.sock._sock
+    # kv[word] reads it again, from the live generation, and builds the new request
+    assert kv["a"].tolist() == [2.0] * 3
+    assert kv._reader.last_info.generation > first.generation
+    assert kv._reader.single is not single and kv["b"].tolist() == [2.0] * 3
+    kv.close()
+    other.close()

@@ -49,6 +49,7 @@ from redis.cluster import RedisCluster
 
 from .store import MODELS, ModelInfo
 from .store.layout import token_of_key
+from .store.wire import same_server
 
 __all__ = ["VectorCache", "stack_rows", "topology", "tracking_nodes"]
 
@@ -372,20 +373,6 @@ class VectorCache:
         }
 
 
-_KEEP_KWARGS = {
-    "host",
-    "port",
-    "path",
-    "db",
-    "username",
-    "password",
-    "credential_provider",
-    "socket_connect_timeout",
-    "socket_keepalive",
-    "socket_keepalive_options",
-}
-
-
 def _address(kwargs: dict) -> tuple:
     return (kwargs.get("host"), kwargs.get("port"), kwargs.get("path"))
 
@@ -401,9 +388,9 @@ class _Listener:
     def __init__(self, cache: VectorCache, cls: type, kwargs: dict, n: int):
         self.cache = cache
         self.cls = cls
-        self.kwargs = {k: v for k, v in kwargs.items() if k in _KEEP_KWARGS or k.startswith("ssl")}
-        self.kwargs["protocol"] = 2
-        self.kwargs["socket_timeout"] = None
+        self.kwargs = same_server(kwargs)
+        self.kwargs["protocol"] = 2  # invalidation messages on a channel of their own
+        self.kwargs["socket_timeout"] = None  # it waits for them as long as it takes
         self.tracking: tuple[int | None, bytes | None, int] | None = None
         self.conn = None
         self.retired = False  # its node is no longer a primary (cluster failover)

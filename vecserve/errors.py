@@ -260,7 +260,8 @@ class SnapshotDamaged(VecserveError, ValueError):
     """A file of a local similarity snapshot that is not whole: the snapshot is rebuilt.
 
     ``path`` is the file; ``part`` what it holds (``"vocabulary"``, rewritten alone from
-    Redis, or ``"arrays"``, the vectors and norms: the whole snapshot is rebuilt);
+    Redis; ``"arrays"``, the vectors and norms: the whole snapshot is rebuilt; or
+    ``"int8 rows"``, the first pass of exact batches: packed again from the vectors);
     ``reason`` what is wrong. Also a ``ValueError``, as a damaged file's contents are.
     """
 

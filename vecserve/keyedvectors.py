@@ -81,7 +81,7 @@ from .reader import Reader
 from .search.snapshot import IndexManager, SimilarityIndex
 from .store import Pin, Store
 from .store.pins import keep_alive_async
-from .store.wire import AsyncConnections, Steps, arun
+from .store.wire import AsyncConnections, Steps, arun, same_server
 from .wholematrix import WholeMatrixCalls
 
 __all__ = ["AsyncRedisKeyedVectors", "RedisKeyedVectors"]
@@ -138,30 +138,7 @@ class RedisKeyedVectors(Calls, WholeMatrixCalls):
     0.6510957
     """
 
-    def __init__(
-        self,
-        name: str,
-        *,
-        redis_url: str | None = None,
-        store: Store | None = None,
-        cache: bool | int = False,
-        missing: str = "raise",
-        similarity_url: str | None = None,
-        api_key: str | None = None,
-        cache_dir: str | os.PathLike | None = None,
-        model_ttl: float | None = None,
-    ):
-        self._init_options(
-            name,
-            cache=cache,
-            missing=missing,
-            similarity_url=similarity_url,
-            api_key=api_key,
-            cache_dir=cache_dir,
-            model_ttl=model_ttl,
-        )
-        self._redis_url = redis_url
-        self._given_store = store
+    def _init_state(self) -> None:
         self._given_reader: Reader | None = None
         self._pin: Pin | None = None  # a pinned view's (see pin())
         self._lock = threading.RLock()
@@ -181,15 +158,7 @@ class RedisKeyedVectors(Calls, WholeMatrixCalls):
     @classmethod
     def _on_reader(cls, reader: Reader, like: Calls) -> RedisKeyedVectors:
         """A client of ``reader`` (its store, cache and pin), with ``like``'s options."""
-        kv = cls(
-            reader.name,
-            store=reader.store,
-            missing=like.missing,
-            similarity_url=like.similarity_url,
-            api_key=like._api_key,
-            cache_dir=like.cache_dir,
-            model_ttl=reader.ttl,
-        )
+        kv = cls(reader.name, store=reader.store, **Calls._options_of(like))
         kv._given_reader = kv._reader_ = reader
         kv.cache_size = reader.cache_size
         return kv
@@ -312,21 +281,17 @@ class RedisKeyedVectors(Calls, WholeMatrixCalls):
         """``kv["word"]`` (1-D, read-only) or ``kv[["a", "b"]]`` (2-D), like gensim."""
         if type(key_or_keys) is str:
             reader = self._reader_
-            if reader is None:
-                pass
-            elif not reader.plain:
-                v = reader.cached(key_or_keys)
-                if v is not None:
-                    return v
-            else:
-                single = reader.single_request(key_or_keys)
+            if reader is not None:
+                single = reader.single
                 if single is not None:  # one hand-written request, no steps
                     try:
-                        v = reader.single_row(single[0], reader.store.request(single[1], 2))
+                        v = single.get(key_or_keys)
                     except (redis.RedisError, OSError):
                         v = None  # the general read retries, and names what failed
-                    if v is not None:
-                        return v
+                else:
+                    v = reader.cached(key_or_keys)
+                if v is not None:
+                    return v
         return self._getitem(key_or_keys)
 
     def __len__(self) -> int:
@@ -425,30 +390,7 @@ class AsyncRedisKeyedVectors(Calls):
     (2, 300)
     """
 
-    def __init__(
-        self,
-        name: str,
-        *,
-        redis_url: str | None = None,
-        store: Store | None = None,
-        cache: bool | int = False,
-        missing: str = "raise",
-        similarity_url: str | None = None,
-        api_key: str | None = None,
-        cache_dir: str | os.PathLike | None = None,
-        model_ttl: float | None = None,
-    ):
-        self._init_options(
-            name,
-            cache=cache,
-            missing=missing,
-            similarity_url=similarity_url,
-            api_key=api_key,
-            cache_dir=cache_dir,
-            model_ttl=model_ttl,
-        )
-        self._redis_url = redis_url
-        self._given_store = store
+    def _init_state(self) -> None:
         self._reader_: Reader | None = None
         self._twin_: RedisKeyedVectors | None = None
         self._embedded = None
@@ -486,17 +428,9 @@ class AsyncRedisKeyedVectors(Calls):
 
     def _view(self, reader: Reader) -> AsyncRedisKeyedVectors:
         """This client's API on another reader of its connections (a pinned one)."""
-        kv = AsyncRedisKeyedVectors(
-            self.name,
-            missing=self.missing,
-            similarity_url=self.similarity_url,
-            api_key=self._api_key,
-            cache_dir=self.cache_dir,
-            model_ttl=reader.ttl,
-        )
+        kv = AsyncRedisKeyedVectors(reader.name, store=reader.store, **Calls._options_of(self))
         kv._reader_, kv._aclient, kv._connections = reader, self._aclient, self._connections
-        kv._given_store = reader.store
-        kv._embedded = None
+        kv.cache_size = reader.cache_size
         kv._parent = self
         return kv
 
@@ -677,32 +611,16 @@ def _async_client(store: Store):
         }
         return AsyncRedisCluster(host=node.host, port=node.port, **keep), None
     pool = store.client.connection_pool
-    kw = {
-        k: v for k, v in pool.connection_kwargs.items() if k in _ASYNC_KWARGS or k.startswith("ssl")
-    }
+    # its connections serve requests as the sync client's do (see SAME_SERVER_KWARGS)
+    kw = same_server(
+        pool.connection_kwargs, "socket_timeout", "health_check_interval", "client_name", "protocol"
+    )
     name = pool.connection_class.__name__
     cls = getattr(redis.asyncio.connection, name, None) or redis.asyncio.Connection
     client = redis.asyncio.Redis(
         connection_pool=redis.asyncio.ConnectionPool(connection_class=cls, **kw)
     )
     return client, AsyncConnections(client)
-
-
-_ASYNC_KWARGS = {
-    "host",
-    "port",
-    "path",
-    "db",
-    "username",
-    "password",
-    "socket_timeout",
-    "socket_connect_timeout",
-    "socket_keepalive",
-    "socket_keepalive_options",
-    "health_check_interval",
-    "client_name",
-    "protocol",
-}
 
 
 class _Pinning:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import os
 import warnings
 from collections.abc import Iterable, Sequence
 
@@ -77,9 +78,21 @@ class Calls:
     def _wrap(cls, call: Call):  # pragma: no cover - each client defines it
         raise NotImplementedError
 
-    def _init_options(
-        self, name, *, cache, missing, similarity_url, api_key, cache_dir, model_ttl
-    ) -> None:
+    def __init__(
+        self,
+        name: str,
+        *,
+        redis_url: str | None = None,
+        store: Store | None = None,
+        cache: bool | int = False,
+        missing: str = "raise",
+        similarity_url: str | None = None,
+        api_key: str | None = None,
+        cache_dir: str | os.PathLike | None = None,
+        model_ttl: float | None = None,
+    ):
+        """The options every client takes (documented on each client class); the
+        client's own state is made by its ``_init_state``."""
         self.name = name
         self.missing = check_policy(missing)
         self.similarity_url = config.similarity_url(similarity_url)
@@ -89,6 +102,26 @@ class Calls:
             0 if cache is False else DEFAULT_CACHE_SIZE if cache is True else int(cache)
         )
         self.model_ttl = config.model_ttl(model_ttl)
+        self._redis_url = redis_url
+        self._given_store = store
+        self._init_state()
+
+    def _init_state(self) -> None:  # pragma: no cover - each client defines it
+        raise NotImplementedError
+
+    @staticmethod
+    def _options_of(like: Calls) -> dict:
+        """The constructor's options ``like`` was made with (its store and server aside):
+        a client of another reader (a pinned view, the asyncio client's sync twin) made
+        the same way."""
+        return {
+            "cache": like.cache_size,
+            "missing": like.missing,
+            "similarity_url": like.similarity_url,
+            "api_key": like._api_key,
+            "cache_dir": like.cache_dir,
+            "model_ttl": like.model_ttl,
+        }
 
     def _new_reader(self, store: Store) -> Reader:
         return Reader(store, self.name, ttl=self.model_ttl, cache_size=self.cache_size)

@@ -130,9 +130,12 @@ class Reader:
         self._info_time = time.monotonic()
         self._cache: VectorCache | None = None
         self._lock = threading.Lock()
-        #: no cache, no pin: :meth:`single_request` may answer (else :meth:`cached` may)
-        self.plain = not self.cache_size and pin is None
-        self.single_row = store.single_row
+        self._plain = not self.cache_size and pin is None
+        #: the one-word read of the entry last seen (:meth:`Store.single_get`), where it
+        #: needs nothing else (no cache, no pin, no n-grams, one server); else None. The
+        #: hot path of ``kv[word]``: a None from its ``get`` leaves the answer to
+        #: :meth:`lookup_steps` (a missing word, damage, a reload).
+        self.single = None
 
     def pinned(self, info: ModelInfo) -> Reader:
         """A Reader of generation ``info`` only (pinned mode; see the module docstring)."""
@@ -149,6 +152,7 @@ class Reader:
         """A newer entry a read just saw: fresh from now."""
         if self.pin is None:
             self._info, self._info_time = info, time.monotonic()
+            self.single = self.store.single_get(info) if self._plain else None
 
     def info_steps(self, *, fresh: bool = False, known: bool = False) -> Steps[ModelInfo]:
         """The registry entry: from memory while younger than ``ttl`` (``known``: any age,
@@ -170,7 +174,7 @@ class Reader:
         try:
             info = self.store.model_from_entry(self.name, raw)
         except ModelNotFound:
-            self._info = None
+            self._info = self.single = None
             raise
         self.remember(info)
         return info
@@ -217,17 +221,6 @@ class Reader:
                 self._cache = None
 
     # -- rows ---------------------------------------------------------------------------
-
-    def single_request(self, token: str) -> tuple[tuple, bytes] | None:
-        """A one-word lookup as one packed request where it needs nothing else (no cache,
-        no pin, no n-grams, one server, the entry known): ``(plan, request)``, else None.
-        ``single_row(plan, replies)`` reads the replies: the row, or None when the word
-        is missing or a reload committed meanwhile (then :meth:`lookup_steps` reads it and
-        says which). The hot path of ``kv[word]`` (:meth:`Store.single_request`)."""
-        info = self._info
-        if info is None or not self.plain:
-            return None
-        return self.store.single_request(info, token)
 
     def lookup_steps(self, tokens: Sequence[str]) -> Steps[Lookup]:
         """Rows of ``tokens``, cache first, all of one generation (:class:`Lookup`).
@@ -292,7 +285,7 @@ class Reader:
                 got, rows, found = yield from store.read_rows_steps(info, tokens, pinned=pinned)
                 in_vocab = found
         except ModelNotFound:
-            self._info = None
+            self._info = self.single = None
             raise
         if got is not self._info:
             self.remember(got)

@@ -140,6 +140,19 @@ VNNI = bool(vs_have_vnni())
 
 #: Rows packed at a time (a multiple of a panel pair's 32 rows).
 PACK_ROWS = 1 << 16
+#: Rows a panel of :class:`QuantizedRows` (its per-row arrays hold whole panels).
+PANEL = VS_PANEL
+
+
+def layout(Py_ssize_t n, Py_ssize_t d):
+    """``(groups, npanels)`` of :class:`QuantizedRows` of ``n`` x ``d``: groups of 4
+    dimensions, and panels of :data:`PANEL` rows (an even number): its ``codes`` are
+    ``npanels * groups * 64`` bytes, its per-row arrays ``npanels * PANEL`` floats.
+
+    >>> layout(33, 300)
+    (75, 4)
+    """
+    return (d + 3) // 4, (max(n, 1) + 2 * VS_PANEL - 1) // (2 * VS_PANEL) * 2
 
 
 cdef class QuantizedRows:
@@ -159,19 +172,43 @@ cdef class QuantizedRows:
     cdef public Py_ssize_t n, d, groups, npanels
     cdef public bint usable
 
-    def __init__(self, vectors, norms, map=map):
+    def __init__(self, vectors, norms, map=map, out=None):
         """``map``: runs the packing of chunks of rows (a thread pool's ``map`` packs
-        them in parallel: the C releases the GIL)."""
+        them in parallel: the C releases the GIL). ``out``: the four arrays to pack into
+        (``codes``, ``scale``, ``err``, ``unorm``, of :func:`layout`'s sizes: a file's
+        memory map, say), else new ones."""
         self.n, self.d = vectors.shape
-        self.groups = (self.d + 3) // 4
-        self.npanels = (max(self.n, 1) + 2 * VS_PANEL - 1) // (2 * VS_PANEL) * 2
+        self.groups, self.npanels = layout(self.n, self.d)
         rows = self.npanels * VS_PANEL
-        self.codes = np.full(self.npanels * self.groups * 64, 128, dtype=np.uint8)
-        self.scale = np.zeros(rows, dtype=np.float32)
-        self.err = np.full(rows, -1e30, dtype=np.float32)
-        self.unorm = np.zeros(rows, dtype=np.float32)
+        if out is None:
+            out = (np.empty(self.npanels * self.groups * 64, dtype=np.uint8),
+                   np.empty(rows, dtype=np.float32), np.empty(rows, dtype=np.float32),
+                   np.empty(rows, dtype=np.float32))
+        self.codes, self.scale, self.err, self.unorm = out
+        if self.codes.shape != (self.npanels * self.groups * 64,) or any(
+                a.shape != (rows,) for a in out[1:]):
+            raise ValueError(f"arrays of the wrong sizes for {self.n} x {self.d} rows")
+        self.codes[:] = 128
+        self.scale[:] = 0
+        self.err[:] = -1e30  # VS_ZERO_ERR: a row that never ranks
+        self.unorm[:] = 0
         bad = sum(map(lambda lo: self._pack(vectors, norms, lo), range(0, self.n, PACK_ROWS)))
         self.usable = bad == 0
+
+    @staticmethod
+    def mapped(codes, scale, err, unorm, Py_ssize_t n, Py_ssize_t d, bint usable):
+        """Rows packed before (by :meth:`__init__` into these arrays, read-only maps of
+        a file welcome), checked for their sizes only."""
+        groups, npanels = layout(n, d)
+        rows = npanels * VS_PANEL
+        if codes.shape != (npanels * groups * 64,) or any(
+                a.shape != (rows,) for a in (scale, err, unorm)):
+            raise ValueError(f"arrays of the wrong sizes for {n} x {d} rows")
+        cdef QuantizedRows qr = QuantizedRows.__new__(QuantizedRows)
+        qr.n, qr.d, qr.groups, qr.npanels = n, d, groups, npanels
+        qr.codes, qr.scale, qr.err, qr.unorm = codes, scale, err, unorm
+        qr.usable = usable
+        return qr
 
     def _pack(self, vectors, norms, int64_t lo):
         """Rows ``lo:lo + PACK_ROWS`` (whole panels: chunks may be packed at once)."""

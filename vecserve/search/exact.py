@@ -40,9 +40,11 @@ query's:
   one is answered the single way;
 - ties among the first ``w + 1`` exact scores are answered the single way too.
 
-A query the int8 pass cannot prove is tried again with eight times the candidates,
-then by the float32 pass; anything still not proven (rare: ties, odd rows) by the single
-query path, so a batch's answers always equal the single answers, scores to the bit.
+A query the int8 pass cannot prove is tried again with eight times the candidates
+(and a scan whose batches keep leaving many unproven widens its first pass: real
+embeddings' neighbourhoods are dense), then by the float32 pass; anything still not
+proven (rare: ties, odd rows) by the single query path, so a batch's answers always
+equal the single answers, scores to the bit.
 
 >>> rng = np.random.default_rng(0)
 >>> v = rng.standard_normal((30000, 16)).astype(np.float32)
@@ -59,15 +61,18 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Sequence
+from pathlib import Path
 
 import numpy as np
 
+from . import i8rows
 from ._exact import VNNI, Heaps, QuantizedRows, top_k
 
 __all__ = [
     "CANDIDATES",
     "EXTRA",
-    "INT8_FROM_VALUES",
+    "INT8_FROM_ROWS",
+    "MAX_CANDIDATES",
     "ExactScan",
     "gensim_argsort",
     "score_bound",
@@ -81,10 +86,19 @@ EXTRA = 16
 #: Candidates the int8 first pass keeps per query beyond the ``w + 1`` it needs (its
 #: upper bounds are ~0.02 wide at 300 dims: a dense neighbourhood needs many).
 CANDIDATES = 256
-#: Matrices of fewer values (rows x dims) than this take the float32 pass: there its
-#: fewer candidates, fixed costs and tighter bound answer a batch faster (124k x 100: the
-#: float32 pass 1.7x the int8 one; 1M x 300: the int8 pass 6x the float32 one).
-INT8_FROM_VALUES = 50_000_000
+#: The most candidates the first int8 pass widens to (:meth:`ExactScan._widen`), when a
+#: batch of at least ``WIDEN_FROM`` queries had fewer than ``WIDEN_BELOW`` proven by it.
+MAX_CANDIDATES = 1024
+WIDEN_FROM = 32
+WIDEN_BELOW = 0.9
+#: Matrices of fewer rows than this take the float32 pass: there its fewer candidates,
+#: fixed costs and tighter bound answer a batch as fast or faster. Rows, not values: both
+#: passes' cost a row grows with the dimensions, the int8 one's proof a query too. Set
+#: from real embeddings, whose dense neighbourhoods need many int8 candidates (2026-11-24,
+#: 2 cores, batches of 256): trained on wiki100m, 219,525 x 100 and x 300, the float32
+#: pass answered 1.3x / 0.95x the int8 one's queries/s; generated clusters favour int8
+#: from 124k rows on (1M x 50: 7.6x, 1M x 300: 10x float32).
+INT8_FROM_ROWS = 300_000
 #: What the float32 arithmetic of an int8 upper bound may lose (see ``_exact.h``).
 I8_SLACK = 2.0**-18
 #: Bytes of one block of rows a batch multiplies at a time (it and its scores stay in
@@ -136,20 +150,29 @@ class ExactScan:
         The rows, as gensim's ``KeyedVectors.vectors``.
     norms : numpy.ndarray
         Their L2 norms (float32), as gensim's ``fill_norms`` computes them.
+    rows_file : path, optional
+        Where the int8 rows of batches are kept for every process (a snapshot's
+        :data:`vecserve.search.i8rows.FILE`); None: packed in this process's memory.
     """
 
-    def __init__(self, vectors: np.ndarray, norms: np.ndarray):
+    def __init__(
+        self, vectors: np.ndarray, norms: np.ndarray, *, rows_file: str | os.PathLike | None = None
+    ):
         self.vectors = vectors
         self.norms = norms
+        self.rows_file = None if rows_file is None else Path(rows_file)
         self._inv: np.ndarray | None = None
         self._odd: np.ndarray | None = None
         self._i8: QuantizedRows | None = None
         #: The first pass of a batch: "int8" (a large matrix, AVX-512 VNNI here) or
         #: "float32" (GEMM).
-        big = vectors.shape[0] * vectors.shape[1] >= INT8_FROM_VALUES
+        big = vectors.shape[0] >= INT8_FROM_ROWS
         self.first_pass = "int8" if VNNI and big else "float32"
         #: The int8 pass's SIMD loops (False: the portable C, for the tests).
         self.simd = VNNI
+        #: Candidates the first int8 pass keeps per query beyond the ``w + 1`` it needs:
+        #: :data:`CANDIDATES`, widened by the batches that need more (:meth:`_widen`).
+        self.candidates = CANDIDATES
         self._lock = threading.Lock()
 
     # -- one query ------------------------------------------------------------------------
@@ -185,9 +208,13 @@ class ExactScan:
 
     def odd_rows(self) -> np.ndarray:
         """The rows whose ``sgemv`` score over the whole matrix may differ from their score
-        among four rows (sorted): found once by probe queries scored both ways."""
+        among four rows (sorted): found once by probe queries scored both ways (and kept
+        beside ``rows_file`` for the processes whose BLAS runs like this one's)."""
         with self._lock:
-            if self._odd is None:
+            if self._odd is None and self.rows_file is not None:
+                n = len(self.vectors)
+                self._odd = i8rows.odd_rows(self.rows_file, n, self._find_odd_rows)
+            elif self._odd is None:
                 self._odd = self._find_odd_rows()
             return self._odd
 
@@ -233,15 +260,21 @@ class ExactScan:
         return dists
 
     def quantized(self) -> QuantizedRows | None:
-        """The rows as int8 codes for the first pass of a batch (made once, a quarter of
-        the float32 matrix), or None where that pass is not used: a CPU without AVX-512
-        VNNI or a matrix under :data:`INT8_FROM_VALUES` (``first_pass`` says
-        ``"float32"``), or a matrix holding NaN or infinities."""
+        """The rows as int8 codes for the first pass of a batch (a quarter of the
+        float32 matrix: mapped from ``rows_file``, packed into it by the first process
+        that needs them, or packed in memory once where there is none), or None where
+        that pass is not used: a CPU without AVX-512 VNNI or a matrix under
+        :data:`INT8_FROM_ROWS` (``first_pass`` says ``"float32"``), or a matrix
+        holding NaN or infinities."""
         if self.first_pass != "int8":
             return None
         with self._lock:
             if self._i8 is None:
-                self._i8 = QuantizedRows(self.vectors, self.norms, map=scan_pool().map)
+                pool = scan_pool().map
+                if self.rows_file is None:
+                    self._i8 = QuantizedRows(self.vectors, self.norms, map=pool)
+                else:
+                    self._i8 = i8rows.load(self.rows_file, self.vectors, self.norms, map=pool)
             return self._i8 if self._i8.usable else None
 
     def batch(
@@ -252,9 +285,9 @@ class ExactScan:
         gives them; None for a query this cannot prove (ask the single path).
 
         The first pass is the int8 one (:meth:`quantized`; ``threads`` scan disjoint
-        queries, the C releases the GIL), kept candidates widened once for the queries
-        it cannot prove; the float32 GEMM blocks answer the rest, and where there is no
-        int8 pass.
+        queries, the C releases the GIL; :attr:`candidates` kept per query), kept
+        candidates widened once for the queries it cannot prove; the float32 GEMM
+        blocks answer the rest, and where there is no int8 pass.
         """
         means = np.ascontiguousarray(means, dtype=REAL)
         m = len(means)
@@ -265,11 +298,14 @@ class ExactScan:
         todo = np.arange(m)
         qr = self.quantized()
         if qr is not None:
-            for extra in (CANDIDATES, 8 * CANDIDATES):
+            first = self.candidates
+            for extra in (first, max(8 * CANDIDATES, 2 * first)):
                 got = self._batch_int8(qr, means[todo], [wants[i] for i in todo], extra, threads)
                 for i, g in zip(todo.tolist(), got, strict=True):
                     out[i] = g
                 todo = np.array([i for i in todo.tolist() if out[i] is None], dtype=np.int64)
+                if extra == first:
+                    self._widen(m, m - len(todo))
                 if len(todo) == 0:
                     return out
         if len(todo) >= BATCH_FROM_QUERIES:
@@ -277,6 +313,15 @@ class ExactScan:
             for i, g in zip(todo.tolist(), got, strict=True):
                 out[i] = g
         return out
+
+    def _widen(self, asked: int, proven: int) -> None:
+        """Double :attr:`candidates` (up to :data:`MAX_CANDIDATES`) when the first int8
+        pass of a batch of at least :data:`WIDEN_FROM` queries proved fewer than
+        :data:`WIDEN_BELOW` of them: real embeddings' neighbourhoods are dense (219k x
+        300 trained on wiki100m: 54% proven with 256 candidates, 91% with 1,024), and a
+        second pass over the matrix for the rest costs more than wider heaps."""
+        if asked >= WIDEN_FROM and proven < WIDEN_BELOW * asked:
+            self.candidates = min(MAX_CANDIDATES, 2 * self.candidates)
 
     def _batch_int8(self, qr, means, wants, extra, threads):
         """The int8 first pass for ``means`` (each query keeps ``max(wants) + 1 + extra``

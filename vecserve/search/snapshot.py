@@ -42,7 +42,8 @@ positions in the vocabulary.
 
 On-disk cache: ``$VECSERVE_CACHE_DIR`` or ``<platform user cache dir>/vecserve``, one
 directory per generation named ``<model>.g<generation>.<sha/created tag>`` holding
-``vectors.npy``, ``norms.npy`` and ``vocab.idx``. It is built in a temporary directory
+``vectors.npy``, ``norms.npy`` and ``vocab.idx`` (and, once a large batch needed them,
+the int8 rows of exact batches: :mod:`vecserve.search.i8rows`). It is built in a temporary directory
 and renamed into place (atomic), so concurrent builders are safe and a restart reuses
 it; a new generation has a new name, so it is rebuilt; older generations' directories
 of the same model are removed once a newer one is in place.
@@ -108,6 +109,7 @@ from .. import config
 from ..errors import SnapshotDamaged, StoreUnavailable
 from ..fileio import atomic_dir
 from ..store import ModelInfo, Store
+from . import i8rows
 from .exact import ExactScan, gensim_argsort
 from .vocab import SharedVocab
 from .vocab import write as write_vocab
@@ -238,7 +240,8 @@ class SimilarityIndex:
         self.key_to_index = index_to_key.key_to_index
         self.vectors = vectors
         self.norms = row_norms(vectors) if norms is None else norms
-        self.exact = ExactScan(self.vectors, self.norms)
+        rows_file = None if path is None else Path(path) / i8rows.FILE
+        self.exact = ExactScan(self.vectors, self.norms, rows_file=rows_file)
         self.name = name
         self.generation = generation
         self.path = path

@@ -100,12 +100,14 @@ class SearchState:
         return self.ann.status(self.loaded_index(info)) if self.ann is not None else None
 
     def preload(self, name: str, model: Callable[[str], ModelInfo]) -> threading.Thread:
-        """Build (or map) ``name``'s snapshot, and its approximate index if enabled, in
-        the background; ``model(name)`` reads its registry entry."""
+        """Build (or map) ``name``'s snapshot, the int8 rows of its exact batches and its
+        approximate index if enabled, in the background; ``model(name)`` reads its
+        registry entry."""
 
         def run() -> None:
             try:
                 index = self.index(model(name))
+                index.exact.quantized()  # the int8 rows of exact batches, if they take them
                 if self.ann is not None and self.ann.enabled:
                     self.ann.get(index, wait=True)
             except Exception as exc:  # logged; /readyz keeps saying not ready

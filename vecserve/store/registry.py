@@ -45,14 +45,13 @@ from .layout import (
     resp_exists,
     translate_errors,
     unpack_vocab,
-    vector_key,
     vector_keys,
     vocab_hashes_key,
     vocab_key,
     vocab_parts,
     vocab_sizes_key,
 )
-from .wire import PAUSE, Connections, Round, Steps, drive, executor, packed
+from .wire import PAUSE, CheckedGet, Connections, Round, Steps, drive, executor, packed
 
 T = TypeVar("T")
 
@@ -169,7 +168,7 @@ class Store:
         self.execute = executor(client, self.url, self._connections)
         self._entries: dict[str, tuple[bytes, ModelInfo]] = {}  # model_from_entry
         self._entry_requests: dict[str, bytes] = {}  # HGET of a registry entry, packed
-        self._singles: dict[str, tuple] = {}  # single_request's plan, by model name
+        self._singles: dict[str, tuple] = {}  # (info, single_get's), by model name
         #: ``request(data, n)``: the ``n`` replies of a packed request on this thread's raw
         #: connection, untranslated, no retry (single server; the one-word hot path)
         self.request = None if self._connections is None else self._connections.request
@@ -486,51 +485,40 @@ class Store:
                 keys += vector_keys(model.prefix, part, model.buckets)
         return Round([("MGET", *keys), entry], f"reading {len(keys)} vectors of {model.name!r}")
 
-    def single_request(self, model: ModelInfo, token: str) -> tuple[tuple, bytes] | None:
-        """``(plan, request)``: the packed request of a plain one-word read on a single
-        server (the GET of the word's key and the HGET of the model's registry entry,
-        pipelined) and what :meth:`single_row` checks its two replies against; None where
-        a read needs more (a cluster, hash-tag buckets, n-grams, an entry this store did
-        not parse). The hot path of ``kv[word]``: all but the key is packed once per
-        generation."""
+    def single_get(self, model: ModelInfo) -> CheckedGet | None:
+        """The one-word read of generation ``model`` as one hand-written request
+        (:class:`~vecserve.store.wire.CheckedGet`: the GET of the word's key and the HGET
+        of the model's registry entry, pipelined; the row counts only when the entry, read
+        after it, is still ``model``'s), or None where a read needs more (a cluster,
+        hash-tag buckets, n-grams, an entry this store did not parse). The hot path of
+        ``kv[word]``: made once per generation; a None from its ``get`` leaves the
+        answer to :meth:`read_rows_steps` (a missing word, damage, a reload)."""
         plan = self._singles.get(model.name)
-        if plan is None or plan[0] is not model:
-            plan = self._single_plan(model)
-            if plan is None:
-                return None
-        key = vector_key(plan[1], token)
-        return plan, b"*2\r\n$3\r\nGET\r\n$%d\r\n%b\r\n%b" % (len(key), key, plan[2])
-
-    def _single_plan(self, model: ModelInfo) -> tuple | None:
+        if plan is not None and plan[0] is model:
+            return plan[1]
         hit = self._entries.get(model.name)
         if self.is_cluster or model.buckets or model.subwords or hit is None or hit[1] is not model:
             return None
         codec = model.codec_obj
-        plan = (
-            model,
+        decode = None
+        if codec.name != "f32":
+
+            def decode(value: bytes) -> np.ndarray:
+                row = codec.decode(value, 1, model.dim)[0]
+                row.setflags(write=False)
+                return row
+
+        single = CheckedGet(
+            self._connections,
             model.key_prefix,
             packed("HGET", MODELS, model.name),
             hit[0],  # the raw entry: the reply that proves the row is of this generation
-            codec.nbytes(model.dim),
-            codec.name == "f32",
+            nbytes=codec.nbytes(model.dim),
+            dtype=_F4,
+            decode=decode,
         )
-        self._singles[model.name] = plan
-        return plan
-
-    @staticmethod
-    def single_row(plan: tuple, replies: list) -> np.ndarray | None:
-        """The row (read-only) from the replies of :meth:`single_request`; None unless the
-        word was found and the registry entry, read after it, is still the plan's (then
-        :meth:`read_rows_steps` reads it again and says why)."""
-        value, raw = replies
-        if raw != plan[3] or type(value) is not bytes or len(value) != plan[4]:
-            return None
-        if plan[5]:  # f32 as stored: a view of the reply, no copy
-            return np.frombuffer(value, _F4)
-        model = plan[0]
-        row = model.codec_obj.decode(value, 1, model.dim)[0]
-        row.setflags(write=False)
-        return row
+        self._singles[model.name] = (model, single)
+        return single
 
     def plain_rows_steps(
         self, model: ModelInfo, tokens: Sequence[str], replies: list

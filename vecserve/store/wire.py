@@ -31,17 +31,19 @@ from collections.abc import Awaitable, Callable, Generator, Sequence
 from typing import Any, TypeVar
 
 import hiredis
+import numpy as np
 import redis
 import redis.asyncio
 from redis._parsers import BaseParser
 from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
 from redis.cluster import RedisCluster
 
-from .layout import translated
+from .layout import translated, vector_key
 
 __all__ = [
     "PAUSE",
     "AsyncConnections",
+    "CheckedGet",
     "Connections",
     "Round",
     "Steps",
@@ -50,6 +52,7 @@ __all__ = [
     "executor",
     "pack",
     "run",
+    "same_server",
 ]
 
 T = TypeVar("T")
@@ -59,6 +62,43 @@ Steps = Generator["Round", list, T]
 #: ``PACK_CHUNK`` arguments at a time, letting the event loop run in between.
 HEAVY_KEYS = 2000
 PACK_CHUNK = 1024
+
+
+#: What a connection of our own to a redis-py client's server copies from that client's
+#: connection settings (``ssl*`` ones too): the address, the database, the credentials
+#: and how the socket is opened. A caller adds what its connection shares beyond that:
+#: the asyncio client's (:mod:`vecserve.keyedvectors`) serves requests as the sync
+#: client's do, so it keeps the read timeout, health checks, client name and protocol;
+#: the cache's tracking listener (:mod:`vecserve.cache`) sets its own (RESP2, no read
+#: timeout: it waits for invalidation messages).
+SAME_SERVER_KWARGS = frozenset(
+    {
+        "host",
+        "port",
+        "path",
+        "db",
+        "username",
+        "password",
+        "credential_provider",
+        "socket_connect_timeout",
+        "socket_keepalive",
+        "socket_keepalive_options",
+    }
+)
+
+
+def same_server(kwargs: dict, *also: str) -> dict:
+    """``kwargs`` (a redis-py pool's ``connection_kwargs``) narrowed to
+    :data:`SAME_SERVER_KWARGS`, the ``ssl*`` settings and ``also``.
+
+    >>> same_server({"host": "h", "port": 1, "socket_timeout": 5, "retry": None})
+    {'host': 'h', 'port': 1}
+    """
+    return {
+        k: v
+        for k, v in kwargs.items()
+        if k in SAME_SERVER_KWARGS or k in also or k.startswith("ssl")
+    }
 
 
 class Round:
@@ -174,10 +214,7 @@ class _Raw:
             while len(out) < n:
                 reply = reader.gets()
                 if reply is _NEED:
-                    got = self.sock.recv_into(self.buf)
-                    if not got:
-                        raise redis.ConnectionError("Connection closed by server.")
-                    reader.feed(self.buf, 0, got)
+                    self.fill()
                 else:
                     out.append(reply)
         except TimeoutError as exc:
@@ -191,12 +228,94 @@ class _Raw:
             raise
         return out
 
+    def fill(self) -> None:
+        """Read what the socket has (waiting for it) into the reply reader."""
+        got = self.sock.recv_into(self.buf)
+        if not got:
+            raise redis.ConnectionError("Connection closed by server.")
+        self.reader.feed(self.buf, 0, got)
+
     def close(self) -> None:
         self.sock = None
         self.conn.disconnect()
 
 
 _READ_SIZE = 1 << 18
+_GET_HEADS = [b"*2\r\n$3\r\nGET\r\n$%d\r\n" % n for n in range(256)]
+
+
+class CheckedGet:
+    """A GET that counts only when the reply of a command sent after it in the same
+    request is ``expect``: one word's read and its proof, packed by hand and sent with one
+    ``sendall`` on the calling thread's raw connection, in one Python frame (the hot path
+    of ``kv[word]``). The server runs a client's pipelined commands in order, so a reply
+    equal to ``expect``, read after the value, proves that what ``expect`` stands for
+    held when the value was read (:meth:`Store.single_get` makes one per generation:
+    ``tail`` is the HGET of the model's registry entry, ``expect`` the entry's bytes).
+
+    :meth:`get` answers the value as a read-only row (``dtype``, or ``decode(value)``),
+    or None when the check failed, the key is missing or its value is not ``nbytes``
+    long: the caller's general read then says which. redis-py's and the socket's errors
+    are raised untranslated, the connection closed (a reply may be left half read)."""
+
+    __slots__ = (
+        "connections",
+        "decode",
+        "dtype",
+        "expect",
+        "key_prefix",
+        "local",
+        "nbytes",
+        "tail",
+    )
+
+    def __init__(
+        self,
+        connections: Connections,
+        key_prefix: bytes,
+        tail: bytes,
+        expect: bytes,
+        *,
+        nbytes: int,
+        dtype: np.dtype,
+        decode: Callable[[bytes], np.ndarray] | None = None,
+    ):
+        self.connections = connections
+        self.local = connections._local
+        self.key_prefix = key_prefix
+        self.tail = tail
+        self.expect = expect
+        self.nbytes = nbytes
+        self.dtype = dtype
+        self.decode = decode
+
+    def get(self, token: str) -> np.ndarray | None:
+        raw = getattr(self.local, "raw", None)
+        if raw is None or raw.sock is None:
+            raw = self.connections._connection()
+        key = vector_key(self.key_prefix, token)
+        n = len(key)
+        head = _GET_HEADS[n] if n < 256 else b"*2\r\n$3\r\nGET\r\n$%d\r\n" % n
+        reader = raw.reader
+        try:
+            raw.sock.sendall(b"".join((head, key, b"\r\n", self.tail)))
+            raw.fill()  # nothing is left buffered between requests
+            value = reader.gets()
+            while value is _NEED:
+                raw.fill()
+                value = reader.gets()
+            proof = reader.gets()
+            while proof is _NEED:
+                raw.fill()
+                proof = reader.gets()
+        except BaseException:
+            raw.close()
+            raise
+        if proof != self.expect or type(value) is not bytes or len(value) != self.nbytes:
+            return None
+        if self.decode is not None:
+            return self.decode(value)
+        return np.frombuffer(value, self.dtype)  # read-only: a view of the reply
 
 
 class Connections:
