@@ -9,10 +9,12 @@ with their row numbers, so a list is one contiguous block of the file.
 
 How a query runs (:meth:`IvfIndex.candidates`): the query scores the centroids, and the
 ``nprobe`` best lists are scanned straight from the memory map in one C pass that keeps
-the ``k`` best rows in a heap. A batch reads each list once for all the queries that
-probe it (grouped by list, four queries a row at a time, the lists split between two
-threads: :func:`vecserve.search._ivfscan.top_rows_grouped`); a query's scores are the
-same floats alone or in a batch. The scan is bound by memory bandwidth, so float16 rows
+the ``k`` best rows in a heap. A batch is one C call without the GIL
+(:func:`vecserve.search._ivfscan.search_batch`; a large one split by queries between two
+threads): the centroid scores of four queries at a time, each query's lists, then each
+list read once for all the queries that probe it (four queries a row at a time; a list
+probed by one query is read as four streams, four rows at a time); a query's scores are
+the same floats alone or in a batch. The scan is bound by memory bandwidth, so float16 rows
 (half the bytes) answer in ~0.6x the time of float32 ones; their scores carry float16's
 rounding (~1e-3 a coordinate), which only decides which rows become candidates: callers
 re-score candidates exactly (:meth:`vecserve.search.ann.AnnIndex.most_similar`). The
@@ -313,12 +315,14 @@ class IvfIndex:
         if parts == 1:
             return search_batch(*args, queries, nprobe, k)
         edges = np.linspace(0, m, parts + 1).astype(np.int64)
-        got = list(
-            scan_pool().map(
-                lambda i: search_batch(*args, queries[edges[i] : edges[i + 1]], nprobe, k),
-                range(parts),
-            )
-        )
+
+        def part(i: int) -> tuple:
+            return search_batch(*args, queries[edges[i] : edges[i + 1]], nprobe, k)
+
+        # the calling thread searches the last part itself: one hand-off fewer to wait for
+        others = [scan_pool().submit(part, i) for i in range(parts - 1)]
+        last = part(parts - 1)
+        got = [f.result() for f in others] + [last]
         return np.concatenate([g[0] for g in got]), np.concatenate([g[1] for g in got])
 
     def nearest_lists(self, queries: np.ndarray, nprobe: int, threads: int = 2) -> np.ndarray:
