@@ -330,9 +330,9 @@ def run_on_ranks(ranks: int, module: str, *args: str, timeout: float = 120) -> N
     """``tests/mpi/MODULE`` under pytest on ``ranks`` real ranks; every rank's tests pass.
     (Only the plugins the suite's settings need: each rank starts faster.)"""
     pytest_args = argv(
-        "{} -m pytest -q -p no:cacheprovider -p pytest_timeout --color=no tests/mpi/{}",
+        "{} -m pytest -q -p no:cacheprovider -p pytest_timeout --color=no {}",
         sys.executable,
-        module,
+        f"tests/mpi/{module}",
     )
     proc = mpiexec(
         ranks,
