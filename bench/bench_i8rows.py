@@ -87,7 +87,8 @@ def main() -> None:
             np.save(path / "norms.npy", np.linalg.norm(x, axis=1))
             del x
             write_vocab(path / "vocab.idx", [f"w{i}" for i in range(n)])
-        (path / i8rows.FILE).unlink(missing_ok=True)
+        for old in [path / i8rows.FILE, *path.glob("odd-rows.*.json")]:
+            old.unlink(missing_ok=True)
         for mode in ("memory", "pack", "map"):
             out = subprocess.run(
                 [sys.executable, "-c", CHILD, str(path), mode],

@@ -137,6 +137,12 @@ def test_a_query_in_no_group_gets_nothing():
 def test_bad_groups_are_refused_in_one_line(lo, hi, qptr, qidx, message):
     rows = np.ones((4, 2), dtype=np.float32)
     with pytest.raises(ValueError, match=message):
-        _ivfscan.top_rows_grouped(rows, np.array(lo, np.int64), np.array(hi, np.int64),
-                                  np.array(qptr, np.int64), np.array(qidx, np.int32),
-                                  np.ones((2, 2), np.float32), 2)  # fmt: skip
+        _ivfscan.top_rows_grouped(
+            rows,
+            np.array(lo, np.int64),
+            np.array(hi, np.int64),
+            np.array(qptr, np.int64),
+            np.array(qidx, np.int32),
+            np.ones((2, 2), np.float32),
+            2,
+        )

@@ -12,10 +12,24 @@ from gensim import matutils
 from gensim.models import KeyedVectors
 from vecserve.search._exact import VNNI, Heaps, QuantizedRows, top_k
 
-from vecserve.search.exact import BATCH_FROM_ROWS, ExactScan, gensim_argsort
+from vecserve.search.exact import (
+    BATCH_FROM_ROWS,
+    CANDIDATES,
+    MAX_CANDIDATES,
+    ExactScan,
+    gensim_argsort,
+)
 from vecserve.search.snapshot import SimilarityIndex
 
-CORPUS = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "wiki100m.zip"
+# the shared corpus beside the checkout (a worktree sits one level deeper than main)
+CORPUS = next(
+    (
+        p / "shared" / "data" / "wiki100m.zip"
+        for p in Path(__file__).resolve().parents[1:4]
+        if (p / "shared" / "data" / "wiki100m.zip").exists()
+    ),
+    Path(__file__).resolve().parents[1].parent / "shared" / "data" / "wiki100m.zip",
+)
 
 
 def gensim_kv(words, vectors) -> KeyedVectors:
@@ -130,11 +144,14 @@ def same(a, b) -> bool:
 
 
 FIRST_PASSES = [
-    pytest.param(("int8", True), id="int8-vnni",
-                 marks=pytest.mark.skipif(not VNNI, reason="no AVX-512 VNNI here")),
+    pytest.param(
+        ("int8", True),
+        id="int8-vnni",
+        marks=pytest.mark.skipif(not VNNI, reason="no AVX-512 VNNI here"),
+    ),
     pytest.param(("int8", False), id="int8-portable"),
     pytest.param(("float32", False), id="float32"),
-]  # fmt: skip
+]
 
 
 @pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")  # 0/0, as gensim
@@ -279,3 +296,22 @@ def test_gensim_argsort_is_matutils_argsort():
     x = np.random.default_rng(0).standard_normal(100).astype(np.float32)
     for topn in (None, 0, 5, 100, 200):
         assert list(gensim_argsort(x, topn, True)) == list(matutils.argsort(x, topn, True))
+
+
+def test_the_int8_pass_widens_when_a_batch_leaves_many_unproven():
+    rng = np.random.default_rng(12)
+    x = rng.standard_normal((BATCH_FROM_ROWS + 100, 16)).astype(np.float32)
+    scan = ExactScan(x, np.linalg.norm(x, axis=1))
+    scan._widen(64, 63)  # 98% proven: kept
+    scan._widen(16, 0)  # too few queries to tell
+    assert scan.candidates == CANDIDATES
+    scan._widen(64, 40)
+    assert scan.candidates == 2 * CANDIDATES
+    for _ in range(5):
+        scan._widen(64, 0)
+    assert scan.candidates == MAX_CANDIDATES
+    # answers stay the single queries' with any width (16 dims: dense for int8 codes)
+    scan.first_pass, scan.simd = "int8", False
+    q = x[:40] / np.linalg.norm(x[:40], axis=1, keepdims=True)
+    for g, one in zip(scan.batch(q, [10] * 40), q, strict=True):
+        assert g is None or list(g[0]) == list(scan.top_rows(scan.scores(one), 10))

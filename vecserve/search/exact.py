@@ -40,9 +40,11 @@ query's:
   one is answered the single way;
 - ties among the first ``w + 1`` exact scores are answered the single way too.
 
-A query the int8 pass cannot prove is tried again with eight times the candidates,
-then by the float32 pass; anything still not proven (rare: ties, odd rows) by the single
-query path, so a batch's answers always equal the single answers, scores to the bit.
+A query the int8 pass cannot prove is tried again with eight times the candidates
+(and a scan whose batches keep leaving many unproven widens its first pass: real
+embeddings' neighbourhoods are dense), then by the float32 pass; anything still not
+proven (rare: ties, odd rows) by the single query path, so a batch's answers always
+equal the single answers, scores to the bit.
 
 >>> rng = np.random.default_rng(0)
 >>> v = rng.standard_normal((30000, 16)).astype(np.float32)
@@ -69,7 +71,8 @@ from ._exact import VNNI, Heaps, QuantizedRows, top_k
 __all__ = [
     "CANDIDATES",
     "EXTRA",
-    "INT8_FROM_VALUES",
+    "INT8_FROM_ROWS",
+    "MAX_CANDIDATES",
     "ExactScan",
     "gensim_argsort",
     "score_bound",
@@ -83,10 +86,19 @@ EXTRA = 16
 #: Candidates the int8 first pass keeps per query beyond the ``w + 1`` it needs (its
 #: upper bounds are ~0.02 wide at 300 dims: a dense neighbourhood needs many).
 CANDIDATES = 256
-#: Matrices of fewer values (rows x dims) than this take the float32 pass: there its
-#: fewer candidates, fixed costs and tighter bound answer a batch faster (124k x 100: the
-#: float32 pass 1.7x the int8 one; 1M x 300: the int8 pass 6x the float32 one).
-INT8_FROM_VALUES = 50_000_000
+#: The most candidates the first int8 pass widens to (:meth:`ExactScan._widen`), when a
+#: batch of at least ``WIDEN_FROM`` queries had fewer than ``WIDEN_BELOW`` proven by it.
+MAX_CANDIDATES = 1024
+WIDEN_FROM = 32
+WIDEN_BELOW = 0.9
+#: Matrices of fewer rows than this take the float32 pass: there its fewer candidates,
+#: fixed costs and tighter bound answer a batch as fast or faster. Rows, not values: both
+#: passes' cost a row grows with the dimensions, the int8 one's proof a query too. Set
+#: from real embeddings, whose dense neighbourhoods need many int8 candidates (2026-11-24,
+#: 2 cores, batches of 256): trained on wiki100m, 219,525 x 100 and x 300, the float32
+#: pass answered 1.3x / 0.95x the int8 one's queries/s; generated clusters favour int8
+#: from 124k rows on (1M x 50: 7.6x, 1M x 300: 10x float32).
+INT8_FROM_ROWS = 300_000
 #: What the float32 arithmetic of an int8 upper bound may lose (see ``_exact.h``).
 I8_SLACK = 2.0**-18
 #: Bytes of one block of rows a batch multiplies at a time (it and its scores stay in
@@ -154,10 +166,13 @@ class ExactScan:
         self._i8: QuantizedRows | None = None
         #: The first pass of a batch: "int8" (a large matrix, AVX-512 VNNI here) or
         #: "float32" (GEMM).
-        big = vectors.shape[0] * vectors.shape[1] >= INT8_FROM_VALUES
+        big = vectors.shape[0] >= INT8_FROM_ROWS
         self.first_pass = "int8" if VNNI and big else "float32"
         #: The int8 pass's SIMD loops (False: the portable C, for the tests).
         self.simd = VNNI
+        #: Candidates the first int8 pass keeps per query beyond the ``w + 1`` it needs:
+        #: :data:`CANDIDATES`, widened by the batches that need more (:meth:`_widen`).
+        self.candidates = CANDIDATES
         self._lock = threading.Lock()
 
     # -- one query ------------------------------------------------------------------------
@@ -249,7 +264,7 @@ class ExactScan:
         float32 matrix: mapped from ``rows_file``, packed into it by the first process
         that needs them, or packed in memory once where there is none), or None where
         that pass is not used: a CPU without AVX-512 VNNI or a matrix under
-        :data:`INT8_FROM_VALUES` (``first_pass`` says ``"float32"``), or a matrix
+        :data:`INT8_FROM_ROWS` (``first_pass`` says ``"float32"``), or a matrix
         holding NaN or infinities."""
         if self.first_pass != "int8":
             return None
@@ -270,9 +285,9 @@ class ExactScan:
         gives them; None for a query this cannot prove (ask the single path).
 
         The first pass is the int8 one (:meth:`quantized`; ``threads`` scan disjoint
-        queries, the C releases the GIL), kept candidates widened once for the queries
-        it cannot prove; the float32 GEMM blocks answer the rest, and where there is no
-        int8 pass.
+        queries, the C releases the GIL; :attr:`candidates` kept per query), kept
+        candidates widened once for the queries it cannot prove; the float32 GEMM
+        blocks answer the rest, and where there is no int8 pass.
         """
         means = np.ascontiguousarray(means, dtype=REAL)
         m = len(means)
@@ -283,11 +298,14 @@ class ExactScan:
         todo = np.arange(m)
         qr = self.quantized()
         if qr is not None:
-            for extra in (CANDIDATES, 8 * CANDIDATES):
+            first = self.candidates
+            for extra in (first, max(8 * CANDIDATES, 2 * first)):
                 got = self._batch_int8(qr, means[todo], [wants[i] for i in todo], extra, threads)
                 for i, g in zip(todo.tolist(), got, strict=True):
                     out[i] = g
                 todo = np.array([i for i in todo.tolist() if out[i] is None], dtype=np.int64)
+                if extra == first:
+                    self._widen(m, m - len(todo))
                 if len(todo) == 0:
                     return out
         if len(todo) >= BATCH_FROM_QUERIES:
@@ -295,6 +313,15 @@ class ExactScan:
             for i, g in zip(todo.tolist(), got, strict=True):
                 out[i] = g
         return out
+
+    def _widen(self, asked: int, proven: int) -> None:
+        """Double :attr:`candidates` (up to :data:`MAX_CANDIDATES`) when the first int8
+        pass of a batch of at least :data:`WIDEN_FROM` queries proved fewer than
+        :data:`WIDEN_BELOW` of them: real embeddings' neighbourhoods are dense (219k x
+        300 trained on wiki100m: 54% proven with 256 candidates, 91% with 1,024), and a
+        second pass over the matrix for the rest costs more than wider heaps."""
+        if asked >= WIDEN_FROM and proven < WIDEN_BELOW * asked:
+            self.candidates = min(MAX_CANDIDATES, 2 * self.candidates)
 
     def _batch_int8(self, qr, means, wants, extra, threads):
         """The int8 first pass for ``means`` (each query keeps ``max(wants) + 1 + extra``
