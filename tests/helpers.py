@@ -10,6 +10,12 @@
 - :func:`argv`: a command line written as one string, its paths and URLs kept whole.
 - :func:`topic_corpus`, :func:`write_topic_corpus`, :func:`topic_purity`: a corpus whose
   topics a trained model must find, and how well it found them.
+
+Sockets: a test server listens on a unix socket, or on TCP port 0 (the kernel gives it a
+port nobody holds; :func:`listening_port` reads it back). The one exception is a
+valkey-server that must be on TCP (a replica, a cluster node): valkey cannot be asked for
+port 0, so :func:`start_valkey` picks a port free a moment ago and, if someone took it
+meanwhile, starts the server again on another.
 """
 
 from __future__ import annotations

@@ -282,3 +282,17 @@ def test_scan_all_reads_every_row_in_parts(sim, tmp_path):
         np.testing.assert_array_equal(rows, one[0])
         np.testing.assert_array_equal(scores, one[1])
     assert one[0][0] == 5 and np.all(np.diff(one[1]) <= 0)
+
+
+def test_a_batchs_query_vectors_are_query_vectors_floats(sim):
+    # one-word queries are made together, in gensim's operations: the same float32 bits
+    rng = np.random.default_rng(5)
+    asked = [([f"w{i}"], [], 10) for i in rng.choice(N, 300, replace=False)]
+    asked += [(["w1", "w2"], ["w3"], 5), ([7], [], 3), ([sim.vectors[4]], [], 2), ("w8", [], 1)]
+    means, excludes = ann_module._query_vectors(sim, asked)
+    for (positive, negative, _), mean, exclude in zip(asked, means, excludes, strict=True):
+        want, want_exclude = sim.query_vector(positive, negative)
+        np.testing.assert_array_equal(mean.view(np.int32), want.view(np.int32))
+        assert exclude == want_exclude
+    with pytest.raises(KeyError):
+        ann_module._query_vectors(sim, [(["nope"], [], 10)])

@@ -176,6 +176,9 @@ def test_wheel_from_sdist_installs_and_runs_the_demo_without_a_compiler(images, 
 
 
 def free_port() -> int:
+    """A port free right now, for a container on host networking: valkey and uvicorn in a
+    container are given a number (their port cannot be read back from here); one taken
+    meanwhile makes that container fail to start, and the test with it."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]

@@ -230,14 +230,17 @@ def _load_through_a_failover(replicated, tmp_path, name: str, *extra: str):
         *argv("{} -m vecserve.cli load {} --key {} --batch-size 500", sys.executable, path, name),
         *extra,
     ]
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        with cluster_client(url) as r:
-            _until(lambda: r.hget("vecserve:loads", name), 30, "the load to start")
-        _kill_a_primary(replicated)
-        out, err = proc.communicate(timeout=120)
-    finally:
-        proc.kill()
+    # `with`: its pipes are closed even when the test fails here
+    with subprocess.Popen(
+        cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    ) as proc:
+        try:
+            with cluster_client(url) as r:  # a new process starts slowly on a busy machine
+                _until(lambda: r.hget("vecserve:loads", name), 60, "the load to start")
+            _kill_a_primary(replicated)
+            out, err = proc.communicate(timeout=120)
+        finally:
+            proc.kill()
     return cmd, env, proc, out, err, words, vectors
 
 

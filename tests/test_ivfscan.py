@@ -146,3 +146,77 @@ def test_bad_groups_are_refused_in_one_line(lo, hi, qptr, qidx, message):
             np.ones((2, 2), np.float32),
             2,
         )
+
+
+def _index(rng, nlist, dim, dtype, sizes=None):
+    """``nlist`` lists of random sizes (some empty) over unit rows: centroids, packed
+    centroids, rows, offsets, ids."""
+    sizes = rng.integers(0, 60, nlist) if sizes is None else np.asarray(sizes)
+    sizes[1] = 0  # an empty list
+    rows = rng.standard_normal((int(sizes.sum()), dim)).astype(dtype)
+    centroids = rng.standard_normal((nlist, dim)).astype(np.float32)
+    offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+    ids = rng.permutation(len(rows)).astype(np.int64) + 1000
+    return centroids, _ivfscan.pack_centroids(centroids), rows, offsets, ids
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32])
+@pytest.mark.parametrize("dim", [1, 7, 17, 300])
+def test_a_batch_search_gives_each_query_its_search_alone_to_the_bit(path, dtype, dim):
+    rng = np.random.default_rng(dim)
+    nlist = 21  # not a multiple of the eight-list blocks
+    centroids, packed, rows, offsets, ids = _index(rng, nlist, dim, dtype)
+    queries = rng.standard_normal((11, dim)).astype(np.float32)  # tiles of 4 and a rest
+    queries[5] = np.nan  # scores nothing, scans nothing
+    queries[7] = queries[2]  # the same lists as another query
+    for nprobe, k in [(1, 5), (3, 20), (nlist, 10_000)]:
+        found, near = _ivfscan.search_batch(packed, nlist, rows, offsets, ids, queries, nprobe, k)
+        assert found.shape == (11, k) and near.shape == (11, nprobe)
+        assert np.all(near[5] == -1) and np.all(found[5] == -1)
+        np.testing.assert_array_equal(found[7], found[2])
+        for i in range(11):  # a batch of one
+            one = _ivfscan.search_batch(
+                packed, nlist, rows, offsets, ids, queries[i : i + 1], nprobe, k
+            )
+            np.testing.assert_array_equal(one[0][0], found[i])
+            np.testing.assert_array_equal(one[1][0], near[i])
+        # against NumPy: the lists of the best centroid scores, the best rows of those lists
+        q = queries[0].astype(np.float64)
+        order = np.argsort(-(centroids.astype(np.float64) @ q), kind="stable")
+        assert set(near[0]) == set(order[:nprobe]) or dim == 1  # 1-d: ties everywhere
+        spans = [(offsets[lst], offsets[lst + 1]) for lst in near[0]]
+        want = top_rows(
+            rows, *(np.array(x, np.int64) for x in zip(*spans, strict=True)), queries[0], k
+        )[0]
+        np.testing.assert_array_equal(found[0, : len(want)], ids[want])
+        assert np.all(found[0, len(want) :] == -1)
+
+
+def test_a_batch_search_breaks_ties_to_the_lower_list_and_the_earlier_row():
+    centroids = np.ones((10, 4), dtype=np.float32)  # every list ties
+    rows = np.ones((20, 4), dtype=np.float16)  # every row ties
+    offsets = np.arange(0, 21, 2, dtype=np.int64)
+    ids = np.arange(20, dtype=np.int64)[::-1].copy()
+    q = np.ones((5, 4), dtype=np.float32)
+    found, near = _ivfscan.search_batch(
+        _ivfscan.pack_centroids(centroids), 10, rows, offsets, ids, q, 3, 4
+    )
+    assert near.tolist() == [[0, 1, 2]] * 5
+    assert found.tolist() == [[19, 18, 17, 16]] * 5  # stored rows 0-3
+
+
+def test_a_batch_search_refuses_bad_arguments_in_one_line():
+    rng = np.random.default_rng(0)
+    _, packed, rows, offsets, ids = _index(rng, 9, 8, np.float16)
+    q = np.ones((2, 8), dtype=np.float32)
+    bad = offsets.copy()
+    bad[3], bad[4] = bad[4] + 1, bad[3]
+    for args, message in [
+        ((packed, 8, rows, offsets, ids), "packed centroids"),
+        ((packed, 9, rows, offsets[:-1], ids), "nlist \\+ 1"),
+        ((packed, 9, rows, bad, ids), "must not decrease"),
+        ((packed, 9, rows, offsets, ids[:-1]), "one per row"),
+        ((packed, 9, rows.astype(np.float64), offsets, ids), "float16 or float32"),
+    ]:
+        with pytest.raises(ValueError, match=message):
+            _ivfscan.search_batch(*args, q, 2, 3)

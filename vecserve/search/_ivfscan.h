@@ -76,6 +76,18 @@ VS_AVX2 static inline float vs_hsum(__m256 v) {
     s = _mm_add_ss(s, _mm_movehdup_ps(s));
     return _mm_cvtss_f32(s);
 }
+/* The last d % 8 products of a row added to s, one at a time in order: every AVX2 loop
+   ends its sums here, never inlined, so that the compiler cannot sum a tail in another
+   order in one loop than in another (a query's score is then the same float whichever
+   loop computed it). */
+__attribute__((noinline)) static float vs_tail(const char *r, int half, const float *q, int j,
+                                               int d, float s) {
+    if (half)
+        for (; j < d; j++) s += vs_half_table[((const uint16_t *)r)[j]] * q[j];
+    else
+        for (; j < d; j++) s += ((const float *)r)[j] * q[j];
+    return s;
+}
 VS_AVX2 static float vs_dot_f16_avx2(const uint16_t *r, const float *q, int d) {
     __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
     int j = 0;
@@ -90,8 +102,7 @@ VS_AVX2 static float vs_dot_f16_avx2(const uint16_t *r, const float *q, int d) {
         a0 = _mm256_fmadd_ps(r0, _mm256_loadu_ps(q + j), a0);
     }
     float s = vs_hsum(_mm256_add_ps(a0, a1));
-    for (; j < d; j++) s += vs_half_table[r[j]] * q[j];
-    return s;
+    return j < d ? vs_tail((const char *)r, 1, q, j, d, s) : s;
 }
 VS_AVX2 static float vs_dot_f32_avx2(const float *r, const float *q, int d) {
     __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
@@ -103,8 +114,7 @@ VS_AVX2 static float vs_dot_f32_avx2(const float *r, const float *q, int d) {
     for (; j + 8 <= d; j += 8)
         a0 = _mm256_fmadd_ps(_mm256_loadu_ps(r + j), _mm256_loadu_ps(q + j), a0);
     float s = vs_hsum(_mm256_add_ps(a0, a1));
-    for (; j < d; j++) s += r[j] * q[j];
-    return s;
+    return j < d ? vs_tail((const char *)r, 0, q, j, d, s) : s;
 }
 static int vs_portable = 0; /* tests: the portable loops on any CPU */
 static int vs_have_avx2(void) {
@@ -237,31 +247,76 @@ VS_AVX2 static VS_INLINE void vs_dot4(const char *r, int half, const float *q0, 
     out[1] = vs_hsum(_mm256_add_ps(b0, b1));
     out[2] = vs_hsum(_mm256_add_ps(c0, c1));
     out[3] = vs_hsum(_mm256_add_ps(e0, e1));
-    for (; j < d; j++) {
-        float x = half ? vs_half_table[((const uint16_t *)r)[j]] : ((const float *)r)[j];
-        out[0] += x * q0[j];
-        out[1] += x * q1[j];
-        out[2] += x * q2[j];
-        out[3] += x * q3[j];
+    if (j < d) {
+        out[0] = vs_tail(r, half, q0, j, d, out[0]);
+        out[1] = vs_tail(r, half, q1, j, d, out[1]);
+        out[2] = vs_tail(r, half, q2, j, d, out[2]);
+        out[3] = vs_tail(r, half, q3, j, d, out[3]);
     }
 }
+/* One query against four rows r[0..3]: the query's elements are loaded once for the four,
+   and four sums are in flight. Each sum runs in vs_dot_f16_avx2's / vs_dot_f32_avx2's
+   order. */
+VS_AVX2 static VS_INLINE void vs_dot_rows4(const char *const *r, int half, const float *q, int d,
+                                           float *out) {
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0, b0 = a0, b1 = a0, c0 = a0, c1 = a0, e0 = a0, e1 = a0;
+    int j = 0;
+    for (; j + 16 <= d; j += 16) {
+        __m256 x0 = _mm256_loadu_ps(q + j), x1 = _mm256_loadu_ps(q + j + 8);
+        a0 = _mm256_fmadd_ps(vs_load8(r[0], half, j), x0, a0);
+        a1 = _mm256_fmadd_ps(vs_load8(r[0], half, j + 8), x1, a1);
+        b0 = _mm256_fmadd_ps(vs_load8(r[1], half, j), x0, b0);
+        b1 = _mm256_fmadd_ps(vs_load8(r[1], half, j + 8), x1, b1);
+        c0 = _mm256_fmadd_ps(vs_load8(r[2], half, j), x0, c0);
+        c1 = _mm256_fmadd_ps(vs_load8(r[2], half, j + 8), x1, c1);
+        e0 = _mm256_fmadd_ps(vs_load8(r[3], half, j), x0, e0);
+        e1 = _mm256_fmadd_ps(vs_load8(r[3], half, j + 8), x1, e1);
+    }
+    for (; j + 8 <= d; j += 8) {
+        __m256 x0 = _mm256_loadu_ps(q + j);
+        a0 = _mm256_fmadd_ps(vs_load8(r[0], half, j), x0, a0);
+        b0 = _mm256_fmadd_ps(vs_load8(r[1], half, j), x0, b0);
+        c0 = _mm256_fmadd_ps(vs_load8(r[2], half, j), x0, c0);
+        e0 = _mm256_fmadd_ps(vs_load8(r[3], half, j), x0, e0);
+    }
+    out[0] = vs_hsum(_mm256_add_ps(a0, a1));
+    out[1] = vs_hsum(_mm256_add_ps(b0, b1));
+    out[2] = vs_hsum(_mm256_add_ps(c0, c1));
+    out[3] = vs_hsum(_mm256_add_ps(e0, e1));
+    for (int u = 0; u < 4 && j < d; u++) out[u] = vs_tail(r[u], half, q, j, d, out[u]);
+}
+/* The rows [lo, hi) against the queries qs: four queries a row while four remain; each of
+   the others against four rows at a time, one from each quarter of the span, so that the
+   reads are four sequential streams (which the hardware prefetches; rows read side by side
+   are not). */
 VS_AVX2 static VS_INLINE void vs_group_rows(const char *rows, int half, int d, int64_t lo,
                                             int64_t hi, const int32_t *qs, int64_t nq,
                                             const float *Q, int64_t k, vs_hit *heaps,
                                             int64_t *lens) {
     size_t bytes = (size_t)d * (half ? 2 : 4);
-    for (int64_t p = lo; p < hi; p++) {
+    int64_t t4 = nq - nq % 4, quarter = (hi - lo) / 4;
+    for (int64_t p = lo; p < hi && t4 > 0; p++) {
         const char *r = rows + (size_t)p * bytes;
         vs_prefetch_row(r, p, hi, bytes);
-        int64_t t = 0;
-        for (; t + 4 <= nq; t += 4) {
+        for (int64_t t = 0; t < t4; t += 4) {
             float s[4];
             vs_dot4(r, half, Q + (size_t)qs[t] * d, Q + (size_t)qs[t + 1] * d,
                     Q + (size_t)qs[t + 2] * d, Q + (size_t)qs[t + 3] * d, d, s);
             for (int u = 0; u < 4; u++) vs_offer_row(heaps, lens, k, qs[t + u], s[u], p);
         }
-        for (; t < nq; t++) {
-            const float *q = Q + (size_t)qs[t] * d;
+    }
+    for (int64_t t = t4; t < nq; t++) {
+        const float *q = Q + (size_t)qs[t] * d;
+        for (int64_t i = 0; i < quarter; i++) {
+            const char *r[4];
+            float s[4];
+            for (int u = 0; u < 4; u++) r[u] = rows + (size_t)(lo + u * quarter + i) * bytes;
+            vs_dot_rows4(r, half, q, d, s);
+            for (int u = 0; u < 4; u++)
+                vs_offer_row(heaps, lens, k, qs[t], s[u], lo + u * quarter + i);
+        }
+        for (int64_t p = lo + 4 * quarter; p < hi; p++) {
+            const char *r = rows + (size_t)p * bytes;
             float s = half ? vs_dot_f16_avx2((const uint16_t *)r, q, d)
                            : vs_dot_f32_avx2((const float *)r, q, d);
             vs_offer_row(heaps, lens, k, qs[t], s, p);
@@ -294,6 +349,132 @@ static void vs_scan_groups(const void *rows, int half, int d, const int64_t *lo,
         }
 #endif
         vs_group_portable((const char *)rows, half, d, lo[g], hi[g], qs, nq, Q, k, heaps, lens);
+    }
+}
+
+/* ---- A whole batch in one call: each query's probed lists chosen and scanned ---- */
+
+/* Offer the scores s[0:cnt] of positions p0, p0 + 1, ... to a heap of capacity k. The
+   positions of one stream only grow, so a score no better than the worst kept of a full
+   heap (an equal one comes later: it loses the tie) is passed over without a heap step. */
+static inline void vs_offer_run(vs_hit *h, int64_t *n, int64_t k, const float *s, int64_t cnt,
+                                int64_t p0) {
+    for (int64_t i = 0; i < cnt; i++) {
+        int32_t key = vs_key(s[i]);
+        if (*n == k && key <= h[0].key) continue;
+        if (key < VS_KEY_PINF && key > VS_KEY_NINF) vs_heap_offer(h, n, k, key, p0 + i);
+    }
+}
+
+/* The centroid scores of nq queries against centroid blocks [b0, b0 + nb) of ct (blocks of
+   8 centroids, dimension-major: ct[(b * d + j) * 8 + l] is centroid 8 b + l's coordinate
+   j), into out[u * ldo + 8 (b - b0) + l]. Each score is one chain of multiply-adds over
+   j = 0, 1, ..., d - 1, whatever the tile: a query's scores are the same floats alone or
+   in a batch. */
+static void vs_cent_portable(const float *ct, int d, const float *const *q, int nq, int64_t b0,
+                             int64_t nb, float *out, int64_t ldo) {
+    for (int u = 0; u < nq; u++)
+        for (int64_t b = b0; b < b0 + nb; b++)
+            for (int l = 0; l < 8; l++) {
+                const float *c = ct + (size_t)b * d * 8 + l;
+                float s = 0.0f;
+                for (int j = 0; j < d; j++) s += c[(size_t)j * 8] * q[u][j];
+                out[(size_t)u * ldo + (b - b0) * 8 + l] = s;
+            }
+}
+
+#ifdef VS_X86
+VS_AVX2 static VS_INLINE void vs_cent_tile(const float *ct, int d, const float *const *q,
+                                           const int nq, int64_t b0, const int nb, float *out,
+                                           int64_t ldo) {
+    __m256 acc[4][8];
+    for (int u = 0; u < nq; u++)
+        for (int v = 0; v < nb; v++) acc[u][v] = _mm256_setzero_ps();
+    const float *c0 = ct + (size_t)b0 * d * 8;
+    for (int j = 0; j < d; j++) {
+        __m256 c[8];
+        for (int v = 0; v < nb; v++) c[v] = _mm256_loadu_ps(c0 + ((size_t)v * d + j) * 8);
+        for (int u = 0; u < nq; u++) {
+            __m256 x = _mm256_broadcast_ss(q[u] + j);
+            for (int v = 0; v < nb; v++) acc[u][v] = _mm256_fmadd_ps(c[v], x, acc[u][v]);
+        }
+    }
+    for (int u = 0; u < nq; u++)
+        for (int v = 0; v < nb; v++) _mm256_storeu_ps(out + (size_t)u * ldo + v * 8, acc[u][v]);
+}
+VS_AVX2 static void vs_cent_avx2(const float *ct, int d, const float *const *q, int nq, int64_t b0,
+                                 int64_t nb, float *out, int64_t ldo) {
+    int64_t b = 0;
+    if (nq == 4) { /* four queries, two blocks: eight chains in flight */
+        for (; b + 2 <= nb; b += 2) vs_cent_tile(ct, d, q, 4, b0 + b, 2, out + b * 8, ldo);
+        for (; b < nb; b++) vs_cent_tile(ct, d, q, 4, b0 + b, 1, out + b * 8, ldo);
+        return;
+    }
+    for (int u = 0; u < nq; u++) { /* one query, eight blocks */
+        float *o = out + (size_t)u * ldo;
+        for (b = 0; b + 8 <= nb; b += 8) vs_cent_tile(ct, d, q + u, 1, b0 + b, 8, o + b * 8, ldo);
+        for (; b < nb; b++) vs_cent_tile(ct, d, q + u, 1, b0 + b, 1, o + b * 8, ldo);
+    }
+}
+#endif
+
+static void vs_centroids(const float *ct, int d, const float *const *q, int nq, int64_t nb,
+                         float *out, int64_t ldo) {
+#ifdef VS_X86
+    if (vs_have_avx2()) {
+        vs_cent_avx2(ct, d, q, nq, 0, nb, out, ldo);
+        return;
+    }
+#endif
+    vs_cent_portable(ct, d, q, nq, 0, nb, out, ldo);
+}
+
+/* The search of a batch of m unit queries Q (m x d), all in C: each query's nprobe lists of
+   the best centroid scores (ct: nlist centroids as vs_centroids reads them; ties to the
+   lower list) into near[i * nprobe:], -1 where it has fewer (NaN scores); then the rows of
+   those lists ([offsets[l], offsets[l + 1]) of `rows`) read list by list in the file's
+   order, once for all the queries probing each, and each query's k best kept: their ids
+   (ids[position]) into out[i * k:], best first (ties: the earlier position), -1 padded.
+   Scratch: heaps of m * max(k, nprobe) hits, lens and qidx of m * nprobe, cnt of nlist + 1,
+   sc of 4 * nlist_padded floats. */
+static void vs_ivf_batch(const float *ct, int64_t nlist, const void *rows, int half, int d,
+                         const int64_t *offsets, const int64_t *ids, const float *Q, int64_t m,
+                         int64_t nprobe, int64_t k, int64_t *near, int64_t *out, vs_hit *heaps,
+                         int64_t *lens, int64_t *cnt, int32_t *qidx, float *sc) {
+    int64_t nb = (nlist + 7) / 8, ldo = nb * 8;
+    for (int64_t i = 0; i < m; i += 4) {
+        int nq = m - i < 4 ? (int)(m - i) : 4;
+        const float *q[4];
+        for (int u = 0; u < nq; u++) q[u] = Q + (size_t)(i + u) * d;
+        vs_centroids(ct, d, q, nq, nb, sc, ldo);
+        for (int u = 0; u < nq; u++) {
+            vs_hit *h = heaps + (size_t)(i + u) * nprobe;
+            int64_t n = 0, *got = near + (size_t)(i + u) * nprobe;
+            vs_offer_run(h, &n, nprobe, sc + (size_t)u * ldo, nlist, 0);
+            n = vs_heap_drain(h, n, got, NULL);
+            for (int64_t j = n; j < nprobe; j++) got[j] = -1;
+        }
+    }
+    if (k <= 0) return;
+    /* group the (list, query) pairs by list: cnt[l] ends list l's queries in qidx */
+    memset(cnt, 0, (size_t)(nlist + 1) * sizeof *cnt);
+    for (int64_t i = 0; i < m * nprobe; i++)
+        if (near[i] >= 0) cnt[near[i] + 1]++;
+    for (int64_t l = 0; l < nlist; l++) cnt[l + 1] += cnt[l];
+    for (int64_t i = 0; i < m * nprobe; i++)
+        if (near[i] >= 0) qidx[cnt[near[i]]++] = (int32_t)(i / nprobe);
+    memset(lens, 0, (size_t)m * sizeof *lens);
+    for (int64_t l = 0, a = 0; l < nlist; a = cnt[l], l++) {
+        int64_t qptr[2] = {0, cnt[l] - a};
+        if (qptr[1] > 0)
+            vs_scan_groups(rows, half, d, offsets + l, offsets + l + 1, qptr, qidx + a, 1, Q, k,
+                           heaps, lens);
+    }
+    for (int64_t i = 0; i < m; i++) {
+        int64_t *o = out + (size_t)i * k;
+        int64_t n = vs_heap_drain(heaps + (size_t)i * k, lens[i], o, NULL);
+        for (int64_t j = 0; j < n; j++) o[j] = ids[o[j]];
+        for (int64_t j = n; j < k; j++) o[j] = -1;
     }
 }
 

@@ -34,6 +34,10 @@ cdef extern from "_ivfscan.h":
                         const int64_t *qptr, const int32_t *qidx, int64_t ngroups,
                         const float *Q, int64_t k, vs_hit *heaps, int64_t *lens) nogil
     int64_t vs_heap_drain(vs_hit *heap, int64_t n, int64_t *pos, float *score) nogil
+    void vs_ivf_batch(const float *ct, int64_t nlist, const void *rows, int half, int d,
+                      const int64_t *offsets, const int64_t *ids, const float *Q, int64_t m,
+                      int64_t nprobe, int64_t k, int64_t *near, int64_t *out, vs_hit *heaps,
+                      int64_t *lens, int64_t *cnt, int32_t *qidx, float *sc) nogil
 
 
 vs_scan_init()
@@ -158,3 +162,86 @@ def top_rows_grouped(rows, const int64_t[::1] lo, const int64_t[::1] hi,
         for i in range(m):
             vs_heap_drain(hp + i * k, n[i], &p[i, 0], &s[i, 0])
     return pos, score
+
+
+def pack_centroids(centroids):
+    """``centroids`` (nlist x d) as :func:`search_batch` reads them: blocks of 8 centroids,
+    dimension-major (``packed[b, j, l]`` is centroid ``8 b + l``'s coordinate ``j``), the
+    last block padded with zero rows.
+
+    >>> pack_centroids(np.arange(6, dtype=np.float32).reshape(3, 2))[0, :, :4]
+    array([[0., 2., 4., 0.],
+           [1., 3., 5., 0.]], dtype=float32)
+    """
+    c = np.asarray(centroids, dtype=np.float32)
+    nlist, d = c.shape
+    padded = np.zeros((-(-nlist // 8) * 8, d), dtype=np.float32)
+    padded[:nlist] = c
+    return np.ascontiguousarray(padded.reshape(-1, 8, d).transpose(0, 2, 1))
+
+
+@cython.boundscheck(False)
+@cython.wraparound(False)
+def search_batch(const float[:, :, ::1] packed, Py_ssize_t nlist, rows,
+                 const int64_t[::1] offsets, const int64_t[::1] ids,
+                 const float[:, ::1] queries, Py_ssize_t nprobe, Py_ssize_t k):
+    """An IVF search of a batch in one C call without the GIL: each query's ``nprobe``
+    lists of the best centroid scores (``packed``: the ``nlist`` centroids as
+    :func:`pack_centroids` gives them), then those lists' rows (list ``l`` is
+    ``rows[offsets[l]:offsets[l + 1]]``) read once for all the queries probing them, and
+    each query's ``k`` best rows by inner product kept.
+
+    Returns ``(found, near)``: ``found[i]`` the ``ids`` of query ``i``'s ``k`` best rows,
+    best first (ties: the earlier stored row), padded with -1; ``near[i]`` its lists,
+    best first (ties: the lower list), padded with -1 (a query with NaN scores scans
+    nothing). A query's centroid and row scores are the same floats alone or in a batch,
+    so its answer is too.
+
+    >>> c = np.array([[1, 0], [0, 1]], dtype=np.float32)
+    >>> r = np.array([[1, 0], [0.8, 0.6], [0, 1], [0.6, 0.8]], dtype=np.float16)
+    >>> offsets, ids = np.array([0, 2, 4]), np.array([10, 11, 12, 13])
+    >>> q = np.array([[0.6, 0.8], [1, 0]], dtype=np.float32)
+    >>> found, near = search_batch(pack_centroids(c), 2, r, offsets, ids, q, 1, 3)
+    >>> found.tolist(), near.tolist()
+    ([[13, 12, -1], [10, 11, -1]], [[1], [0]])
+    """
+    cdef Py_ssize_t m = queries.shape[0], d = queries.shape[1], l
+    _check_rows(rows, d)
+    cdef Py_ssize_t n_rows = rows.shape[0]
+    if packed.shape[0] != (nlist + 7) // 8 or packed.shape[1] != d or packed.shape[2] != 8:
+        raise ValueError(f"packed centroids of shape {packed.shape[0]} x {packed.shape[1]} x "
+                         f"{packed.shape[2]} are not "
+                         f"{nlist} centroids of {d} dimensions")
+    if offsets.shape[0] != nlist + 1 or ids.shape[0] != n_rows:
+        raise ValueError("offsets must have nlist + 1 entries and ids one per row")
+    if offsets[0] != 0 or offsets[nlist] != n_rows:
+        raise ValueError(f"offsets must run from 0 to the {n_rows} rows")
+    for l in range(nlist):
+        if offsets[l] > offsets[l + 1]:
+            raise ValueError("offsets must not decrease")
+    nprobe = max(0, min(nprobe, nlist))
+    k = max(0, k)
+    found = np.full((m, k), -1, dtype=np.int64)
+    near = np.full((m, nprobe), -1, dtype=np.int64)
+    if m == 0 or nprobe == 0 or d == 0:
+        return found, near
+    heaps = np.empty(m * max(k, nprobe) * sizeof(vs_hit), dtype=np.uint8)
+    lens = np.empty(m, dtype=np.int64)
+    cnt = np.empty(nlist + 1, dtype=np.int64)
+    qidx = np.empty(m * nprobe, dtype=np.int32)
+    sc = np.empty(4 * packed.shape[0] * 8, dtype=np.float32)
+    cdef unsigned char[::1] h = heaps
+    cdef int64_t[::1] ln = lens, ct = cnt
+    cdef int32_t[::1] qi = qidx
+    cdef float[::1] s = sc
+    cdef int64_t[:, ::1] f = found, nr = near
+    cdef const unsigned char[:, ::1] raw = rows.view(np.uint8)
+    cdef int half = rows.dtype == np.float16
+    cdef const void *rp = &raw[0, 0] if n_rows else NULL
+    cdef const int64_t *ip = &ids[0] if n_rows else NULL
+    cdef int64_t *fp = &f[0, 0] if k else NULL
+    with nogil:
+        vs_ivf_batch(&packed[0, 0, 0], nlist, rp, half, <int>d, &offsets[0], ip,
+                     &queries[0, 0], m, nprobe, k, &nr[0, 0], fp, <vs_hit *>&h[0], &ln[0],
+                     &ct[0], &qi[0], &s[0])
+    return found, near

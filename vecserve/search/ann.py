@@ -362,24 +362,18 @@ class AnnIndex:
 
     def most_similar_batch(self, sim: SimilarityIndex, queries) -> list[list]:
         """:meth:`most_similar` of each ``(positive, negative, topn)``: one search of the
-        index for all of them (an IVF batch reads each list once for every query that
-        probes it), then every query's candidates re-scored at once, each exactly as one
-        query's (``dot(vectors[candidates], mean) / norms``): a query's answer is the same
-        alone or in a batch."""
+        index for all of them (an IVF batch: one C call a thread, each list read once for
+        every query that probes it), then every query's candidates re-scored at once, each
+        exactly as one query's (``dot(vectors[candidates], mean) / norms``): a query's
+        answer is the same alone or in a batch."""
         out: list[list] = [[] for _ in queries]
-        means, excludes, todo = [], [], []
-        for i, (positive, negative, topn) in enumerate(queries):
-            if topn >= 1:
-                mean, exclude = sim.query_vector(positive, negative)
-                means.append(mean)
-                excludes.append(exclude)
-                todo.append(i)
+        todo = [i for i, q in enumerate(queries) if q[2] >= 1]
         if not todo:
             return out
+        means, excludes = _query_vectors(sim, [queries[i] for i in todo])
         tops = np.array([queries[i][2] for i in todo])
         widths = np.array([len(ex) for ex in excludes])
         k = int(min(self.params.oversample * np.max(tops + widths), sim.count))
-        means = np.asarray(means, dtype=np.float32)
         cand = self._candidates(means, k)
         if widths.max() > 0:  # the query's own words never answer it
             own = np.full((len(todo), int(widths.max())), -2, dtype=np.int64)
@@ -392,12 +386,24 @@ class AnnIndex:
         scores = np.matmul(gathered, means[:, :, None])[:, :, 0] / sim.norms[rows]
         scores[~valid] = -np.inf
         order = np.argsort(-scores, axis=1, kind="stable")  # ties: the index's order
-        found = valid.sum(axis=1)
+        counts = np.minimum(tops, valid.sum(axis=1))
+        # every query's answer in one gather: the first counts[j] of row j of order
+        take = np.arange(order.shape[1]) < counts[:, None]
+        best = order[take]
+        picked = np.repeat(np.arange(len(todo)), counts)
+        found_rows = rows[picked, best]
+        found_scores = scores[picked, best].tolist()  # Python floats: no NumPy scalars
         keys = sim.index_to_key
-        for j, i in enumerate(todo):
-            best = order[j, : min(int(tops[j]), int(found[j]))]
-            picked = rows[j, best].tolist()  # Python ints and floats: no NumPy scalars
-            out[i] = list(zip(map(keys.__getitem__, picked), scores[j, best].tolist(), strict=True))
+        words = (
+            keys.words(found_rows)
+            if hasattr(keys, "words")
+            else [keys[r] for r in found_rows.tolist()]
+        )
+        ends = np.cumsum(counts).tolist()
+        start = 0
+        for i, end in zip(todo, ends, strict=True):
+            out[i] = list(zip(words[start:end], found_scores[start:end], strict=True))
+            start = end
         return out
 
     def exact_most_similar(self, sim: SimilarityIndex, positive, negative, topn: int):
@@ -560,6 +566,44 @@ class AnnIndex:
             "recall_queries": n,
             "query_ms": round(per_query * 1000, 3),
         }
+
+
+def _query_vectors(sim: SimilarityIndex, asked) -> tuple[np.ndarray, list[list[int]]]:
+    """The unit mean vectors (``len(asked) x dim`` float32) and excluded rows of the
+    ``(positive, negative, topn)`` queries, each the floats of
+    :meth:`SimilarityIndex.query_vector`.
+
+    A query of one word (the common case) is done for all such at once, in gensim's own
+    operations: the word's row divided by its norm, widened to float64, divided by BLAS's
+    ``nrm2`` of it and narrowed back (``matutils.unitvec``); anything else, and a row whose
+    norm is zero, goes through ``query_vector``."""
+    from gensim.matutils import blas_nrm2
+
+    means = np.empty((len(asked), sim.dim), dtype=np.float32)
+    excludes: list[list[int]] = [[] for _ in asked]
+    plain, plain_rows = [], []
+    lookup = sim.key_to_index.get
+    for j, (positive, negative, _) in enumerate(asked):
+        if not negative and isinstance(positive, (list, tuple)) and len(positive) == 1:
+            word = positive[0]
+            row = lookup(word) if isinstance(word, str) else None
+            if row is not None and sim.norms[row] > 0:
+                plain.append(j)
+                plain_rows.append(row)
+                continue
+        means[j], excludes[j] = sim.query_vector(positive, negative)
+    if plain:
+        idx = np.asarray(plain_rows, dtype=np.int64)
+        unit = (sim.vectors[idx] / sim.norms[idx][:, None]).astype(np.float64)
+        lengths = np.array([blas_nrm2(u) for u in unit])
+        if np.all(lengths > 0):
+            means[plain] = unit * (1.0 / lengths)[:, None]
+        else:  # a zero mean: gensim keeps it as it is
+            for j in plain:
+                means[j], _ = sim.query_vector(*asked[j][:2])
+        for j, row in zip(plain, plain_rows, strict=True):
+            excludes[j] = [row]
+    return means, excludes
 
 
 def _exact_p50(sim: SimilarityIndex, rows: np.ndarray) -> float:

@@ -9,10 +9,12 @@ with their row numbers, so a list is one contiguous block of the file.
 
 How a query runs (:meth:`IvfIndex.candidates`): the query scores the centroids, and the
 ``nprobe`` best lists are scanned straight from the memory map in one C pass that keeps
-the ``k`` best rows in a heap. A batch reads each list once for all the queries that
-probe it (grouped by list, four queries a row at a time, the lists split between two
-threads: :func:`vecserve.search._ivfscan.top_rows_grouped`); a query's scores are the
-same floats alone or in a batch. The scan is bound by memory bandwidth, so float16 rows
+the ``k`` best rows in a heap. A batch is one C call without the GIL
+(:func:`vecserve.search._ivfscan.search_batch`; a large one split by queries between two
+threads): the centroid scores of four queries at a time, each query's lists, then each
+list read once for all the queries that probe it (four queries a row at a time; a list
+probed by one query is read as four streams, four rows at a time); a query's scores are
+the same floats alone or in a batch. The scan is bound by memory bandwidth, so float16 rows
 (half the bytes) answer in ~0.6x the time of float32 ones; their scores carry float16's
 rounding (~1e-3 a coordinate), which only decides which rows become candidates: callers
 re-score candidates exactly (:meth:`vecserve.search.ann.AnnIndex.most_similar`). The
@@ -49,7 +51,7 @@ from pathlib import Path
 import numpy as np
 
 from ..fileio import atomic_path
-from ._ivfscan import top_rows, top_rows_grouped
+from ._ivfscan import pack_centroids, search_batch, top_rows
 from .exact import scan_pool
 
 __all__ = ["IvfIndex", "default_nlist"]
@@ -291,83 +293,63 @@ class IvfIndex:
             raise ValueError(f"{path}: damaged IVF index (list offsets do not add up)")
         return cls(path, header, arrays)
 
+    @property
+    def packed_centroids(self) -> np.ndarray:
+        """The centroids as the C search reads them (:func:`~._ivfscan.pack_centroids`),
+        made on first use."""
+        packed = self.__dict__.get("_packed")
+        if packed is None:
+            packed = self.__dict__["_packed"] = pack_centroids(self.centroids)
+        return packed
+
+    def _search(self, queries: np.ndarray, nprobe: int, k: int, threads: int) -> tuple:
+        """:func:`~._ivfscan.search_batch` of the unit query rows: ``(found, near)``. A
+        large batch is split by queries between ``threads`` (the C call releases the
+        GIL; a query's answer does not depend on its company)."""
+        queries = np.ascontiguousarray(queries, dtype=np.float32)
+        m = len(queries)
+        rows_a_probe = self.count / max(self.nlist, 1)
+        work = m * (self.nlist + (nprobe * rows_a_probe if k else 0))
+        parts = max(1, min(threads, m, int(work // PARALLEL_WORK)))
+        args = (self.packed_centroids, self.nlist, self.rows, self.offsets, self.ids)
+        if parts == 1:
+            return search_batch(*args, queries, nprobe, k)
+        edges = np.linspace(0, m, parts + 1).astype(np.int64)
+
+        def part(i: int) -> tuple:
+            return search_batch(*args, queries[edges[i] : edges[i + 1]], nprobe, k)
+
+        # the calling thread searches the last part itself: one hand-off fewer to wait for
+        others = [scan_pool().submit(part, i) for i in range(parts - 1)]
+        last = part(parts - 1)
+        got = [f.result() for f in others] + [last]
+        return np.concatenate([g[0] for g in got]), np.concatenate([g[1] for g in got])
+
     def nearest_lists(self, queries: np.ndarray, nprobe: int, threads: int = 2) -> np.ndarray:
         """Each unit query row's ``nprobe`` nearest lists (largest inner product with their
         centroids), best first: ``len(queries) x nprobe`` int64, -1 where a query has
         fewer (NaN scores).
 
-        The centroids are scanned by the same C loop as the lists (streaming top-``nprobe``
-        heaps, no score matrix), not by a BLAS product: a query's centroid scores are then
-        the same floats alone or in a batch (so it probes the same lists), and no BLAS
+        The centroids are scored by a C loop (one multiply-add chain a score, in the same
+        order whatever the batch), not by a BLAS product: a query's centroid scores are
+        then the same floats alone or in a batch (so it probes the same lists), and no BLAS
         threads are woken for a small product (on a busy 2-core box their waiting cost
-        1-15 ms where the product takes 0.1 ms). A batch's queries are split between
-        ``threads``."""
-        m = len(queries)
-        parts = max(1, min(threads, m * self.nlist // PARALLEL_WORK))
-        edges = np.linspace(0, m, parts + 1).astype(np.int64)
-        whole, top = np.array([0], np.int64), np.array([self.nlist], np.int64)
-
-        def scan(i: int) -> np.ndarray:
-            share = np.arange(edges[i], edges[i + 1], dtype=np.int32)
-            qptr = np.array([0, len(share)], dtype=np.int64)
-            return top_rows_grouped(self.centroids, whole, top, qptr, share, queries, nprobe)[0]
-
-        if parts == 1:
-            return scan(0)
-        got = list(scan_pool().map(scan, range(parts)))
-        return np.concatenate([g[edges[i] : edges[i + 1]] for i, g in enumerate(got)])
+        1-15 ms where the product takes 0.1 ms)."""
+        return self._search(queries, min(int(nprobe), self.nlist), 0, threads)[1]
 
     def candidates(self, queries: np.ndarray, k: int, threads: int = 2) -> np.ndarray:
         """For each unit query row, the row numbers of the ``k`` best rows (by inner
         product, of the stored rows) in its ``nprobe`` nearest lists, best first:
         ``len(queries) x k`` int64, padded with -1 where the lists hold fewer.
 
-        A batch reads each list once for all the queries that probe it
-        (:func:`~vecserve.search._ivfscan.top_rows_grouped`), the lists in the file's
-        order, split between ``threads`` (the C pass releases the GIL); each thread's best
-        ``k`` of a query are merged by score, then stored position."""
-        queries = np.ascontiguousarray(queries, dtype=np.float32)
+        One C call (:func:`~vecserve.search._ivfscan.search_batch`, without the GIL)
+        scores the centroids, picks each query's lists and reads each list once for all
+        the queries of the call that probe it, in the file's order; a large batch is split
+        by queries between ``threads``."""
         m, k = len(queries), max(0, int(k))
         if m == 0 or k == 0:
             return np.full((m, k), -1, dtype=np.int64)
-        nprobe = min(self.nprobe, self.nlist)
-        near = self.nearest_lists(queries, nprobe).ravel()
-        probe = np.flatnonzero(near >= 0)  # (query, rank) pairs, by list then query
-        probe = probe[np.argsort(near[probe], kind="stable")]
-        lists, starts, members = np.unique(near[probe], return_index=True, return_counts=True)
-        if len(lists) == 0:  # no query scored a centroid (NaN queries)
-            return np.full((m, k), -1, dtype=np.int64)
-        qidx = (probe // nprobe).astype(np.int32)
-        lo, hi = self.offsets[lists], self.offsets[lists + 1]
-        qptr = np.append(starts, len(probe)).astype(np.int64)
-        # a list's work: reading its rows, and a dot product a row for each query probing it
-        work = np.cumsum((hi - lo) * (members + 1))
-        parts = max(1, min(threads, len(lists), int(work[-1] // PARALLEL_WORK)))
-        cuts = np.searchsorted(work, work[-1] * np.arange(1, parts) / parts) + 1
-        edges = [0, *sorted({int(c) for c in cuts} - {0, len(lists)}), len(lists)]
-
-        def scan(a: int, b: int) -> tuple[np.ndarray, np.ndarray]:
-            return top_rows_grouped(
-                self.rows,
-                lo[a:b],
-                hi[a:b],
-                qptr[a : b + 1] - qptr[a],
-                qidx[qptr[a] : qptr[b]],
-                queries,
-                k,
-            )
-
-        if len(edges) == 2:
-            pos, _ = scan(0, len(lists))
-        else:
-            got = list(
-                scan_pool().map(lambda i: scan(edges[i], edges[i + 1]), range(len(edges) - 1))
-            )
-            pos = np.concatenate([g[0] for g in got], axis=1)
-            score = np.concatenate([g[1] for g in got], axis=1)
-            ranked = np.lexsort((np.where(pos < 0, self.count, pos), -score), axis=-1)[:, :k]
-            pos = np.take_along_axis(pos, ranked, axis=1)
-        return np.where(pos >= 0, self.ids[np.maximum(pos, 0)], -1)
+        return self._search(queries, min(self.nprobe, self.nlist), k, threads)[0]
 
     def scan_all(self, query: np.ndarray, k: int, threads: int = 2) -> tuple:
         """The ``k`` best rows of the whole file for one unit ``query`` (by inner product

@@ -230,6 +230,22 @@ class SharedVocab(Sequence):
             raise IndexError("vocabulary index out of range")
         return self.word_bytes(row).decode("utf-8", "surrogateescape")
 
+    def words(self, rows) -> list[str]:
+        """The words of ``rows`` (row numbers, any int array), in one call: what
+        ``[self[r] for r in rows]`` gives, without a method call a word.
+
+        >>> SharedVocab.from_words(["a", "bb", "ccc"]).words([2, 0, 2])
+        ['ccc', 'a', 'ccc']
+        """
+        rows = np.asarray(rows, dtype=np.int64).ravel()
+        if len(rows) and not (rows.min() >= 0 and rows.max() < self._count):
+            raise IndexError("vocabulary index out of range")
+        starts = (self._offsets[rows] + self._data).tolist()
+        ends = (self._offsets[rows + 1] + self._data).tolist()
+        buf = self._buf
+        pairs = zip(starts, ends, strict=True)
+        return [buf[a:b].decode("utf-8", "surrogateescape") for a, b in pairs]
+
     def __iter__(self) -> Iterator[str]:
         for row in range(self._count):
             yield self.word_bytes(row).decode("utf-8", "surrogateescape")
