@@ -166,3 +166,18 @@ def test_one_client_serves_one_event_loop_after_another(store, model):
         assert found.all()
         np.testing.assert_array_equal(got[0], model[i])
     asyncio.run(kv.aclose())
+
+
+@pytest.mark.cluster
+def test_a_cluster_is_read_through_the_asyncio_cluster_client(cluster_store):
+    vectors = np.arange(12, dtype=np.float32).reshape(4, 3)
+    load_arrays(["a", "b", "c", "d"], vectors, name="ASYNC_CLUSTER", store=cluster_store)
+
+    async def scenario():
+        async with AsyncRedisKeyedVectors("ASYNC_CLUSTER", store=cluster_store) as kv:
+            got, found = await kv.get_vectors(["d", "zz", "a"], missing="zeros")
+            assert found.tolist() == [True, False, True]
+            assert got.tolist() == [vectors[3].tolist(), [0.0] * 3, vectors[0].tolist()]
+            assert (await kv["b"]).tolist() == vectors[1].tolist()
+
+    asyncio.run(scenario())

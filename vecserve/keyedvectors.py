@@ -603,11 +603,13 @@ def _async_client(store: Store):
 
     if store.is_cluster:
         node = store.client.get_random_node()
-        kw = dict(node.redis_connection.connection_pool.connection_kwargs)
+        kw = same_server(node.redis_connection.connection_pool.connection_kwargs, "socket_timeout")
+        # the node's address is the cluster client's own argument; a cluster has no db
+        # or unix socket; TLS is not carried over (a cluster client takes it otherwise)
         keep = {
-            k: kw[k]
-            for k in ("username", "password", "socket_timeout", "socket_connect_timeout")
-            if kw.get(k) is not None
+            k: v
+            for k, v in kw.items()
+            if v is not None and k not in ("host", "port", "path", "db") and k[:3] != "ssl"
         }
         return AsyncRedisCluster(host=node.host, port=node.port, **keep), None
     pool = store.client.connection_pool
