@@ -41,6 +41,10 @@ from pathlib import Path
 import httpx
 import numpy as np
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_load import argv
+
 from vecserve.embedded import ValkeyProcess, free_port
 from vecserve.loader import load_arrays
 from vecserve.search.ann import AnnManager, AnnParams, recall_at_k
@@ -95,8 +99,9 @@ def wrk(
     paths: Path | None = None,
 ) -> dict:
     """One wrk run; with ``paths`` (a file of request paths) each request takes the next."""
-    cmd = ["wrk", f"-t{threads}", f"-c{connections}", f"-d{seconds}s", "--latency",
-           "-H", f"Accept: {accept}"]  # fmt: skip
+    cmd = argv(
+        f"wrk -t{threads} -c{connections} -d{seconds}s --latency -H {{}}", f"Accept: {accept}"
+    )
     if paths is not None:
         script = paths.with_suffix(".lua")
         script.write_text(WRK_PATHS_LUA)
@@ -108,9 +113,12 @@ def wrk(
 
 
 def start_server(env: dict, port: int) -> subprocess.Popen:
-    cmd = [sys.executable, "-m", "uvicorn", "vecserve.api:create_app", "--factory",
-           "--host", "127.0.0.1", "--port", str(port), "--log-level", "warning",
-           "--no-access-log"]  # fmt: skip
+    cmd = argv(
+        "{} -m uvicorn vecserve.api:create_app --factory --host 127.0.0.1 --port {}"
+        " --log-level warning --no-access-log",
+        sys.executable,
+        port,
+    )
     proc = subprocess.Popen(cmd, env={**os.environ, **env})
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:

@@ -30,6 +30,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_api import DIM, WRK_PATHS_LUA, make_model, parse_wrk, start_server
+from bench_load import argv
 
 from vecserve.embedded import ValkeyProcess, free_port
 from vecserve.loader import load_arrays
@@ -50,8 +51,12 @@ def wrk(base: str, paths: Path, clients: int, seconds: int) -> dict:
     (wrk's default of 2 s would count a slow exact batch as a timeout, not a latency)."""
     script = paths.with_suffix(".lua")
     script.write_text(WRK_PATHS_LUA)
-    cmd = ["wrk", "-t1", f"-c{clients}", f"-d{seconds}s", "--timeout", "60s", "--latency",
-           "-s", str(script), f"{base}/", "--", str(paths)]  # fmt: skip
+    cmd = argv(
+        f"wrk -t1 -c{clients} -d{seconds}s --timeout 60s --latency -s {{}} {{}} -- {{}}",
+        script,
+        f"{base}/",
+        paths,
+    )
     return parse_wrk(subprocess.run(cmd, capture_output=True, text=True, check=True).stdout)
 
 
@@ -59,8 +64,7 @@ def answers_under_load(base: str, words: list[str], approx: bool, clients: int) 
     """Whether ``clients`` threads asking at once get the answers each word gets alone."""
     flag = "&approx=true" if approx else ""
     with httpx.Client(timeout=120) as c:
-        alone = [c.get(f"{base}/most_similar?positive={w}{flag}").json()["results"]
-                 for w in words]  # fmt: skip
+        alone = [c.get(f"{base}/most_similar?positive={w}{flag}").json()["results"] for w in words]
     local = threading.local()
 
     def ask(w: str):
@@ -95,9 +99,11 @@ def main() -> None:
         t = time.perf_counter()
         index = IndexManager(store, cache_dir=cache).get("BENCH", info=info)
         ann = AnnManager(enabled=True).get(index, wait=True)
-        print(f"{args.rows:,} x {DIM}: snapshot and IVF index built in "
-              f"{time.perf_counter() - t:.0f} s ({ann.meta.get('target', {}).get('setting')})",
-              flush=True)  # fmt: skip
+        print(
+            f"{args.rows:,} x {DIM}: snapshot and IVF index built in "
+            f"{time.perf_counter() - t:.0f} s ({ann.meta.get('target', {}).get('setting')})",
+            flush=True,
+        )
         rng = np.random.default_rng(7)
         asked = [words[int(i)] for i in rng.choice(args.rows, 5000, replace=False)]
         rows = []
@@ -107,10 +113,14 @@ def main() -> None:
         for approx in (True, False):
             for coalesce in ("1", "0"):
                 port = free_port()
-                env = {"VECSERVE_REDIS_URL": server.url, "VECSERVE_CACHE_DIR": str(cache),
-                       "VECSERVE_ANN": "1" if approx else "0", "VECSERVE_PRELOAD": "1",
-                       "VECSERVE_DEFAULT_MODEL": "BENCH",
-                       "VECSERVE_COALESCE": coalesce}  # fmt: skip
+                env = {
+                    "VECSERVE_REDIS_URL": server.url,
+                    "VECSERVE_CACHE_DIR": str(cache),
+                    "VECSERVE_ANN": "1" if approx else "0",
+                    "VECSERVE_PRELOAD": "1",
+                    "VECSERVE_DEFAULT_MODEL": "BENCH",
+                    "VECSERVE_COALESCE": coalesce,
+                }
                 procs.append(start_server(env, port))
                 base = f"http://127.0.0.1:{port}"
                 same = answers_under_load(base, asked[:64], approx, args.connections)
@@ -126,10 +136,13 @@ def main() -> None:
         print("|---|---:|---|---:|---:|---:|---|")
         for on, approx, clients, got, same in rows:
             answers = ("each its own" if same else "DIFFER") + (
-                f", {got['errors']} errors" if got["errors"] else "")  # fmt: skip
-            print(f"| {'approximate' if approx else 'exact'} | {clients} | "
-                  f"{'on' if on else 'off'} | {got['rps']:,.0f} | {got['p50']:.1f} | "
-                  f"{got['p99']:.1f} | {answers} |")  # fmt: skip
+                f", {got['errors']} errors" if got["errors"] else ""
+            )
+            print(
+                f"| {'approximate' if approx else 'exact'} | {clients} | "
+                f"{'on' if on else 'off'} | {got['rps']:,.0f} | {got['p50']:.1f} | "
+                f"{got['p99']:.1f} | {answers} |"
+            )
     finally:
         for p in procs:
             p.terminate()

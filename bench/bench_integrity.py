@@ -34,7 +34,7 @@ import redis
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_load import flush, run_child, write_bin
+from bench_load import argv, flush, run_child, write_bin
 
 from vecserve.codec import get_codec
 from vecserve.embedded import ValkeyProcess, free_port
@@ -63,9 +63,12 @@ def main() -> None:
             flush(client)
             base = client.info("memory")["used_memory"]
             load, _, _ = run_child(  # its log (stderr) to a file, for the check's line
-                ["sh", "-c", 'exec "$@" 2>"$0"', str(out / "load.log"), *cli, "load", str(path),
-                 "--key", "BENCH", "--codec", codec, "--no-progress"], env,
-            )  # fmt: skip
+                [
+                    *["sh", "-c", 'exec "$@" 2>"$0"', str(out / "load.log"), *cli],
+                    *argv("load {} --key BENCH --codec {} --no-progress", path, codec),
+                ],
+                env,
+            )
             said = re.search(r"rows present, (.*); ([0-9.]+) s", (out / "load.log").read_text())
             assert said, "no completeness line in the load's log"
             in_commit, how = float(said.group(2)), said.group(1)
@@ -89,8 +92,10 @@ def main() -> None:
             per = used / args.vectors
             value = get_codec(codec).nbytes(args.dim)
             mean_token = float(np.mean([len(t.encode()) for t in tokens]))
-            rows.append((codec, load, in_commit, how, every_key, cli_check, per, value, mean_token,
-                         estimate_bytes(args.vectors, args.dim, codec) / args.vectors))  # fmt: skip
+            est = estimate_bytes(args.vectors, args.dim, codec) / args.vectors
+            rows.append(
+                (codec, load, in_commit, how, every_key, cli_check, per, value, mean_token, est)
+            )
     finally:
         client.close()
         server.stop()
@@ -102,10 +107,12 @@ def main() -> None:
     )
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for codec, load, chk, _, every, cli_chk, per, value, tok, est in rows:
-        print(f"| {codec} | {load:.1f} s | {chk:.2f} s | {100 * chk / load:.1f}% | {every:.2f} s "
-              f"| {100 * every / load:.1f}% | {cli_chk:.1f} s | {per:,.0f} "
-              f"| {per - value:,.0f} B ({per - value - tok:,.0f} + {tok:.1f} B of key) "
-              f"| {est:,.0f} ({100 * (est / per - 1):+.1f}%) |")  # fmt: skip
+        print(
+            f"| {codec} | {load:.1f} s | {chk:.2f} s | {100 * chk / load:.1f}% | {every:.2f} s "
+            f"| {100 * every / load:.1f}% | {cli_chk:.1f} s | {per:,.0f} "
+            f"| {per - value:,.0f} B ({per - value - tok:,.0f} + {tok:.1f} B of key) "
+            f"| {est:,.0f} ({100 * (est / per - 1):+.1f}%) |"
+        )
     for codec, *_, how in ((r[0], r[3]) for r in rows):
         print(f"\n{codec}: the commit's check: {how}")
     took, nbytes = first_miss

@@ -67,6 +67,16 @@ def write_bin(path: Path, n: int, dim: int) -> Path:
     return path
 
 
+def argv(line: str, *values) -> list[str]:
+    """A command line: ``line`` split at whitespace, each ``{}`` in it replaced by the
+    next of ``values`` as one argument (a path may hold spaces)."""
+    words = line.split()
+    if words.count("{}") != len(values):
+        raise ValueError(f"{line!r} has {words.count('{}')} {{}} for {len(values)} values")
+    given = iter(values)
+    return [str(next(given)) if w == "{}" else w for w in words]
+
+
 def flush(client: redis.Redis) -> None:
     """FLUSHALL SYNC: an async flush would free memory after we read the baseline."""
     client.execute_command("FLUSHALL", "SYNC")
@@ -173,10 +183,9 @@ def run_transport(path: Path, args, transport: str) -> list[tuple]:
             flush(client)
             base = client.info("memory")["used_memory"]
             wall, rss, _ = run_child(
-                [*vecserve, "-q", "load", str(path), "--key", "BENCH", "--codec", codec,
-                 "--no-progress"],
+                [*vecserve, *argv("-q load {} --key BENCH --codec {} --no-progress", path, codec)],
                 env,
-            )  # fmt: skip
+            )
             per_vec = (client.info("memory")["used_memory"] - base) / args.vectors
             rows.append((f"vecserve load ({codec})", args.vectors / wall, rss, per_vec))
         flush(client)

@@ -25,7 +25,7 @@ from pathlib import Path
 import redis
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_load import write_bin
+from bench_load import argv, write_bin
 
 from vecserve.embedded import ValkeyProcess
 
@@ -45,11 +45,17 @@ def measure(path: Path, n: int, codec: str, workdir: Path) -> dict:
         before = client.info("memory")["used_memory"]
         t0 = time.perf_counter()
         subprocess.run(
-            ["vecserve", "load", str(path), "--key", f"SIZE_{codec}", "--codec", codec,
-             "--redis-url", server.url, "--no-progress"],
-            check=True, env=os.environ | {"VECSERVE_REDIS_URL": server.url},
+            argv(
+                "vecserve load {} --key {} --codec {} --redis-url {} --no-progress",
+                path,
+                f"SIZE_{codec}",
+                codec,
+                server.url,
+            ),
+            check=True,
+            env=os.environ | {"VECSERVE_REDIS_URL": server.url},
             stdout=subprocess.DEVNULL,
-        )  # fmt: skip
+        )
         secs = time.perf_counter() - t0
         wait_saved(client)  # vecserve's own save after the commit, if any
         mem = client.info("memory")
@@ -79,8 +85,10 @@ def main() -> None:
     n = args.vectors
     path = write_bin(args.out / f"GoogleNews-shaped-{n}.bin", n, DIM)
     print(f"{n:,} x {DIM} GoogleNews-shaped vectors ({path.stat().st_size / 1e9:.2f} GB file)")
-    print(f"{'codec':6} {'Redis B/vector':>15} {'model in Redis':>15} {'server RSS':>11} "
-          f"{'RDB B/vector':>13} {'RDB file':>9} {'load':>7}")  # fmt: skip
+    print(
+        f"{'codec':6} {'Redis B/vector':>15} {'model in Redis':>15} {'server RSS':>11} "
+        f"{'RDB B/vector':>13} {'RDB file':>9} {'load':>7}"
+    )
     with tempfile.TemporaryDirectory(prefix="vecserve-sizing-") as tmp:
         for codec in args.codecs.split(","):
             r = measure(path, n, codec, Path(tmp))

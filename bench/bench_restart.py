@@ -30,6 +30,10 @@ from pathlib import Path
 import httpx
 import numpy as np
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_load import argv
+
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -61,10 +65,16 @@ def main() -> None:
     env = {**os.environ, "VECSERVE_CACHE_DIR": str(tmp / "cache")}
     with open(tmp / "serve.log", "wb") as log:
         serve = subprocess.Popen(
-            [sys.executable, "-m", "vecserve.cli", "serve", "--port", str(api_port),
-             "--redis-url", url, "--default-model", "R"],
-            env=env, stdout=subprocess.DEVNULL, stderr=log,
-        )  # fmt: skip
+            argv(
+                "{} -m vecserve.cli serve --port {} --redis-url {} --default-model R",
+                sys.executable,
+                api_port,
+                url,
+            ),
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=log,
+        )
     base = f"http://127.0.0.1:{api_port}"
     deadline = time.monotonic() + 60
     while True:

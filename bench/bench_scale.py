@@ -55,7 +55,7 @@ import numpy as np
 import redis
 
 sys.path.insert(0, str(Path(__file__).parent))
-from bench_load import make_tokens, write_bin
+from bench_load import argv, make_tokens, write_bin
 
 from vecserve.embedded import DEFAULT_SAVE, ValkeyProcess, free_port, read_pid, wait_pid_gone
 from vecserve.search.snapshot import SimilarityIndex
@@ -160,13 +160,19 @@ class Serve:
     def __init__(self, env: dict, cache: Path, workers: int, ann: bool):
         self.port = free_port()
         self.base = f"http://127.0.0.1:{self.port}"
-        argv = [sys.executable, "-m", "vecserve.cli", "serve", "--port", str(self.port),
-                "--workers", str(workers), "--preload", "--ann" if ann else "--no-ann",
-                "--default-model", MODEL, "--cache-dir", str(cache),
-                "--log-level", "warning"]  # fmt: skip
+        cmd = argv(
+            "{} -m vecserve.cli serve --port {} --workers {} --preload {}"
+            " --default-model {} --cache-dir {} --log-level warning",
+            sys.executable,
+            self.port,
+            workers,
+            "--ann" if ann else "--no-ann",
+            MODEL,
+            cache,
+        )
         self.started = time.perf_counter()
         self.proc = subprocess.Popen(
-            argv, env=env, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+            cmd, env=env, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
         )
         self.http = httpx.Client(base_url=self.base, timeout=120)
         self._raw: http.client.HTTPConnection | None = None  # made by raw_get
@@ -253,13 +259,13 @@ def life(table: Table, env: dict, path: Path, n: int) -> dict:
         f"{st['used_memory'] / n:,.0f} B/vector, whole server",
     )
     word = make_tokens(10)[3]
-    for label, argv in [
+    for label, args in [
         ("vecserve models", ["models"]),
         (f"vecserve models info {MODEL}", ["models", "info", MODEL]),
         (f"vecserve get {word} --key {MODEL}", ["get", word, "--key", MODEL]),
         ("vecserve server status", ["server", "status"]),
     ]:
-        times = sorted(vecserve(env, *argv)[0] for _ in range(REPEAT))
+        times = sorted(vecserve(env, *args)[0] for _ in range(REPEAT))
         table.add(label, times[len(times) // 2], f"median, max {times[-1]:.2f}s of {REPEAT}")
     assert status(env)["pid"] == st["pid"], "a command restarted the server"
     return facts
@@ -444,12 +450,17 @@ def vocab_lookups(sim, kv, queries: list[str], repeat: int = 21) -> dict:
 
     out = {}
     for label, ours, theirs in [
-        ("word -> row, 1000 words", lambda: [sim.key_to_index.get(w) for w in batch],
-         lambda: [kv.key_to_index.get(w) for w in batch]),
-        (f"row -> word, top-10 rows of {len(answers)} answers",
-         lambda: [[sim.index_to_key[r] for r in a] for a in answers],
-         lambda: [[kv.index_to_key[r] for r in a] for a in answers]),
-    ]:  # fmt: skip
+        (
+            "word -> row, 1000 words",
+            lambda: [sim.key_to_index.get(w) for w in batch],
+            lambda: [kv.key_to_index.get(w) for w in batch],
+        ),
+        (
+            f"row -> word, top-10 rows of {len(answers)} answers",
+            lambda: [[sim.index_to_key[r] for r in a] for a in answers],
+            lambda: [[kv.index_to_key[r] for r in a] for a in answers],
+        ),
+    ]:
         (shared, got), (private, want) = median(ours), median(theirs)
         assert got == want, label
         out[label] = (shared, private)
@@ -550,13 +561,25 @@ def codecs(table: Table, env: dict, path: Path, n: int) -> None:
 
 DURABILITY = [
     ("BGSAVE after the commit (kept)", {"save": DEFAULT_SAVE, "appendonly": "no"}),
-    ("AOF everysec, RDB preamble",
-     {"save": '""', "appendonly": "yes", "appendfsync": "everysec",
-      "aof-use-rdb-preamble": "yes"}),
-    ("AOF everysec, no preamble",
-     {"save": '""', "appendonly": "yes", "appendfsync": "everysec",
-      "aof-use-rdb-preamble": "no"}),
-]  # fmt: skip
+    (
+        "AOF everysec, RDB preamble",
+        {
+            "save": '""',
+            "appendonly": "yes",
+            "appendfsync": "everysec",
+            "aof-use-rdb-preamble": "yes",
+        },
+    ),
+    (
+        "AOF everysec, no preamble",
+        {
+            "save": '""',
+            "appendonly": "yes",
+            "appendfsync": "everysec",
+            "aof-use-rdb-preamble": "no",
+        },
+    ),
+]
 
 
 def durability(table: Table, out: Path, path: Path, life_facts: dict) -> None:

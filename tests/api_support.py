@@ -71,8 +71,9 @@ def running_app(app, *, host: str = "127.0.0.1"):
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     try:
-        wait_until(lambda: server.started or not thread.is_alive(), timeout=20,
-                   what="uvicorn to start")  # fmt: skip
+        wait_until(
+            lambda: server.started or not thread.is_alive(), timeout=20, what="uvicorn to start"
+        )
         assert server.started, "uvicorn exited at start"
         yield f"http://{host}:{sock.getsockname()[1]}"
     finally:
@@ -138,8 +139,11 @@ def run_vecserve(*args, env: dict | None = None, check: bool = True):
 
     proc = subprocess.run(
         [sys.executable, "-m", "vecserve.cli", *args],
-        capture_output=True, text=True, env=env, timeout=120,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
     if check:
         assert proc.returncode == 0, f"exit {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
     return proc

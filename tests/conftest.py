@@ -13,6 +13,8 @@ a test module imports from there, never from this file.
 - ``store``: a :class:`vecserve.store.Store` on ``redis_url``, flushed after each test.
 - ``app_client``: ``app_client(app)`` enters an :class:`~tests.api_support.AppClient` on
   the app (its lifespan runs) and leaves it after the test.
+- ``_collect_after_cluster_tests`` (every test marked ``cluster``): ``gc.collect()`` at
+  its teardown, so what it leaked is reported against it.
 - ``live_server``: ``live_server(app)`` serves the app with a real uvicorn on a socket the
   suite binds, and gives its base URL; ``service_url`` is the vecserve service so served.
 """
@@ -20,6 +22,7 @@ a test module imports from there, never from this file.
 from __future__ import annotations
 
 import contextlib
+import gc
 import os
 
 import numpy as np
@@ -52,15 +55,39 @@ def pytest_addoption(parser):
 # less those marked slow, cluster or docker. Chosen by their measured time (``--durations``):
 # the library's units, the readers, the loader, the store, the cache and the HTTP API. With
 # ``-m fast`` alone the other modules are not even imported.
-FAST_MODULES = frozenset({
-    "test_acl", "test_ann_ivf", "test_api", "test_api_auth", "test_api_fastpath",
-    "test_api_similarity", "test_architecture", "test_cache", "test_codec", "test_errors",
-    "test_exported_members", "test_fileio", "test_gensim_surface", "test_ivfscan",
-    "test_keyedvectors_async", "test_loader", "test_metrics", "test_reader",
-    "test_readers_fuzz", "test_search_batch", "test_search_i8rows", "test_search_planner",
-    "test_similarity_vocab", "test_store", "test_train_corpus", "test_train_kernels",
-    "test_train_model", "test_train_params", "test_train_plan",
-})  # fmt: skip
+FAST_MODULES = frozenset(
+    {
+        "test_acl",
+        "test_ann_ivf",
+        "test_api",
+        "test_api_auth",
+        "test_api_fastpath",
+        "test_api_similarity",
+        "test_architecture",
+        "test_cache",
+        "test_codec",
+        "test_errors",
+        "test_exported_members",
+        "test_fileio",
+        "test_gensim_surface",
+        "test_ivfscan",
+        "test_keyedvectors_async",
+        "test_loader",
+        "test_metrics",
+        "test_reader",
+        "test_readers_fuzz",
+        "test_search_batch",
+        "test_search_i8rows",
+        "test_search_planner",
+        "test_similarity_vocab",
+        "test_store",
+        "test_train_corpus",
+        "test_train_kernels",
+        "test_train_model",
+        "test_train_params",
+        "test_train_plan",
+    }
+)
 NOT_FAST = ("slow", "cluster", "docker")
 
 
@@ -88,6 +115,17 @@ def pytest_configure(config):
     here = os.path.dirname(__file__)
     if gone := sorted(m for m in FAST_MODULES if not os.path.exists(f"{here}/{m}.py")):
         raise pytest.UsageError(f"FAST_MODULES in tests/conftest.py names no such module: {gone}")
+
+
+@pytest.fixture(autouse=True)
+def _collect_after_cluster_tests(request):
+    """After a cluster test, collect the garbage: a connection it left unclosed (a cluster
+    client's socket, typically after a failover) is reported against that test (its
+    teardown fails: ResourceWarning is an error here), not against whichever later test
+    the garbage collector happens to run in."""
+    yield
+    if "cluster_nodes" in request.fixturenames or request.node.get_closest_marker("cluster"):
+        gc.collect()
 
 
 @pytest.fixture(scope="session")

@@ -2,11 +2,20 @@
 
 - :func:`wait_until`: THE polling loop of the suite (a condition, a deadline, a message).
 - :func:`gensim_data`, :func:`write_w2v`: gensim's test files and a reference writer.
-- :func:`start_cluster`: a Redis Cluster of valkey-server processes on loopback.
+- :func:`start_valkey`: a valkey-server on a TCP port of its own (replicas, cluster nodes).
+- :func:`start_cluster`: a Redis Cluster of valkey-server processes on loopback;
+  :func:`cluster_client`: a redis-py client of one that closes all it opened.
 - :func:`listening_port`: the TCP port a child process listens on (it bound port 0).
 - :func:`program`: the command line of a program of ``tests/programs/``.
+- :func:`argv`: a command line written as one string, its paths and URLs kept whole.
 - :func:`topic_corpus`, :func:`write_topic_corpus`, :func:`topic_purity`: a corpus whose
   topics a trained model must find, and how well it found them.
+
+Sockets: a test server listens on a unix socket, or on TCP port 0 (the kernel gives it a
+port nobody holds; :func:`listening_port` reads it back). The one exception is a
+valkey-server that must be on TCP (a replica, a cluster node): valkey cannot be asked for
+port 0, so :func:`start_valkey` picks a port free a moment ago and, if someone took it
+meanwhile, starts the server again on another.
 """
 
 from __future__ import annotations
@@ -43,14 +52,29 @@ def wait_until(
         if got:
             return got
         if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:g}s waiting for "
-                                 f"{what() if callable(what) else what}")  # fmt: skip
+            raise AssertionError(
+                f"timed out after {timeout:g}s waiting for {what() if callable(what) else what}"
+            )
         time.sleep(interval)
 
 
 def program(name: str, *args) -> list[str]:
     """The command that runs ``tests/programs/NAME.py`` with ``args`` in a new Python."""
     return [sys.executable, str(Path(__file__).parent / "programs" / f"{name}.py"), *map(str, args)]
+
+
+def argv(line: str, *values) -> list[str]:
+    """A command line: ``line`` split at whitespace, each ``{}`` in it replaced by the
+    next of ``values`` as ONE argument (``str()`` of it: a path may hold spaces).
+
+    >>> argv("load {} --key M --batch-size {}", "/tmp/a dir/m.bin", 500)
+    ['load', '/tmp/a dir/m.bin', '--key', 'M', '--batch-size', '500']
+    """
+    words = line.split()
+    if words.count("{}") != len(values):
+        raise ValueError(f"{line!r} has {words.count('{}')} {{}} for {len(values)} values")
+    given = iter(values)
+    return [str(next(given)) if w == "{}" else w for w in words]
 
 
 def gensim_data(name: str) -> str:
@@ -98,35 +122,64 @@ def listening_port(pid: int, *, timeout: float = 60.0, alive: Callable[[], bool]
     return wait_until(port, timeout=timeout, what=f"process {pid} to listen on a TCP port")
 
 
-def start_cluster(base: Path, n: int = 3, *, replicas: bool = False, node_timeout: int = 5000):
-    """Start ``n`` cluster-enabled primaries (and a replica of each if ``replicas``) and
-    join them into one cluster; replicas come after the primaries in the list.
+def cluster_client(url: str):
+    """A ``redis.RedisCluster`` on the cluster of node ``url`` whose ``close()`` closes every
+    node's connections (one made by ``RedisCluster.from_url`` leaves them open for the
+    garbage collector, which then warns of them in some later test)."""
+    from urllib.parse import urlsplit
 
-    A cluster node needs a TCP port (its peers and the cluster bus, port + 10000, reach it
-    there), so each node takes a port free right now and is started again on another if
-    someone took that port meanwhile."""
+    import redis
+
+    node = urlsplit(url)
+    return redis.RedisCluster(host=node.hostname, port=node.port)
+
+
+def start_valkey(data_dir: Path, config: dict[str, str] | None = None, *, attempts: int = 5):
+    """A started valkey-server on a loopback TCP port of its own, for the tests that need
+    TCP: a replica (``replicaof HOST PORT``) and cluster nodes (their peers and the cluster
+    bus, port + 10000, reach them there). Every other test server is on a unix socket.
+
+    Why a port number is picked here at all: valkey cannot be asked for port 0 (0 means
+    "no TCP"), so the port is one that is free right now. Should another process take it
+    before valkey binds it, valkey exits at start, or the port answers as that other
+    process (its ``INFO`` pid is not ours): the server is started again on another port,
+    in ``DIR-1``, ``DIR-2``... so a failed start leaves nothing behind."""
     import redis
 
     from vecserve.embedded import EmbeddedServerError, ValkeyProcess, free_port
+
+    cluster = (config or {}).get("cluster-enabled") == "yes"
+    for attempt in range(attempts):
+        port = free_port()
+        while cluster and port > 55535:  # the cluster bus listens on port + 10000
+            port = free_port()
+        where = data_dir if attempt == 0 else data_dir.with_name(f"{data_dir.name}-{attempt}")
+        node = ValkeyProcess(where, port=port, config=config)
+        try:
+            node.start()
+        except EmbeddedServerError:
+            if attempt == attempts - 1:
+                raise
+            continue
+        with redis.Redis(port=port) as r:
+            if r.info("server")["process_id"] == node.process.pid:
+                return node
+        node.kill()  # the port answered as someone else's server
+    raise AssertionError(f"no free port for valkey-server in {attempts} attempts")
+
+
+def start_cluster(base: Path, n: int = 3, *, replicas: bool = False, node_timeout: int = 5000):
+    """Start ``n`` cluster-enabled primaries (and a replica of each if ``replicas``) and
+    join them into one cluster; replicas come after the primaries in the list. Each node
+    is a :func:`start_valkey` (a TCP port of its own, retried if taken)."""
+    import redis
 
     config = {
         "cluster-enabled": "yes",
         "cluster-config-file": "nodes.conf",
         "cluster-node-timeout": str(node_timeout),
     }
-    nodes = []
-    for i in range(2 * n if replicas else n):
-        for attempt in range(5):
-            port = free_port()
-            while port > 55535:  # the cluster bus listens on port + 10000
-                port = free_port()
-            try:
-                node = ValkeyProcess(base / f"node{i}-{attempt}", port=port, config=config)
-                nodes.append(node.start())
-                break
-            except EmbeddedServerError:
-                if attempt == 4:
-                    raise
+    nodes = [start_valkey(base / f"node{i}", config) for i in range(2 * n if replicas else n)]
     clients = [redis.Redis(port=p.port) for p in nodes]
     per = 16384 // n
     for i, c in enumerate(clients[:n]):
@@ -141,20 +194,24 @@ def start_cluster(base: Path, n: int = 3, *, replicas: bool = False, node_timeou
         return [i.decode() if isinstance(i, bytes) else str(i) for i in got]
 
     wait_until(
-        lambda: all("cluster_state:ok" in t and f"cluster_known_nodes:{total}" in t
-                    for t in infos()),
-        timeout=30, what=lambda: f"the cluster to form: {infos()[0][:200]}",
-    )  # fmt: skip
+        lambda: all(
+            "cluster_state:ok" in t and f"cluster_known_nodes:{total}" in t for t in infos()
+        ),
+        timeout=30,
+        what=lambda: f"the cluster to form: {infos()[0][:200]}",
+    )
     if replicas:
         for primary, replica in zip(clients[:n], clients[n:], strict=True):
             replica.execute_command(
                 "CLUSTER", "REPLICATE", primary.execute_command("CLUSTER", "MYID")
             )
         wait_until(
-            lambda: all(c.info("replication").get("master_link_status") == "up"
-                        for c in clients[n:]),
-            timeout=30, what="the replicas to sync",
-        )  # fmt: skip
+            lambda: all(
+                c.info("replication").get("master_link_status") == "up" for c in clients[n:]
+            ),
+            timeout=30,
+            what="the replicas to sync",
+        )
     for c in clients:
         c.close()
     return nodes

@@ -22,7 +22,7 @@ from vecserve.embedded import ValkeyProcess
 from vecserve.errors import PermissionDenied, VecserveError
 from vecserve.loader import load_arrays, load_file
 
-from .helpers import gensim_data
+from .helpers import argv, gensim_data
 
 WORDS = ["king", "queen", "man", "woman", "apple"]
 VECTORS = np.random.default_rng(0).standard_normal((len(WORDS), 8)).astype(np.float32)
@@ -43,8 +43,11 @@ def server(tmp_path_factory):
             setuser_line("loader", user="l", password="lpw", model="L"),
         ):
             admin.execute_command(*line.split())
-        admin.execute_command("ACL", "SETUSER", "nomget", "on", ">npw", "~*", "+@connection",
-                              "+hget", "+hgetall", "+get", "+lrange", "+subscribe")  # fmt: skip
+        admin.execute_command(
+            *argv(
+                "ACL SETUSER nomget on >npw ~* +@connection +hget +hgetall +get +lrange +subscribe"
+            )
+        )
         # the worker line as it was before fastText reads used EVAL_RO
         old_worker = setuser_line("worker", user="old", password="opw").split()
         admin.execute_command(*[w for w in old_worker if w != "+eval_ro"])
@@ -101,10 +104,11 @@ def test_worker_reads_fasttext_words_it_never_saw(server, user):
         kv.close()  # a reader of that older generation
         kv = RedisKeyedVectors("FT", redis_url=url(server, user, {"w": "wpw", "old": "opw"}[user]))
         store = kv._get_store()
-        np.testing.assert_allclose(kv[["raskolnikovish", "the", "dostoevskyish"]],
-                                   np.vstack([want[w] for w in ["raskolnikovish", "the",
-                                                                "dostoevskyish"]]),
-                                   atol=1e-6)  # fmt: skip
+        np.testing.assert_allclose(
+            kv[["raskolnikovish", "the", "dostoevskyish"]],
+            np.vstack([want[w] for w in ["raskolnikovish", "the", "dostoevskyish"]]),
+            atol=1e-6,
+        )
         assert store.subword_script is (user == "w")
         with pytest.raises(redis.exceptions.NoPermissionError):
             store.client.execute_command("EVAL", "return redis.call('SET', 'x', 1)", 0)
@@ -181,8 +185,7 @@ def test_api_answers_503_json_when_its_user_lacks_a_right(server):
 
 
 def test_serve_runs_as_the_read_only_user(server, tmp_path):
-    args = ["--redis-url", url(server, "w", "wpw"), "--default-model", "M",
-            "--log-level", "warning"]  # fmt: skip
+    args = argv("--redis-url {} --default-model M --log-level warning", url(server, "w", "wpw"))
     with serving(args, tmp_path) as (base, log):
         r = httpx.get(f"{base}/vectors", params={"words": "king"})
         assert r.status_code == 200 and r.json()["words"] == ["king"]

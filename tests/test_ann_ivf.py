@@ -172,8 +172,9 @@ def test_the_service_answers_with_an_ivf_index_for_large_models(
 ):
     """kind "auto" picks IVF from IVF_FROM_ROWS rows (lowered here to this model's size)."""
     monkeypatch.setattr(ann_module, "IVF_FROM_ROWS", N)
-    settings = Settings(redis_url=redis_url, default_model="I", preload=True, ann=True,
-                        cache_dir=tmp_path)  # fmt: skip
+    settings = Settings(
+        redis_url=redis_url, default_model="I", preload=True, ann=True, cache_dir=tmp_path
+    )
     with AppClient(create_app(settings)) as client:
         ann = wait_for_ann(client, "I")
         assert ann["library"].startswith("vecserve IVF") and ann["params"]["kind"] == "ivf"
@@ -186,8 +187,9 @@ def test_the_service_answers_with_an_ivf_index_for_large_models(
             assert s == pytest.approx(exact[w], abs=1e-6)
         # exact queries go through the index's float16 rows once it is ready
         taken, real = [], AnnIndex.exact_most_similar
-        monkeypatch.setattr(AnnIndex, "exact_most_similar",
-                            lambda *a: taken.append(real(*a)) or taken[-1])  # fmt: skip
+        monkeypatch.setattr(
+            AnnIndex, "exact_most_similar", lambda *a: taken.append(real(*a)) or taken[-1]
+        )
         r = client.get("/most_similar?positive=w3,w4&negative=w5&topn=7").json()
         assert r["approximate"] is False and taken and taken[0] is not None
         want = sim.most_similar(["w3", "w4"], ["w5"], topn=7)

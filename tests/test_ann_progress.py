@@ -60,8 +60,9 @@ def test_ready_before_the_ann_build_ends_with_progress_and_flagged_answers(
             gate.wait(60)
 
     monkeypatch.setattr(ann_module.BuildProgress, "update", held)
-    settings = Settings(redis_url=redis_url, default_model="A", preload=True, ann=True,
-                        cache_dir=tmp_path)  # fmt: skip
+    settings = Settings(
+        redis_url=redis_url, default_model="A", preload=True, ann=True, cache_dir=tmp_path
+    )
     try:
         with AppClient(create_app(settings)) as client:
             wait_until(lambda: client.get("/readyz").status_code == 200, what="/readyz")
@@ -115,8 +116,9 @@ def test_one_builder_per_index_across_processes(store, model, tmp_path, monkeypa
     path = manager.path_for(sim)
     holder = subprocess.Popen(
         program("ann_lock_holder", f"{path}.lock", f"{path}.progress.json"),
-        stdout=subprocess.PIPE, text=True,
-    )  # fmt: skip
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert holder.stdout.readline().strip() == "held"
         real = ann_module.AnnIndex.build
@@ -141,8 +143,9 @@ def test_one_builder_per_index_across_processes(store, model, tmp_path, monkeypa
 
 
 def test_the_index_is_mapped_after_a_restart_not_rebuilt(redis_url, model, tmp_path, monkeypatch):
-    settings = Settings(redis_url=redis_url, default_model="A", preload=True, ann=True,
-                        cache_dir=tmp_path)  # fmt: skip
+    settings = Settings(
+        redis_url=redis_url, default_model="A", preload=True, ann=True, cache_dir=tmp_path
+    )
     with AppClient(create_app(settings)) as client:
         wait_for_ann(client, "A")
     builds = []
@@ -183,8 +186,9 @@ def test_load_with_ann_builds_the_index_the_service_then_maps(
     assert set(info["target"]["setting"]) == {"expansion_search"}
 
     builds = _count_builds(monkeypatch)
-    settings = Settings(redis_url=redis_url, default_model="L", preload=True, ann=True,
-                        cache_dir=cache)  # fmt: skip
+    settings = Settings(
+        redis_url=redis_url, default_model="L", preload=True, ann=True, cache_dir=cache
+    )
     with AppClient(create_app(settings)) as client:
         wait_until(lambda: client.get("/readyz").status_code == 200, what="/readyz")
         assert client.get("/models/L").json()["ann"]["state"] == "ready"
@@ -206,8 +210,9 @@ def test_load_with_another_recall_target_is_served_with_the_same_target(
     path = write_w2v(tmp_path / "m.bin", words, rng.standard_normal((2_000, 12)).astype("f4"))
     cache = tmp_path / "cache"
     env = {**os.environ, "VECSERVE_REDIS_URL": redis_url, "VECSERVE_CACHE_DIR": str(cache)}
-    out = run_vecserve("load", str(path), "--key", "R", "--ann", "--ann-recall", "0.99",
-                       env=env).stdout  # fmt: skip
+    out = run_vecserve(
+        "load", str(path), "--key", "R", "--ann", "--ann-recall", "0.99", env=env
+    ).stdout
     assert "target 0.99" in out
     [built] = cache.rglob("ann-*.usearch")
     assert built.name.endswith("-r0.99.usearch")
@@ -215,13 +220,18 @@ def test_load_with_another_recall_target_is_served_with_the_same_target(
     assert info["target"]["recall"] == 0.99 and info["recall_at_10"] >= 0.99
 
     builds = _count_builds(monkeypatch)
-    settings = Settings(redis_url=redis_url, default_model="R", preload=True, ann=True,
-                        ann_recall=0.99, cache_dir=cache)  # fmt: skip
+    settings = Settings(
+        redis_url=redis_url,
+        default_model="R",
+        preload=True,
+        ann=True,
+        ann_recall=0.99,
+        cache_dir=cache,
+    )
     with AppClient(create_app(settings)) as client:
         wait_until(lambda: client.get("/readyz").status_code == 200, what="/readyz")
         ann = wait_for_ann(client, "R")
         assert ann["target"]["recall"] == 0.99
     assert builds == [], "the service rebuilt what vecserve load --ann-recall built"
-    bad = run_vecserve("load", str(path), "--key", "R", "--ann-recall", "1.5", env=env,
-                       check=False)  # fmt: skip
+    bad = run_vecserve("load", str(path), "--key", "R", "--ann-recall", "1.5", env=env, check=False)
     assert bad.returncode != 0 and "--ann-recall" in bad.stderr

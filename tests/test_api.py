@@ -76,9 +76,20 @@ def test_health_ready_docs(client, model):
     assert ready.json()["generation"] == model.generation
     assert client.get("/docs").status_code == 200
     paths = client.get("/openapi.json").json()["paths"]
-    for p in ["/vectors", "/similarity", "/n_similarity", "/most_similar", "/most_similar/batch",
-              "/doesnt_match", "/analogy", "/models", "/models/{name}", "/healthz", "/readyz",
-              "/metrics"]:  # fmt: skip
+    for p in [
+        "/vectors",
+        "/similarity",
+        "/n_similarity",
+        "/most_similar",
+        "/most_similar/batch",
+        "/doesnt_match",
+        "/analogy",
+        "/models",
+        "/models/{name}",
+        "/healthz",
+        "/readyz",
+        "/metrics",
+    ]:
         assert p in paths
 
 
@@ -256,7 +267,7 @@ def test_limits(make_client, model):
         ("get", "/analogy", {"params": {"a": "w1", "b": "w2"}}),
         ("get", "/vectors", {"params": {"words": "w1", "model": "bad name"}}),
     ],
-)  # fmt: skip
+)
 def test_malformed_input_is_422(client, method, url, kwargs):
     body = assert_error(getattr(client, method)(url, **kwargs), 422)
     assert body["detail"]
@@ -269,12 +280,16 @@ def test_malformed_input_is_422(client, method, url, kwargs):
         ("get", "/similarity", {"params": {"w1": "w1", "w2": "nope"}}, "TokenNotFound"),
         ("get", "/most_similar", {"params": {"positive": "nope"}}, "TokenNotFound"),
         ("post", "/most_similar", {"json": {"positive": [100000]}}, "TokenNotFound"),
-        ("post", "/most_similar/batch",
-         {"json": {"queries": [{"positive": ["w1"]}, {"negative": ["nope"]}]}}, "TokenNotFound"),
+        (
+            "post",
+            "/most_similar/batch",
+            {"json": {"queries": [{"positive": ["w1"]}, {"negative": ["nope"]}]}},
+            "TokenNotFound",
+        ),
         ("get", "/doesnt_match", {"params": {"words": "x,y"}}, "TokenNotFound"),
         ("get", "/nowhere", {}, "HTTPError"),
     ],
-)  # fmt: skip
+)
 def test_not_found_is_404(client, method, url, kwargs, error):
     assert_error(getattr(client, method)(url, **kwargs), 404, error)
 
@@ -388,8 +403,12 @@ def test_vector_cache_serves_hot_words_and_hears_writes(make_client, model, stor
     # another client overwrites w1 in place: the cached copy is dropped, never served again
     key = store.vector_keys(model.prefix, ["w1"], model.buckets)[0]
     store.client.set(key, np.arange(16, dtype="<f4").tobytes())
-    wait_until(lambda: client.get("/vectors?words=w1").json()["vectors"][0] == list(range(16)),
-               timeout=5, interval=0.01, what="the new value of w1")  # fmt: skip
+    wait_until(
+        lambda: client.get("/vectors?words=w1").json()["vectors"][0] == list(range(16)),
+        timeout=5,
+        interval=0.01,
+        what="the new value of w1",
+    )
     client.get("/vectors?words=w1")  # its second miss: the new value is cached
     assert client.get("/vectors?words=w1").json()["vectors"][0] == list(range(16))
     assert _series(client.get("/metrics").text, hits) > _series(text, hits)
@@ -494,9 +513,11 @@ def test_store_calls_leave_the_event_loop_after_a_failure():
 
     m = Metrics()
     ctx = AppContext(
-        settings=Settings(), stores=StoreHandle("redis://x"), metrics=m,
+        settings=Settings(),
+        stores=StoreHandle("redis://x"),
+        metrics=m,
         models=ModelCache(ttl=1, metrics=m),
-    )  # fmt: skip
+    )
     main = threading.get_ident()
     where = []
 

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from tests.api_support import AppClient, serving
+from tests.helpers import argv
 from vecserve.api import create_app
 from vecserve.errors import SimilarityServiceError, VecserveError
 from vecserve.keyedvectors import RedisKeyedVectors
@@ -45,8 +46,16 @@ def test_health_is_open_everything_else_needs_a_key(client, caplog):
     caplog.set_level(logging.DEBUG)
     assert client.get("/healthz").status_code == 200
     assert client.get("/readyz").status_code != 401
-    for path in ["/vectors?words=king", "/models", "/models/M", "/metrics", "/openapi.json",
-                 "/most_similar?positive=king", "/docs", "/nowhere"]:  # fmt: skip
+    for path in [
+        "/vectors?words=king",
+        "/models",
+        "/models/M",
+        "/metrics",
+        "/openapi.json",
+        "/most_similar?positive=king",
+        "/docs",
+        "/nowhere",
+    ]:
         r = client.get(path)
         assert r.status_code == 401, path
         assert r.headers["www-authenticate"] == "Bearer"
@@ -110,16 +119,25 @@ def test_redis_keyed_vectors_sends_its_key(
 def test_serve_over_tls_with_keys(redis_url, model, tmp_path):
     cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
     subprocess.run(
-        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
-         "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
-         "-keyout", str(key), "-out", str(cert)],
-        check=True, capture_output=True,
-    )  # fmt: skip
+        argv(
+            "openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=127.0.0.1"
+            " -addext subjectAltName=IP:127.0.0.1 -keyout {} -out {}",
+            key,
+            cert,
+        ),
+        check=True,
+        capture_output=True,
+    )
     keys = tmp_path / "keys.txt"
     keys.write_text("tls-key\n")
-    args = ["--redis-url", redis_url, "--default-model", "M", "--log-level", "info",
-            "--api-keys-file", str(keys),
-            "--ssl-certfile", str(cert), "--ssl-keyfile", str(key)]  # fmt: skip
+    args = argv(
+        "--redis-url {} --default-model M --log-level info --api-keys-file {}"
+        " --ssl-certfile {} --ssl-keyfile {}",
+        redis_url,
+        keys,
+        cert,
+        key,
+    )
     trust = ssl.create_default_context(cafile=str(cert))
     with serving(args, tmp_path, verify=trust) as (base, log):
         assert base.startswith("https://")
@@ -137,7 +155,9 @@ def test_serve_refuses_a_bad_keys_file_in_one_line(tmp_path):
     keys.write_text("\n")
     proc = subprocess.run(
         [sys.executable, "-m", "vecserve.cli", "serve", "--api-keys-file", str(keys)],
-        capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 1 and "Traceback" not in proc.stderr
     assert "holds no key" in proc.stderr

@@ -27,8 +27,13 @@ def model(store):
     rng = np.random.default_rng(5)
     centres = rng.standard_normal((20, DIM))
     vectors = centres[rng.integers(0, 20, N)] + 0.4 * rng.standard_normal((N, DIM))
-    load_arrays([f"w{i}" for i in range(N)], vectors.astype(np.float32), name="M", store=store,
-                progress=False)  # fmt: skip
+    load_arrays(
+        [f"w{i}" for i in range(N)],
+        vectors.astype(np.float32),
+        name="M",
+        store=store,
+        progress=False,
+    )
 
 
 def _slow_batches(monkeypatch) -> list[int]:
@@ -48,8 +53,15 @@ def _slow_batches(monkeypatch) -> list[int]:
 def test_requests_arriving_together_each_get_their_own_answer(
     redis_url, model, tmp_path, monkeypatch, approx
 ):
-    settings = Settings(redis_url=redis_url, default_model="M", preload=True, cache_dir=tmp_path,
-                        ann=approx, coalesce=True, vector_cache=0)  # fmt: skip
+    settings = Settings(
+        redis_url=redis_url,
+        default_model="M",
+        preload=True,
+        cache_dir=tmp_path,
+        ann=approx,
+        coalesce=True,
+        vector_cache=0,
+    )
     flag = "&approx=true" if approx else ""
     paths = [f"/most_similar?positive=w{i}&topn={1 + i % 7}{flag}" for i in range(40)]
     paths += [

@@ -56,8 +56,17 @@ def model(store):
 
 
 def _settings(redis_url, tmp_path, **kw) -> Settings:
-    return Settings(redis_url=redis_url, default_model="M", preload=True, cache_dir=tmp_path,
-                    max_words=8, max_topn=1000, model_ttl=0, vector_cache=0, **kw)  # fmt: skip
+    return Settings(
+        redis_url=redis_url,
+        default_model="M",
+        preload=True,
+        cache_dir=tmp_path,
+        max_words=8,
+        max_topn=1000,
+        model_ttl=0,
+        vector_cache=0,
+        **kw,
+    )
 
 
 @pytest.fixture
@@ -66,8 +75,9 @@ def apps(redis_url, model, tmp_path):
     with the approximate index ready (one build: the second maps the first's file)."""
     settings = _settings(redis_url, tmp_path, ann=True)
     fast, plain = create_app(settings), create_app(settings)
-    plain.router.routes = [r for r in plain.router.routes
-                           if not isinstance(r, MostSimilarFastRoute)]  # fmt: skip
+    plain.router.routes = [
+        r for r in plain.router.routes if not isinstance(r, MostSimilarFastRoute)
+    ]
     assert any(isinstance(r, MostSimilarFastRoute) for r in fast.router.routes)
     with AppClient(fast) as f, AppClient(plain) as p:
         wait_for_ann(f, "M")
@@ -101,8 +111,11 @@ def test_same_metrics_as_the_fastapi_route(apps):
     def counters(client) -> dict[str, float]:
         out = {}
         for line in client.get("/metrics").text.splitlines():
-            if line.startswith("#") or re.match(r"vecserve_(request_duration_seconds|index_"
-                                                r"build|ann_|uptime|process)", line):  # fmt: skip
+            if line.startswith("#") or re.match(
+                r"vecserve_(request_duration_seconds|index_"
+                r"build|ann_|uptime|process)",
+                line,
+            ):
                 continue
             name, value = line.rsplit(" ", 1)
             out[name] = float(value)
@@ -114,8 +127,13 @@ def test_same_metrics_as_the_fastapi_route(apps):
         for query in QUERIES:
             client.get(f"/most_similar?{query}")
         after = counters(client)
-        deltas.append({k: v - before.get(k, 0.0) for k, v in after.items()
-                       if v != before.get(k, 0.0) and "/metrics" not in k})  # fmt: skip
+        deltas.append(
+            {
+                k: v - before.get(k, 0.0)
+                for k, v in after.items()
+                if v != before.get(k, 0.0) and "/metrics" not in k
+            }
+        )
     fast, plain = deltas
     assert fast == plain
     assert fast['vecserve_requests_total{endpoint="/most_similar",method="GET",status="200"}'] > 5

@@ -9,7 +9,7 @@ from click.testing import CliRunner
 
 pytest.importorskip("uvicorn")
 
-from tests.helpers import wait_until
+from tests.helpers import argv, wait_until
 from vecserve.service.serve import FLAGS, env_name, serve
 from vecserve.service.settings import Settings
 
@@ -36,11 +36,12 @@ def test_flags_become_settings(captured, monkeypatch):
     monkeypatch.setenv("VECSERVE_MAX_TOPN", "77")  # the environment still counts
     result = CliRunner().invoke(
         serve,
-        ["--port", "9123", "--workers", "3", "--default-model", "W2V", "--max-words", "50",
-         "--ann", "--ann-recall", "0.9", "--vector-cache", "0",
-         "--redis-url", "redis://example:6379/0"],
+        argv(
+            "--port 9123 --workers 3 --default-model W2V --max-words 50 --ann --ann-recall 0.9"
+            " --vector-cache 0 --redis-url redis://example:6379/0"
+        ),
         catch_exceptions=False,
-    )  # fmt: skip
+    )
     assert result.exit_code == 0, result.output
     (app, kw) = captured[0]
     assert app == "vecserve.api:create_app" and kw["factory"] is True
@@ -82,8 +83,7 @@ def test_two_workers_answer_metrics_for_both(store, redis_url, tmp_path):
     from vecserve.loader import load_arrays
 
     load_arrays(["a", "b"], np.eye(2), name="M", store=store, progress=False)
-    args = ["--workers", "2", "--redis-url", redis_url, "--default-model", "M",
-            "--log-level", "warning"]  # fmt: skip
+    args = argv("--workers 2 --redis-url {} --default-model M --log-level warning", redis_url)
     with serving(args, tmp_path) as (base, _log):
         n = 40
         for _ in range(n):  # a new connection each: the kernel spreads them over the workers

@@ -53,16 +53,22 @@ def test_most_similar_equals_gensim(client_for, fname):
     a, b, c, d = words[1], words[2], words[3], words[len(words) // 2]
     cases = [
         ({"positive": [a]}, dict(positive=[a])),
-        ({"positive": [a, b], "negative": [c], "topn": 5},
-         dict(positive=[a, b], negative=[c], topn=5)),
+        (
+            {"positive": [a, b], "negative": [c], "topn": 5},
+            dict(positive=[a, b], negative=[c], topn=5),
+        ),
         ({"positive": [d], "restrict_vocab": 20}, dict(positive=[d], restrict_vocab=20)),
-        ({"positive": [[a, 2.0], 3], "negative": [[c, 0.5]]},
-         dict(positive=[(a, 2.0), 3], negative=[(c, 0.5)])),
+        (
+            {"positive": [[a, 2.0], 3], "negative": [[c, 0.5]]},
+            dict(positive=[(a, 2.0), 3], negative=[(c, 0.5)]),
+        ),
         ({"positive": [_vec(kv[b])], "topn": 4}, dict(positive=[kv[b]], topn=4)),
-        ({"positive": [_vec(kv[b].astype(np.float64) * 3)]},
-         dict(positive=[kv[b].astype(np.float64) * 3])),
+        (
+            {"positive": [_vec(kv[b].astype(np.float64) * 3)]},
+            dict(positive=[kv[b].astype(np.float64) * 3]),
+        ),
         ({"positive": a, "topn": 0}, dict(positive=a, topn=0)),
-    ]  # fmt: skip
+    ]
     for body, kwargs in cases:
         got = client.post("/most_similar", json=body)
         assert got.status_code == 200, (body, got.text)

@@ -105,8 +105,9 @@ def test_no_module_imports_a_higher_layer():
             if theirs is None or theirs == mine or mine.startswith(theirs + "."):
                 continue
             if LAYERS[theirs] >= LAYERS[mine]:
-                bad.append(f"{module} (layer {LAYERS[mine]}) imports {target} "
-                           f"(layer {LAYERS[theirs]})")  # fmt: skip
+                bad.append(
+                    f"{module} (layer {LAYERS[mine]}) imports {target} (layer {LAYERS[theirs]})"
+                )
     assert bad == []
 
 
@@ -115,7 +116,8 @@ def _top() -> set[str]:
 
 
 def _doctest_modules() -> list[str]:
-    return sorted(f"vecserve.{m}" if m else "vecserve" for m in _modules())
+    # the suite's shared helpers too: their examples are how a test author learns them
+    return [*sorted(f"vecserve.{m}" if m else "vecserve" for m in _modules()), "tests.helpers"]
 
 
 @pytest.mark.parametrize("name", _doctest_modules())
@@ -140,3 +142,16 @@ def test_only_config_and_the_service_settings_read_vecserve_variables():
             continue
         for n, line in enumerate(path.read_text().splitlines(), start=1):
             assert not read.search(line), f"vecserve/{module}:{n} reads VECSERVE_*: {line.strip()}"
+
+
+def test_programs_the_tests_run_are_files():
+    """A Python program a test runs in another process (or on MPI ranks) is a file of
+    ``tests/programs/`` or ``tests/mpi/``: linted and formatted, its tracebacks naming
+    lines. Never a string handed to ``python -c``."""
+    inline = re.compile(r"""executable\)?\s*,\s*["']-c["']""")
+    found = [
+        str(path.relative_to(ROOT))
+        for path in sorted((ROOT / "tests").rglob("*.py"))
+        if inline.search(path.read_text(encoding="utf-8"))
+    ]
+    assert found == []

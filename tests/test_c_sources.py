@@ -29,8 +29,17 @@ def test_header_compiles_without_warnings(header, simd, tmp_path):
         pytest.skip("no C compiler here")
     src = tmp_path / "use.c"
     src.write_text(f'#include "{header.name}"\n')
-    cmd = [cc, "-std=c99", "-O2", *WARNINGS, "-Wno-unused-function", "-fsyntax-only",
-           f"-I{header.parent}", *([] if simd else ["-DVS_NO_SIMD"]), str(src)]  # fmt: skip
+    cmd = [
+        cc,
+        "-std=c99",
+        "-O2",
+        *WARNINGS,
+        "-Wno-unused-function",
+        "-fsyntax-only",
+        f"-I{header.parent}",
+        *([] if simd else ["-DVS_NO_SIMD"]),
+        str(src),
+    ]
     got = subprocess.run(cmd, capture_output=True, text=True)
     assert got.returncode == 0, got.stderr
 
@@ -40,6 +49,7 @@ def test_header_is_formatted(header):
     fmt = shutil.which("clang-format")
     if fmt is None:
         pytest.skip("clang-format is not installed (pip install -e '.[test]' brings it)")
-    got = subprocess.run([fmt, "--dry-run", "--Werror", str(header)], capture_output=True,
-                         text=True, cwd=ROOT)  # fmt: skip
+    got = subprocess.run(
+        [fmt, "--dry-run", "--Werror", str(header)], capture_output=True, text=True, cwd=ROOT
+    )
     assert got.returncode == 0, got.stderr

@@ -43,8 +43,13 @@ def exec_form(args: str) -> list[str]:
 def extras_in(text: str) -> set[str]:
     import re
 
-    return {e.strip() for m in re.findall(r"vecserve\[([^\]]+)\]|\.\[([^\]]+)\]", text)
-            for group in m if group for e in group.split(",")}  # fmt: skip
+    return {
+        e.strip()
+        for m in re.findall(r"vecserve\[([^\]]+)\]|\.\[([^\]]+)\]", text)
+        for group in m
+        if group
+        for e in group.split(",")
+    }
 
 
 def pyproject_extras() -> set[str]:

@@ -32,6 +32,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tests.helpers import argv, wait_until
+
 ROOT = Path(__file__).resolve().parents[1]
 RUN = f"vecserve-test-{os.getpid()}"
 MODEL = "LEE"
@@ -167,15 +169,16 @@ def test_wheel_from_sdist_installs_and_runs_the_demo_without_a_compiler(images, 
         "/tmp/fresh/bin/pip install -q --no-index --find-links /wheels vecserve && "
         "/tmp/fresh/bin/vecserve demo"
     )
-    out = docker(
-        "run", "--rm", "--network", "none", "-v", f"{tmp_path / 'wheels'}:/wheels:ro",
-        images["app"], "sh", "-c", script,
-    )  # fmt: skip
+    wheels = f"{tmp_path / 'wheels'}:/wheels:ro"
+    out = docker(*argv("run --rm --network none -v {} {} sh -c {}", wheels, images["app"], script))
     assert "identical to gensim: True" in out, out
     assert "same as gensim: True" in out, out
 
 
 def free_port() -> int:
+    """A port free right now, for a container on host networking: valkey and uvicorn in a
+    container are given a number (their port cannot be read back from here); one taken
+    meanwhile makes that container fail to start, and the test with it."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
@@ -202,14 +205,20 @@ class Stack:
         }
 
     def compose(self, *args: str, timeout: float = 300) -> str:
-        argv = [*compose_command(), "-f", "docker-compose.yml", "-f", "docker/compose.host.yml"]
+        files = argv("-f docker-compose.yml -f docker/compose.host.yml")
         out = subprocess.run(
-            [*argv, *args], cwd=ROOT, env=self.env, capture_output=True, text=True,
-            timeout=timeout, check=False,
-        )  # fmt: skip
+            [*compose_command(), *files, *args],
+            cwd=ROOT,
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
         if out.returncode != 0:
-            raise AssertionError(f"compose {' '.join(args)}: exit {out.returncode}\n"
-                                 f"{out.stdout}\n{out.stderr}")  # fmt: skip
+            raise AssertionError(
+                f"compose {' '.join(args)}: exit {out.returncode}\n{out.stdout}\n{out.stderr}"
+            )
         return out.stdout + out.stderr
 
     def get(self, path: str, timeout: float = 10) -> dict:
@@ -219,16 +228,19 @@ class Stack:
 
     def wait_healthy(self, deadline_s: float = 120) -> None:
         """The API answers /healthz and Docker's own HEALTHCHECK says healthy."""
-        end = time.monotonic() + deadline_s
-        while True:
+        seen = []
+
+        def healthy() -> bool:
             cid = self.compose("ps", "-q", "api").strip()
-            status = docker("inspect", "--format", "{{.State.Health.Status}}", cid).strip()
-            if status == "healthy":
-                return
-            if time.monotonic() > end:
-                logs = self.compose("logs", "--tail", "30", "api")
-                raise AssertionError(f"the api container is {status}:\n{logs}")
-            time.sleep(2)
+            seen.append(docker("inspect", "--format", "{{.State.Health.Status}}", cid).strip())
+            return seen[-1] == "healthy"
+
+        def why() -> str:
+            return f"the api container to be healthy (it is {seen[-1]}):\n" + self.compose(
+                "logs", "--tail", "30", "api"
+            )
+
+        wait_until(healthy, timeout=deadline_s, interval=2, what=why)
 
     def redis_cli(self, *args: str) -> str:
         return self.compose("exec", "-T", "redis", "valkey-cli", "-p", str(self.redis_port), *args)
@@ -288,8 +300,17 @@ def test_compose_stack_loads_serves_and_keeps_the_model(images, tmp_path):
         np.testing.assert_array_equal(np.asarray(again["vectors"], dtype=np.float32), kv[words])
     finally:
         subprocess.run(
-            [*compose_command(), "-f", "docker-compose.yml", "-f", "docker/compose.host.yml",
-             "--profile", "load", "down", "--volumes", "--remove-orphans"],
-            cwd=ROOT, env=stack.env, capture_output=True, check=False, timeout=300,
-        )  # fmt: skip
+            [
+                *compose_command(),
+                *argv(
+                    "-f docker-compose.yml -f docker/compose.host.yml"
+                    " --profile load down --volumes --remove-orphans"
+                ),
+            ],
+            cwd=ROOT,
+            env=stack.env,
+            capture_output=True,
+            check=False,
+            timeout=300,
+        )
     assert not docker("volume", "ls", "-q", "--filter", f"name={stack.project}").strip()

@@ -1,6 +1,7 @@
 """The embedded server: started by the first command, kept up, shared, durable, restarted
 after a crash, stopped on request -- with the real ``vecserve`` command."""
 
+import contextlib
 import json
 import os
 import subprocess
@@ -10,7 +11,7 @@ import pytest
 import redis
 
 from tests.api_support import run_vecserve
-from tests.helpers import program, wait_until
+from tests.helpers import program, start_valkey, wait_until
 from vecserve.embedded import (
     EmbeddedServer,
     ValkeyProcess,
@@ -92,10 +93,15 @@ def test_two_commands_at_once_start_one_server(data_dir):
     env = {k: v for k, v in os.environ.items() if k != "VECSERVE_REDIS_URL"}
     env["VECSERVE_DATA_DIR"] = str(data_dir)
     procs = [
-        subprocess.Popen([sys.executable, "-m", "vecserve.cli", "models"], env=env,
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        subprocess.Popen(
+            [sys.executable, "-m", "vecserve.cli", "models"],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         for _ in range(3)
-    ]  # fmt: skip
+    ]
     for p in procs:
         _, err = p.communicate(timeout=120)
         assert p.returncode == 0, err
@@ -116,9 +122,11 @@ def test_two_commands_at_once_start_one_server(data_dir):
 def test_server_survives_the_holders_ctrl_c(data_dir):
     """The server runs in its own session: a SIGINT to the client's group spares it."""
     proc = subprocess.run(
-        program("embedded_ctrl_c", data_dir), capture_output=True, text=True,
+        program("embedded_ctrl_c", data_dir),
+        capture_output=True,
+        text=True,
         start_new_session=True,
-    )  # fmt: skip
+    )
     assert "up" in proc.stdout
     with embedded_server(data_dir) as url:
         assert redis.Redis.from_url(url).ping()
@@ -167,10 +175,15 @@ def test_serve_and_commands_share_one_server(data_dir, tmp_path, monkeypatch):
         pid = status(data_dir)["pid"]
         env = {**os.environ, "VECSERVE_DATA_DIR": str(data_dir)}
         loads = [
-            subprocess.Popen([sys.executable, "-m", "vecserve.cli", "load", str(f), "--key", n],
-                             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            subprocess.Popen(
+                [sys.executable, "-m", "vecserve.cli", "load", str(f), "--key", n],
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
             for n, f in files
-        ]  # fmt: skip
+        ]
         for p in loads:
             _, err = p.communicate(timeout=120)
             assert p.returncode == 0, err
@@ -180,3 +193,33 @@ def test_serve_and_commands_share_one_server(data_dir, tmp_path, monkeypatch):
         assert got["vectors"] == [[4.0, 5.0, 6.0]]
         assert status(data_dir)["pid"] == pid, "the server was not restarted by anyone"
     assert status(data_dir)["models"] == ["A", "B"], "the service's exit left the server up"
+
+
+@pytest.mark.parametrize("holder", ["silent", "valkey"])
+def test_a_tcp_test_server_moves_off_a_port_someone_took(tmp_path, monkeypatch, holder):
+    """``start_valkey`` (replicas, cluster nodes: valkey cannot bind port 0) picks a port
+    free a moment ago; when another process holds it by then (a listener that never
+    answers, or another valkey-server), the server starts again on another port."""
+    import socket
+
+    import vecserve.embedded as embedded
+
+    real = embedded.free_port
+    with contextlib.ExitStack() as stack:
+        if holder == "silent":
+            other = stack.enter_context(socket.socket())
+            other.bind(("127.0.0.1", 0))
+            other.listen()
+            taken = other.getsockname()[1]
+        else:
+            first = stack.enter_context(ValkeyProcess(tmp_path / "other", port=real()))
+            taken = first.port
+        offered = [taken]
+        monkeypatch.setattr(embedded, "free_port", lambda: offered.pop() if offered else real())
+        node = start_valkey(tmp_path / "node")
+        try:
+            assert node.port != taken and node.data_dir.name == "node-1"
+            with redis.Redis(port=node.port) as r:
+                assert r.info("server")["process_id"] == node.process.pid
+        finally:
+            node.stop()

@@ -281,7 +281,8 @@ def test_the_page_asks_for_the_api_key_once(open_page, service, shots):
     page.screenshot(path=shots / "08-key-prompt.png", full_page=True)
     page.locator("#api-key").fill("wrong")
     page.locator("#api-key").press("Enter")
-    page.wait_for_function("document.querySelector('#key-message').textContent.includes('refused')")
+    # A locator waits without evaluating a string in the page, which its CSP forbids.
+    page.locator("#key-message", has_text="refused").wait_for()
     page.locator("#api-key").fill(KEY)
     page.locator("#api-key").press("Enter")
     got = neighbours_on_page(page)
@@ -297,8 +298,9 @@ def test_approximate_neighbours_show_the_measured_recall(open_page, service, sho
     api(service, "/most_similar", positive="cat", approx="true", model="EX")  # builds the index
     ann = wait_until(
         lambda: (a := api(service, "/models/EX")["ann"])["state"] == "ready" and a,
-        interval=0.2, what="the ANN index of EX",
-    )  # fmt: skip
+        interval=0.2,
+        what="the ANN index of EX",
+    )
     recall = f"{ann['recall_at_10']:.3f}"
     page = open_page("?word=cat&approx=1")
     got = neighbours_on_page(page)

@@ -11,13 +11,13 @@ import pytest
 import redis
 
 from tests.api_support import AppClient
-from tests.helpers import wait_until
+from tests.helpers import argv, wait_until
 from vecserve.errors import StoreUnavailable
 from vecserve.keyedvectors import RedisKeyedVectors
 from vecserve.loader import load_arrays
 from vecserve.store import Store
 
-from .helpers import start_cluster
+from .helpers import cluster_client, start_cluster
 
 pytestmark = pytest.mark.cluster
 
@@ -168,7 +168,7 @@ def test_reads_and_the_cache_carry_on_while_a_slot_moves(replicated):
     vectors = np.random.default_rng(2).standard_normal((len(WORDS), 8)).astype(np.float32)
     load_arrays(WORDS, vectors, name="S", redis_url=url)
     kv = RedisKeyedVectors("S", redis_url=url, cache=1000)
-    r = redis.RedisCluster.from_url(url)
+    r = cluster_client(url)
     try:
         assert kv._get_cache().wait_ready(10)
         key = next(k for k in r.scan_iter(match="S:*", count=1000) if b"{" in k)
@@ -226,16 +226,21 @@ def _load_through_a_failover(replicated, tmp_path, name: str, *extra: str):
     vectors = np.random.default_rng(len(name)).standard_normal((n, 16)).astype(np.float32)
     path = write_w2v(tmp_path / "m.bin", words, vectors)
     env = {**os.environ, "VECSERVE_REDIS_URL": url}
-    cmd = [sys.executable, "-m", "vecserve.cli", "load", str(path), "--key", name,
-           "--batch-size", "500", *extra]  # fmt: skip
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        with redis.RedisCluster.from_url(url) as r:
-            _until(lambda: r.hget("vecserve:loads", name), 30, "the load to start")
-        _kill_a_primary(replicated)
-        out, err = proc.communicate(timeout=120)
-    finally:
-        proc.kill()
+    cmd = [
+        *argv("{} -m vecserve.cli load {} --key {} --batch-size 500", sys.executable, path, name),
+        *extra,
+    ]
+    # `with`: its pipes are closed even when the test fails here
+    with subprocess.Popen(
+        cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    ) as proc:
+        try:
+            with cluster_client(url) as r:  # a new process starts slowly on a busy machine
+                _until(lambda: r.hget("vecserve:loads", name), 60, "the load to start")
+            _kill_a_primary(replicated)
+            out, err = proc.communicate(timeout=120)
+        finally:
+            proc.kill()
     return cmd, env, proc, out, err, words, vectors
 
 
@@ -263,15 +268,16 @@ def test_a_load_interrupted_by_a_failover_resumes(replicated, tmp_path):
     assert "Traceback" not in err
     if proc.returncode:
         assert len(err.strip().splitlines()) == 1 and "--resume" in err, err
-        with redis.RedisCluster.from_url(url) as r:
+        with cluster_client(url) as r:
             assert r.hget("vecserve:models", "MID") is None  # nothing visible
         resumed, attempts = None, 0
         while resumed is None or resumed.returncode:  # until the cluster settles
             attempts += 1
             assert attempts < 40, resumed.stderr
             time.sleep(0.25)
-            resumed = subprocess.run([*cmd, "--resume"], env=env, capture_output=True,
-                                     text=True, timeout=120)  # fmt: skip
+            resumed = subprocess.run(
+                [*cmd, "--resume"], env=env, capture_output=True, text=True, timeout=120
+            )
         assert "Traceback" not in resumed.stderr
     _assert_model(url, "MID", words, vectors)
 

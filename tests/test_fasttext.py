@@ -46,9 +46,22 @@ FILES = [
 #: The words' encoding where it is not UTF-8 (as gensim's ``encoding=`` takes it).
 ENCODING = {"cp852_fasttext.bin": "cp852"}
 OOV = [
-    "raskolnikovish", "steamtrain", "x", "", "é", "naïveté", "Раскольниковщина", "日本語テキスト",
-    "don't", "rock'n'roll", "o'clock", "a" * 300, "ß" * 80 + "日本", "😀emoji", "<tag>",
-]  # fmt: skip
+    "raskolnikovish",
+    "steamtrain",
+    "x",
+    "",
+    "é",
+    "naïveté",
+    "Раскольниковщина",
+    "日本語テキスト",
+    "don't",
+    "rock'n'roll",
+    "o'clock",
+    "a" * 300,
+    "ß" * 80 + "日本",
+    "😀emoji",
+    "<tag>",
+]
 TOL = {"f32": 1e-6, "f16": 2e-3}
 
 
@@ -144,10 +157,12 @@ def _damaged(raw: bytes):
     for cut in (0, 3, 8, 40, 63, 70, 92, 95, 200, m - 3, m, m + 5, m + 17, m + 100, len(raw) - 1):
         yield f"truncated at {cut}", raw[:cut]
     yield "trailing bytes", raw + b"\0\0\0\0"
+    # the header's fields: byte offset, a value it refuses, the field's name
     for off, value, what in [
-        (4, 99, "version"), (8, 0, "dim"), (8, 1 << 20, "dim"), (36, 7, "model"),
-        (40, -1, "bucket"), (40, 1 << 30, "bucket"), (44, 9, "minn"), (64, 10**6, "size"),
-        (68, 3, "nwords"), (72, 2, "nlabels")
+        (4, 99, "version"),   (8, 0, "dim"),            (8, 1 << 20, "dim"),
+        (36, 7, "model"),     (40, -1, "bucket"),       (40, 1 << 30, "bucket"),
+        (44, 9, "minn"),      (64, 10**6, "size"),      (68, 3, "nwords"),
+        (72, 2, "nlabels"),
     ]:  # fmt: skip
         bad = bytearray(raw)
         struct.pack_into("<i", bad, off, value)
@@ -192,8 +207,10 @@ def test_old_layout_damage_is_named(tmp_path):
     raw = Path(gensim_data("lee_fasttext.bin")).read_bytes()
     cuts = [(f"truncated at {c}", raw[:c]) for c in (20, 56, 60, 76, 500, len(raw) - 1)]
     fields = []
-    for off, value, what in [(0, 1 << 20, "dim"), (28, 7, "model"), (32, -1, "bucket"),
-                             (36, 9, "minn"), (56, 10**6, "size"), (60, 3, "nwords")]:  # fmt: skip
+    for off, value, what in [
+        (0, 1 << 20, "dim"),  (28, 7, "model"),     (32, -1, "bucket"),
+        (36, 9, "minn"),      (56, 10**6, "size"),  (60, 3, "nwords"),
+    ]:  # fmt: skip
         bad = bytearray(raw)
         struct.pack_into("<i", bad, off, value)
         fields.append((f"{what} = {value}", bytes(bad)))
@@ -343,8 +360,9 @@ def test_vocabulary_hashes_follow_a_reused_prefix(store, monkeypatch):
     a name takes the first one's prefix back, with another vocabulary, and a reader that
     served the first reads the third's hashes (one MGET, only the missing words' n-grams,
     no second round trip for words the first vocabulary had)."""
-    first = load_file(gensim_data("crime-and-punishment.bin"), name="FT", store=store,
-                      progress=False)  # fmt: skip
+    first = load_file(
+        gensim_data("crime-and-punishment.bin"), name="FT", store=store, progress=False
+    )
     rkv = RedisKeyedVectors("FT", store=store)
     rkv[["the", "raskolnikovish"]]
     path = gensim_data("lee_fasttext_new.bin")
@@ -421,8 +439,9 @@ def test_buckets_are_read_only_for_missing_words(store):
     """Generations without vocabulary hashes (loaded before they existed): one script
     reads every word and only the missing words' buckets; the MGET fallback (servers
     without EVAL_RO) reads them all; all three ways give the same vectors."""
-    info = load_file(gensim_data("crime-and-punishment.bin"), name="FT", store=store,
-                     progress=False)  # fmt: skip
+    info = load_file(
+        gensim_data("crime-and-punishment.bin"), name="FT", store=store, progress=False
+    )
     words = ["the", "raskolnikovish", "of", "日本語"]
     _, via_hashes, _ = store.read_rows_subwords(info, words)
     store.client.delete("vecserve:vocabh:FT")  # as a model loaded by an older vecserve
@@ -495,9 +514,10 @@ def test_reload_and_delete_remove_ngram_keys(store):
 def test_cli_load_and_models_info(store, redis_url):
     runner = CliRunner()
     res = runner.invoke(
-        cli, ["load", gensim_data("toy-model.bin"), "--key", "FT", "--redis-url", redis_url],
+        cli,
+        ["load", gensim_data("toy-model.bin"), "--key", "FT", "--redis-url", redis_url],
         catch_exceptions=False,
-    )  # fmt: skip
+    )
     assert res.exit_code == 0, res.output
     res = runner.invoke(cli, ["models", "info", "FT", "--redis-url", redis_url])
     assert res.exit_code == 0, res.output
@@ -774,8 +794,10 @@ def test_service_caches_built_vectors_and_still_names_them(redis_url, store, tmp
         first = client.get("/vectors", params={"words": "of,raskolnikovish"}).json()
         wait_until(  # the cache's tracking connection is up
             lambda: (client.get("/models/FT").json()["vector_cache"] or {}).get("ready"),
-            timeout=5, interval=0.01, what="the vector cache",
-        )  # fmt: skip
+            timeout=5,
+            interval=0.01,
+            what="the vector cache",
+        )
         for _ in range(2):  # a word is admitted on its second miss
             client.get("/vectors", params={"words": "of,raskolnikovish"})
         before = client.get("/metrics").text

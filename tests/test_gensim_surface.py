@@ -22,11 +22,22 @@ from .helpers import gensim_data
 # Mutators, file I/O and building a model: a model served from Redis is read-only
 # (written by `vecserve load`), so these are deliberately absent.
 WRITES = {
-    "add_lifecycle_event", "add_vector", "add_vectors", "allocate_vecattrs", "fill_norms",
-    "init_sims", "intersect_word2vec_format", "load", "load_word2vec_format",
-    "resize_vectors", "save", "save_word2vec_format", "set_vecattr",
-    "sort_by_descending_frequency", "unit_normalize_all",
-}  # fmt: skip
+    "add_lifecycle_event",
+    "add_vector",
+    "add_vectors",
+    "allocate_vecattrs",
+    "fill_norms",
+    "init_sims",
+    "intersect_word2vec_format",
+    "load",
+    "load_word2vec_format",
+    "resize_vectors",
+    "save",
+    "save_word2vec_format",
+    "set_vecattr",
+    "sort_by_descending_frequency",
+    "unit_normalize_all",
+}
 # Names gensim 4 removed: reading them raises AttributeError there, and here too.
 REMOVED = {"index2entity", "index2word", "vectors_norm", "vocab"}
 

@@ -19,9 +19,9 @@ import numpy as np
 import pytest
 import redis
 
-from tests.helpers import wait_until
+from tests.helpers import argv, start_valkey, wait_until
 from vecserve.acl import setuser_line
-from vecserve.embedded import ValkeyProcess, free_port
+from vecserve.embedded import ValkeyProcess
 from vecserve.errors import (
     AuthenticationFailed,
     LoadIncomplete,
@@ -52,7 +52,7 @@ def valkey(tmp_path):
 
     def start(name: str = "v", **config) -> ValkeyProcess:
         conf = {k.replace("_", "-"): str(v) for k, v in config.items()}
-        p = ValkeyProcess(tmp_path / name, port=free_port(), config=conf).start()
+        p = start_valkey(tmp_path / name, conf)  # TCP: some tests replicate
         started.append(p)
         return p
 
@@ -142,9 +142,14 @@ def store_info(store: Store, state):
     from vecserve.store.layout import ModelInfo
 
     return ModelInfo(
-        name=state.name, dim=state.dim, codec=state.codec, count=state.written,
-        generation=state.generation, prefix=state.prefix, buckets=state.buckets,
-    )  # fmt: skip
+        name=state.name,
+        dim=state.dim,
+        codec=state.codec,
+        count=state.written,
+        generation=state.generation,
+        prefix=state.prefix,
+        buckets=state.buckets,
+    )
 
 
 def test_a_refused_write_raises_our_error_from_the_raw_writer(valkey):
@@ -332,8 +337,7 @@ def test_train_takes_the_flag_its_refusal_names(valkey, tmp_path):
     p = valkey(maxmemory_policy="allkeys-lru")
     corpus = tmp_path / "c.txt"
     corpus.write_text("the cat sat on the mat\nthe dog sat on the log\n" * 20)
-    train = ["train", str(corpus), "--key", "T", "--min-count", "1", "--vector-size", "8",
-             "--epochs", "1", "--workers", "1"]  # fmt: skip
+    train = argv("train {} --key T --min-count 1 --vector-size 8 --epochs 1 --workers 1", corpus)
     line = error_line(cli(p.url, *train))
     assert "maxmemory-policy allkeys-lru" in line and "--allow-eviction" in line
     proc = cli(p.url, *train, "--allow-eviction")
@@ -476,8 +480,11 @@ def test_a_server_still_loading_is_one_line(valkey, tmp_path):
     redis.Redis(port=p.port).mset({f"k{i}": "v" * 100 for i in range(5000)})
     redis.Redis(port=p.port).save()
     p.stop()
-    slow = ValkeyProcess(p.data_dir, port=p.port, config={
-        "key-load-delay": "2000", "loading-process-events-interval-bytes": "1024"})  # fmt: skip
+    slow = ValkeyProcess(
+        p.data_dir,
+        port=p.port,
+        config={"key-load-delay": "2000", "loading-process-events-interval-bytes": "1024"},
+    )
     starting = threading.Thread(target=slow.start, kwargs={"timeout": 60})
     starting.start()
     try:
@@ -503,8 +510,10 @@ def test_a_server_still_loading_is_one_line(valkey, tmp_path):
 
 def test_a_busy_server_is_one_line(valkey):
     p = valkey(busy_reply_threshold=100)
-    script = ("local s = tonumber(redis.call('TIME')[1]) "
-              "while tonumber(redis.call('TIME')[1]) < s + 4 do end return 1")  # fmt: skip
+    script = (
+        "local s = tonumber(redis.call('TIME')[1]) "
+        "while tonumber(redis.call('TIME')[1]) < s + 4 do end return 1"
+    )
     outcome = []
     slow = redis.Redis(port=p.port, socket_timeout=30)  # no retry while the script runs
     runner = threading.Thread(target=lambda: outcome.append(slow.eval(script, 0)))
@@ -557,10 +566,17 @@ def test_the_suite_never_touches_the_users_server(valkey):
     env = {**os.environ, "VECSERVE_REDIS_URL": p.url}
     env.pop("VECSERVE_TEST_REDIS_URL", None)
     proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-         "tests/test_store.py", "-k", "vocab or delete"],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+        argv(
+            "{} -m pytest -q -p no:cacheprovider tests/test_store.py -k {}",
+            sys.executable,
+            "vocab or delete",
+        ),
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stdout[-2000:]
     assert " passed" in proc.stdout
     assert r.get("precious") == b"data" and r.dbsize() == 1

@@ -137,9 +137,15 @@ def test_a_query_in_no_group_gets_nothing():
 def test_bad_groups_are_refused_in_one_line(lo, hi, qptr, qidx, message):
     rows = np.ones((4, 2), dtype=np.float32)
     with pytest.raises(ValueError, match=message):
-        _ivfscan.top_rows_grouped(rows, np.array(lo, np.int64), np.array(hi, np.int64),
-                                  np.array(qptr, np.int64), np.array(qidx, np.int32),
-                                  np.ones((2, 2), np.float32), 2)  # fmt: skip
+        _ivfscan.top_rows_grouped(
+            rows,
+            np.array(lo, np.int64),
+            np.array(hi, np.int64),
+            np.array(qptr, np.int64),
+            np.array(qidx, np.int32),
+            np.ones((2, 2), np.float32),
+            2,
+        )
 
 
 def _index(rng, nlist, dim, dtype, sizes=None):
@@ -169,8 +175,9 @@ def test_a_batch_search_gives_each_query_its_search_alone_to_the_bit(path, dtype
         assert np.all(near[5] == -1) and np.all(found[5] == -1)
         np.testing.assert_array_equal(found[7], found[2])
         for i in range(11):  # a batch of one
-            one = _ivfscan.search_batch(packed, nlist, rows, offsets, ids, queries[i : i + 1],
-                                        nprobe, k)  # fmt: skip
+            one = _ivfscan.search_batch(
+                packed, nlist, rows, offsets, ids, queries[i : i + 1], nprobe, k
+            )
             np.testing.assert_array_equal(one[0][0], found[i])
             np.testing.assert_array_equal(one[1][0], near[i])
         # against NumPy: the lists of the best centroid scores, the best rows of those lists
@@ -178,8 +185,9 @@ def test_a_batch_search_gives_each_query_its_search_alone_to_the_bit(path, dtype
         order = np.argsort(-(centroids.astype(np.float64) @ q), kind="stable")
         assert set(near[0]) == set(order[:nprobe]) or dim == 1  # 1-d: ties everywhere
         spans = [(offsets[lst], offsets[lst + 1]) for lst in near[0]]
-        want = top_rows(rows, *(np.array(x, np.int64) for x in zip(*spans, strict=True)),
-                        queries[0], k)[0]  # fmt: skip
+        want = top_rows(
+            rows, *(np.array(x, np.int64) for x in zip(*spans, strict=True)), queries[0], k
+        )[0]
         np.testing.assert_array_equal(found[0, : len(want)], ids[want])
         assert np.all(found[0, len(want) :] == -1)
 
@@ -190,8 +198,9 @@ def test_a_batch_search_breaks_ties_to_the_lower_list_and_the_earlier_row():
     offsets = np.arange(0, 21, 2, dtype=np.int64)
     ids = np.arange(20, dtype=np.int64)[::-1].copy()
     q = np.ones((5, 4), dtype=np.float32)
-    found, near = _ivfscan.search_batch(_ivfscan.pack_centroids(centroids), 10, rows, offsets,
-                                        ids, q, 3, 4)  # fmt: skip
+    found, near = _ivfscan.search_batch(
+        _ivfscan.pack_centroids(centroids), 10, rows, offsets, ids, q, 3, 4
+    )
     assert near.tolist() == [[0, 1, 2]] * 5
     assert found.tolist() == [[19, 18, 17, 16]] * 5  # stored rows 0-3
 

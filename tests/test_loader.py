@@ -8,10 +8,9 @@ import logging
 
 import numpy as np
 import pytest
-import redis
 from gensim.models import KeyedVectors
 
-from tests.helpers import gensim_data, write_w2v
+from tests.helpers import cluster_client, gensim_data, write_w2v
 from vecserve.embedded import NO_RETRY, ValkeyProcess
 from vecserve.errors import (
     CorruptVectorFile,
@@ -246,7 +245,7 @@ def test_load_into_a_cluster(cluster_store, small_bin):
     assert info.buckets > 0
     _, got, matrix = read_back(cluster_store, "CL")
     assert got == tokens and np.array_equal(matrix, vectors)
-    direct = redis.RedisCluster.from_url(cluster_store.url)
+    direct = cluster_client(cluster_store.url)
     try:
         key = Store.vector_keys(info.prefix, ["café"], info.buckets)[0]
         assert direct.get(key) == vectors[497].astype("<f4").tobytes()

@@ -119,8 +119,11 @@ def test_a_sigkilled_holder_frees_its_generation_after_the_lease(store, redis_ur
             assert states(store) == {2: "live", 1: "pinned"}
             os.kill(holder.pid, signal.SIGKILL)
             holder.wait()
-            wait_until(lambda: states(store) == {2: "live", 1: "retired"}, timeout=5,
-                       what="the dead holder's pin to expire")  # fmt: skip
+            wait_until(
+                lambda: states(store) == {2: "live", 1: "retired"},
+                timeout=5,
+                what="the dead holder's pin to expire",
+            )
             env = {**os.environ, "VECSERVE_REDIS_URL": redis_url}
             out = run_vecserve("models", "history", "M", env=env)
             assert "deleted generation 1: no pin holds it any more" in out.stderr

@@ -144,11 +144,14 @@ def same(a, b) -> bool:
 
 
 FIRST_PASSES = [
-    pytest.param(("int8", True), id="int8-vnni",
-                 marks=pytest.mark.skipif(not VNNI, reason="no AVX-512 VNNI here")),
+    pytest.param(
+        ("int8", True),
+        id="int8-vnni",
+        marks=pytest.mark.skipif(not VNNI, reason="no AVX-512 VNNI here"),
+    ),
     pytest.param(("int8", False), id="int8-portable"),
     pytest.param(("float32", False), id="float32"),
-]  # fmt: skip
+]
 
 
 @pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")  # 0/0, as gensim

@@ -6,13 +6,12 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
-import textwrap
 
 import numpy as np
 import pytest
 from gensim.models import KeyedVectors
 
+from tests.helpers import program
 from vecserve.errors import SnapshotDamaged
 from vecserve.loader import load_arrays
 from vecserve.search import i8rows
@@ -58,32 +57,13 @@ def int8_index(path) -> SimilarityIndex:
     return ix
 
 
-# Opens the snapshot, answers a batch through the int8 pass, says whether it packed.
-CHILD = textwrap.dedent(
-    """
-    import json, sys
-    from vecserve.search import i8rows
-    from vecserve.search.snapshot import SimilarityIndex
-    packed = []
-    write = i8rows.write
-    i8rows.write = lambda *a, **k: (packed.append(1), write(*a, **k))
-    ix = SimilarityIndex.open(sys.argv[1])
-    ix.exact.first_pass = "int8"
-    asked = json.loads(sys.argv[2])
-    got = ix.most_similar_batch([{"positive": [w], "topn": 10} for w in asked])
-    assert ix.exact._i8 is not None and not ix.exact._i8.codes.flags.writeable
-    print(json.dumps({"packed": len(packed), "answers": [[list(p) for p in g] for g in got]}))
-    """
-)
-
-
 def test_two_processes_one_packs_the_other_maps_and_both_answer_as_gensim(snapshot):
     path, words, x = snapshot
     asked = words[:40:3]
     env = {**os.environ, "OPENBLAS_NUM_THREADS": "1"}
     procs = [
         subprocess.Popen(
-            [sys.executable, "-c", CHILD, str(path), json.dumps(asked)],
+            program("i8rows_batch", path, json.dumps(asked)),
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
@@ -123,8 +103,10 @@ def test_a_damaged_file_is_detected_and_packed_again(snapshot, damage, reason, c
     ix = int8_index(path)
     asked = words[100:110]
     want = gensim_answers(words, x, asked)
-    assert [[list(p) for p in g] for g in ix.most_similar_batch(
-        [{"positive": [w], "topn": 10} for w in asked])] == want  # fmt: skip
+    assert [
+        [list(p) for p in g]
+        for g in ix.most_similar_batch([{"positive": [w], "topn": 10} for w in asked])
+    ] == want
     file = path / i8rows.FILE
     size = file.stat().st_size
     with open(file, "r+b") as f:

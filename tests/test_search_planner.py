@@ -42,8 +42,9 @@ def test_answers_are_the_snapshots(sim):
     cosmul = planner.answer(Query(positive=("w1",), topn=3, cosmul=True))
     assert cosmul.results == sim.most_similar_cosmul(["w1"], topn=3)
     batch = planner.answer_batch([Query(positive=("w1",), topn=3), Query(positive=("w2",))])
-    for b, single in zip(batch, [sim.most_similar("w1", topn=3), sim.most_similar("w2")],
-                         strict=True):  # fmt: skip
+    for b, single in zip(
+        batch, [sim.most_similar("w1", topn=3), sim.most_similar("w2")], strict=True
+    ):
         assert [w for w, _ in b.results] == [w for w, _ in single]  # scores: sgemm's rounding
         np.testing.assert_allclose([x for _, x in b.results], [x for _, x in single], atol=1e-6)
 

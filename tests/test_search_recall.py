@@ -50,8 +50,10 @@ def test_the_ivf_recall_curve_is_what_a_search_finds(spread):
     assert np.all(curve[:, -1] == 1.0)  # every list: every neighbour
     for nprobe in (4, 16, 64):
         ann.index.nprobe = nprobe
-        got = [[spread.get_index(w) for w, _ in ann.most_similar(spread, [int(r)], [], 10)]
-               for r in rows]  # fmt: skip
+        got = [
+            [spread.get_index(w) for w, _ in ann.most_similar(spread, [int(r)], [], 10)]
+            for r in rows
+        ]
         searched = recall.per_query_recall(truth, got)
         assert np.abs(searched - curve[:, nprobe - 1]).max() <= 0.1  # float16 near-ties
 
@@ -73,11 +75,13 @@ def test_the_build_raises_nprobe_where_a_fixed_one_falls_short(spread):
     # fresh queries, neither tuned on nor held aside: the answers meet the target
     used = set(np.concatenate(recall.query_sets(spread.count, 500)).tolist())
     rng = np.random.default_rng(99)
-    fresh = np.array([r for r in rng.choice(spread.count, 900, replace=False)
-                      if r not in used][:400])  # fmt: skip
+    fresh = np.array(
+        [r for r in rng.choice(spread.count, 900, replace=False) if r not in used][:400]
+    )
     truth = recall.exact_neighbours(spread, fresh)
-    got = [[spread.get_index(w) for w, _ in ann.most_similar(spread, [int(r)], [], 10)]
-           for r in fresh]  # fmt: skip
+    got = [
+        [spread.get_index(w) for w, _ in ann.most_similar(spread, [int(r)], [], 10)] for r in fresh
+    ]
     fresh_recall = recall.per_query_recall(truth, got).mean()
     assert fresh_recall >= 0.95 - (high - low), (fresh_recall, low, high)
 

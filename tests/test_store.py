@@ -132,6 +132,18 @@ def test_unreachable_server_is_store_unavailable(tmp_path):
 
 
 @pytest.mark.cluster
+def test_closing_a_cluster_store_closes_every_nodes_connections(cluster_url):
+    """Not one socket is left for the garbage collector (it would warn of it in
+    whichever later test it happened to run)."""
+    s = Store.from_url(cluster_url)
+    s.client.mget_nonatomic([f"k{i}" for i in range(100)])  # a connection to every primary
+    pools = [n.redis_connection.connection_pool for n in s.client.get_nodes() if n.redis_connection]
+    assert any(c._sock is not None for p in pools for c in p._available_connections)
+    s.close()
+    assert [c for p in pools for c in p._available_connections if c._sock is not None] == []
+
+
+@pytest.mark.cluster
 def test_cluster_uses_bucket_hash_tags_and_round_trips(cluster_store):
     assert cluster_store.is_cluster
     tokens = [f"t{i}" for i in range(3000)]

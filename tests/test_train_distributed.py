@@ -25,6 +25,7 @@ from hypothesis import strategies as st
 from tests.helpers import (
     PER_TOPIC,
     TOPICS,
+    argv,
     topic_corpus,
     topic_purity,
     wait_until,
@@ -52,8 +53,12 @@ def mpiexec(
 ) -> subprocess.CompletedProcess:
     proc = subprocess.run(
         [str(MPIEXEC), "-n", str(n), "--oversubscribe", *args],
-        capture_output=True, text=True, env=env, timeout=timeout, cwd=ROOT,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=timeout,
+        cwd=ROOT,
+    )
     return proc
 
 
@@ -324,11 +329,18 @@ def test_one_process_group_syncs_nothing():
 def run_on_ranks(ranks: int, module: str, *args: str, timeout: float = 120) -> None:
     """``tests/mpi/MODULE`` under pytest on ``ranks`` real ranks; every rank's tests pass.
     (Only the plugins the suite's settings need: each rank starts faster.)"""
+    pytest_args = argv(
+        "{} -m pytest -q -p no:cacheprovider -p pytest_timeout --color=no tests/mpi/{}",
+        sys.executable,
+        module,
+    )
     proc = mpiexec(
-        ranks, sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-        "-p", "pytest_timeout", "--color=no", f"tests/mpi/{module}", *args,
-        env={**ENV, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}, timeout=timeout,
-    )  # fmt: skip
+        ranks,
+        *pytest_args,
+        *args,
+        env={**ENV, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"},
+        timeout=timeout,
+    )
     assert proc.returncode == 0, f"{proc.stdout}\n{proc.stderr}"
 
 
@@ -350,9 +362,12 @@ def test_sync_schemes_learn_within_their_byte_budget(ranks):
 
 def _train_args(corpus: Path, *extra: str) -> list[str]:
     return vecserve_args(
-        "train", str(corpus), "--min-count", "1", "--vector-size", "16", "--window", "3",
-        "--sample", "0", "--workers", "1", "--seed", "7", *extra,
-    )  # fmt: skip
+        *argv(
+            "train {} --min-count 1 --vector-size 16 --window 3 --sample 0 --workers 1 --seed 7",
+            corpus,
+        ),
+        *extra,
+    )
 
 
 def test_two_ranks_learn_and_land_in_redis_equal_to_save(tmp_path, redis_url):
@@ -362,8 +377,12 @@ def test_two_ranks_learn_and_land_in_redis_equal_to_save(tmp_path, redis_url):
 
     corpus = write_topic_corpus(tmp_path / "topics.txt", 1200)
     save = tmp_path / "dist.bin"
-    args = _train_args(corpus, "--epochs", "5", "--key", "DIST_W2V", "--save", str(save),
-                       "--sync-words", "1500", "--redis-url", redis_url)  # fmt: skip
+    args = _train_args(
+        corpus,
+        *argv(
+            "--epochs 5 --key DIST_W2V --save {} --sync-words 1500 --redis-url {}", save, redis_url
+        ),
+    )
     proc = mpiexec(2, *args)
     assert proc.returncode == 0, proc.stderr
     assert "DIST_W2V: 32 vectors x 16 committed (trained on 2 ranks)" in proc.stdout
@@ -401,8 +420,12 @@ def _rank_pids(mpiexec_pid: int) -> dict[int, int]:
 def _start(args: list[str], n: int = 2) -> subprocess.Popen:
     return subprocess.Popen(
         [str(MPIEXEC), "-n", str(n), "--oversubscribe", *args],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV, cwd=ROOT,
-    )  # fmt: skip
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=ENV,
+        cwd=ROOT,
+    )
 
 
 def _wait_for_line(proc: subprocess.Popen, needle: str, timeout: float = 60) -> list[str]:
@@ -429,8 +452,9 @@ def test_a_killed_rank_stops_the_job_with_one_line_and_commits_nothing(tmp_path,
     import redis
 
     corpus = write_topic_corpus(tmp_path / "topics.txt", 20_000)
-    args = _train_args(corpus, "--epochs", "200", "--key", "KILLED_W2V",
-                       "--sync-words", "20000", "--redis-url", redis_url)  # fmt: skip
+    args = _train_args(
+        corpus, *argv("--epochs 200 --key KILLED_W2V --sync-words 20000 --redis-url {}", redis_url)
+    )
     proc = _start(args)
     try:
         _wait_for_line(proc, "words/s")  # training, syncing
@@ -468,14 +492,20 @@ def test_resume_continues_from_the_last_checkpoint(tmp_path, redis_url):
     assert proc.returncode != 0 and not (tmp_path / "never.bin").exists()
     assert (ckpt / "vecserve-w2v-checkpoint.npz").exists()
     # other options: refused in one line (rank 0 only), nothing trained
-    bad = mpiexec(2, *_train_args(corpus, *common, "--window", "4", "--resume",
-                                  "--save", str(tmp_path / "bad.bin")))  # fmt: skip
+    bad = mpiexec(
+        2,
+        *_train_args(
+            corpus, *common, "--window", "4", "--resume", "--save", str(tmp_path / "bad.bin")
+        ),
+    )
     assert bad.returncode != 0 and not (tmp_path / "bad.bin").exists()
     errors = [line for line in bad.stderr.splitlines() if line.startswith("Error:")]
     assert len(errors) == 1 and "written with other parameters" in errors[0], bad.stderr
     # the same options: continues after the last completed epoch
-    proc = mpiexec(2, *_train_args(corpus, *common, "--resume", "--key", "RESUMED_W2V",
-                                   "--redis-url", redis_url))  # fmt: skip
+    proc = mpiexec(
+        2,
+        *_train_args(corpus, *common, "--resume", "--key", "RESUMED_W2V", "--redis-url", redis_url),
+    )
     assert proc.returncode == 0, proc.stderr
     import re
 

@@ -63,12 +63,22 @@ def weights():
 def make_worker(w, *, sg=1, hs=0, negative=3, batch=0, cbow_mean=1, cbow_batch=8):
     tree = w["tree"]
     return _kernels.KernelWorker(
-        w["syn0"], w["syn1"] if hs else None, w["syn1neg"] if negative else None,
-        sample_thresholds(w["counts"], 0), *alias_table(w["counts"]),
-        tree.codes, tree.points, tree.codelens,
-        sg=sg, hs=hs, negative=negative, window=3, cbow_mean=cbow_mean, batch=batch,
+        w["syn0"],
+        w["syn1"] if hs else None,
+        w["syn1neg"] if negative else None,
+        sample_thresholds(w["counts"], 0),
+        *alias_table(w["counts"]),
+        tree.codes,
+        tree.points,
+        tree.codelens,
+        sg=sg,
+        hs=hs,
+        negative=negative,
+        window=3,
+        cbow_mean=cbow_mean,
+        batch=batch,
         cbow_batch=cbow_batch,
-    )  # fmt: skip
+    )
 
 
 def assert_close(a, b):
@@ -140,10 +150,19 @@ def test_sg_hs_window_equals_its_pairs(deep_tree, ctx, target):
     w = deep_tree
     syn0, syn1, tree = w["syn0"].copy(), w["syn1"].copy(), w["tree"]
     kw = _kernels.KernelWorker(
-        w["syn0"], w["syn1"], None, sample_thresholds(w["counts"], 0),
-        *alias_table(w["counts"]), tree.codes, tree.points, tree.codelens,
-        sg=1, hs=1, negative=0, window=3,
-    )  # fmt: skip
+        w["syn0"],
+        w["syn1"],
+        None,
+        sample_thresholds(w["counts"], 0),
+        *alias_table(w["counts"]),
+        tree.codes,
+        tree.points,
+        tree.codelens,
+        sg=1,
+        hs=1,
+        negative=0,
+        window=3,
+    )
     kw.sg_hs_window_step(ctx, target, alpha=0.3)
     inputs = syn0[ctx].copy()
     works = np.zeros_like(inputs)
@@ -243,10 +262,16 @@ def test_negative_draws_follow_unigram_075(weights):
 def test_worker_checks_dtypes(weights):
     with pytest.raises(TypeError, match="syn0"):
         _kernels.KernelWorker(
-            weights["syn0"].astype(np.float64), None, weights["syn1neg"],
-            sample_thresholds(weights["counts"], 0), *alias_table(weights["counts"]),
-            sg=1, hs=0, negative=3, window=3,
-        )  # fmt: skip
+            weights["syn0"].astype(np.float64),
+            None,
+            weights["syn1neg"],
+            sample_thresholds(weights["counts"], 0),
+            *alias_table(weights["counts"]),
+            sg=1,
+            hs=0,
+            negative=3,
+            window=3,
+        )
     with pytest.raises(ValueError, match="HogBatch"):
         make_worker(weights, hs=1, negative=0, batch=1)
 

@@ -185,7 +185,10 @@ class ValkeyProcess:
         except (OSError, subprocess.TimeoutExpired) as exc:
             raise EmbeddedServerError(f"cannot run valkey-server: {exc}") from exc
         deadline = time.monotonic() + timeout
-        client = redis.Redis.from_url(self.url, socket_connect_timeout=1, retry=NO_RETRY)
+        # a socket timeout too: whatever holds the port may accept and never answer
+        client = redis.Redis.from_url(
+            self.url, socket_connect_timeout=1, socket_timeout=1, retry=NO_RETRY
+        )
         try:
             while True:
                 if self.process is not None and self.process.poll() is not None:
@@ -198,7 +201,7 @@ class ValkeyProcess:
                     return self
                 except redis.BusyLoadingError:
                     pass  # still reading its RDB file: alive, keep waiting
-                except (redis.ConnectionError, OSError):
+                except (redis.ConnectionError, redis.TimeoutError, OSError):
                     pass
                 if time.monotonic() > deadline:
                     self.kill()

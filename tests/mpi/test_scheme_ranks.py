@@ -61,8 +61,18 @@ def test_sync_schemes_learn_within_their_byte_budget(world, corpus, opts):
 
     ranks = world.size
     g = Group(world.comm)  # this test's own byte and wait counts
-    m = Word2Vec(corpus, vector_size=16, window=3, min_count=1, sample=0, epochs=3, seed=7,
-                 sync_words=2000, comm=g, **{"workers": 1, **opts})  # fmt: skip
+    m = Word2Vec(
+        corpus,
+        vector_size=16,
+        window=3,
+        min_count=1,
+        sample=0,
+        epochs=3,
+        seed=7,
+        sync_words=2000,
+        comm=g,
+        **{"workers": 1, **opts},
+    )
     if g.rank != 0:  # rank 0 checks the model all ranks hold
         return
     with tempfile.TemporaryDirectory(prefix="vecserve-ranks-") as tmp:

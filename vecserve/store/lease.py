@@ -38,14 +38,11 @@ def holder_is_dead(holder: str) -> bool:
 
 
 class Lease:
-    """A per-model load lock (``SET NX EX``), refreshed while the load writes."""
+    """A per-model load lock (``SET NX EX``); the load refreshes it with its writes
+    (:class:`~.session.LoadSession` sends the ``SET ... EX`` in a batch's round trip)."""
 
     def __init__(self, store: Store, name: str, token: str):
         self.store, self.key, self.token = store, lock_key(name), token
-
-    def refresh(self) -> None:
-        with self.store.errors("refreshing the load lease"):
-            self.store.client.set(self.key, self.token, ex=LEASE_SECONDS)
 
     def release(self) -> None:
         with contextlib.suppress(StoreUnavailable), self.store.errors("releasing lease"):
