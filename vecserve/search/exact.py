@@ -180,7 +180,11 @@ class ExactScan:
     def scores(self, mean: np.ndarray, lo: int = 0, hi: int | None = None) -> np.ndarray:
         """gensim's ``dot(vectors[lo:hi], mean) / norms[lo:hi]``, the same floats."""
         hi = len(self.vectors) if hi is None else hi
-        dists = np.dot(self.vectors[lo:hi], mean)
+        # OpenBLAS kernels can leave the invalid-operation flag set with finite results
+        # (numpy#24067), which numpy reports as a warning; a real NaN score is still
+        # handled by the top-n rules (never ranked).
+        with np.errstate(invalid="ignore"):
+            dists = np.dot(self.vectors[lo:hi], mean)
         np.divide(dists, self.norms[lo:hi], out=dists)
         return dists
 
