@@ -382,18 +382,19 @@ def _series(text: str, name: str) -> float:
 def test_vector_cache_serves_hot_words_and_hears_writes(make_client, model, store, vectors):
     client = make_client()
     url = "/vectors?words=w1,w2,nope&missing=zeros"
-    first = client.get(url, headers={"accept": OCTET_ACCEPT})
-    assert _cache_ready(client)
+    client.get("/vectors?words=nope&missing=zeros")  # the model's cache starts listening
+    assert _cache_ready(client)  # so that every request below is counted
     hits = 'vecserve_cache_hits_total{cache="vectors"}'
     misses = 'vecserve_cache_misses_total{cache="vectors"}'
     before = client.get("/metrics").text
+    first = client.get(url, headers={"accept": OCTET_ACCEPT})
     # a word is admitted on its second miss (words seen once never churn the cache)
     for _ in range(3):
         r = client.get(url, headers={"accept": OCTET_ACCEPT})
         assert r.content == first.content and r.headers["x-vecserve-missing"] == "nope"
     text = client.get("/metrics").text
-    assert _series(text, hits) - _series(before, hits) == 2  # w1, w2 on the third request
-    assert _series(text, misses) - _series(before, misses) == 7  # 3 + 3 + nope
+    assert _series(text, hits) - _series(before, hits) == 4  # w1, w2 on the 3rd and 4th
+    assert _series(text, misses) - _series(before, misses) == 8  # 3 + 3 + nope + nope
     assert 'vecserve_vector_cache_entries{model="M"} 2' in text
     got = np.frombuffer(first.content, "<f4").reshape(3, 16)
     np.testing.assert_array_equal(got[:2], vectors[1:3])
