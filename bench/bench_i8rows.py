@@ -73,8 +73,10 @@ def main() -> None:
     from vecserve.search.vocab import write as write_vocab
 
     print(f"(load average {os.getloadavg()[0]:.1f})")
-    print("| rows x dims | int8 rows | odd-row probe s | first batch s (rows made, "
-          "probe apart) | batch of 256 q/s | anonymous MB held |")  # fmt: skip
+    print(
+        "| rows x dims | int8 rows | odd-row probe s | first batch s (rows made, "
+        "probe apart) | batch of 256 q/s | anonymous MB held |"
+    )
     print("|---|---|---:|---:|---:|---:|")
     for name in args.rows.split(","):
         n = {"1m": 1_000_000, "3m": 3_000_000}.get(name) or int(name)
@@ -92,13 +94,20 @@ def main() -> None:
         for mode in ("memory", "pack", "map"):
             out = subprocess.run(
                 [sys.executable, "-c", CHILD, str(path), mode],
-                capture_output=True, text=True, check=True,
-            ).stdout  # fmt: skip
+                capture_output=True,
+                text=True,
+                check=True,
+            ).stdout
             r = json.loads(out)
-            what = {"memory": "packed in the process", "pack": "packed into the file",
-                    "map": "mapped from the file"}[mode]  # fmt: skip
-            print(f"| {n:,} x {args.dim} | {what} | {r['odd']:.2f} | "
-                  f"{r['first']:.2f} | {256 / r['batch']:,.0f} | {r['anon']:,.0f} |")  # fmt: skip
+            what = {
+                "memory": "packed in the process",
+                "pack": "packed into the file",
+                "map": "mapped from the file",
+            }[mode]
+            print(
+                f"| {n:,} x {args.dim} | {what} | {r['odd']:.2f} | "
+                f"{r['first']:.2f} | {256 / r['batch']:,.0f} | {r['anon']:,.0f} |"
+            )
     print(f"(load average {os.getloadavg()[0]:.1f})")
 
 

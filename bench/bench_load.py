@@ -71,6 +71,8 @@ def argv(line: str, *values) -> list[str]:
     """A command line: ``line`` split at whitespace, each ``{}`` in it replaced by the
     next of ``values`` as one argument (a path may hold spaces)."""
     words = line.split()
+    if any("{}" in w and w != "{}" for w in words):
+        raise ValueError(f"{line!r}: a {{}} stands for a whole argument, not part of one")
     if words.count("{}") != len(values):
         raise ValueError(f"{line!r} has {words.count('{}')} {{}} for {len(values)} values")
     given = iter(values)

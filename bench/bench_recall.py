@@ -28,8 +28,11 @@ from vecserve.search import recall
 from vecserve.search.ann import AnnIndex, AnnParams
 from vecserve.search.snapshot import SimilarityIndex
 
-GENSIM_FILES = ("lee_fasttext.vec", "pang_lee_polarity_fasttext.vec",
-                "EN.1-10.cbow1_wind5_hs0_neg10_size300_smpl1e-05.txt")  # fmt: skip
+GENSIM_FILES = (
+    "lee_fasttext.vec",
+    "pang_lee_polarity_fasttext.vec",
+    "EN.1-10.cbow1_wind5_hs0_neg10_size300_smpl1e-05.txt",
+)
 
 
 def gensim_files() -> list[Path]:
@@ -74,11 +77,15 @@ def run(path: Path, kinds: list[str], queries: int) -> None:
     kv.fill_norms()
     _, gensim_ms = timed(lambda r: kv.most_similar(words[r], topn=10), rows)
     which = "fresh" if fresh else "sampled"
-    print(f"\n{path.name}: {sim.count:,} x {sim.dim}; {len(rows)} {which} queries; exact p50 "
-          f"{np.median(exact_ms):.2f} ms (p99 {np.percentile(exact_ms, 99):.2f}), gensim in "
-          f"RAM p50 {np.median(gensim_ms):.2f} ms")  # fmt: skip
-    print("| index | setting | build s | estimate (95% CI) | fresh recall@10 | p50 ms | p99 ms "
-          "| p50 / exact | target met |")  # fmt: skip
+    print(
+        f"\n{path.name}: {sim.count:,} x {sim.dim}; {len(rows)} {which} queries; exact p50 "
+        f"{np.median(exact_ms):.2f} ms (p99 {np.percentile(exact_ms, 99):.2f}), gensim in "
+        f"RAM p50 {np.median(gensim_ms):.2f} ms"
+    )
+    print(
+        "| index | setting | build s | estimate (95% CI) | fresh recall@10 | p50 ms | p99 ms "
+        "| p50 / exact | target met |"
+    )
     print("|---|---|---:|---|---:|---:|---:|---:|---|")
     for kind in kinds:
         params = AnnParams(kind=kind)
@@ -91,8 +98,10 @@ def run(path: Path, kinds: list[str], queries: int) -> None:
             runs.append(("fixed nprobe 16", 16))
         for label, value in runs:
             setattr(ann.index, setting, value)
-            got, ms = timed(lambda r, a=ann: [sim.get_index(w) for w, _ in
-                                             a.most_similar(sim, [r], [], 10)], rows)  # fmt: skip
+            got, ms = timed(
+                lambda r, a=ann: [sim.get_index(w) for w, _ in a.most_similar(sim, [r], [], 10)],
+                rows,
+            )
             found = recall.per_query_recall(truth, got).mean()
             target = ann.meta.get("target", {})
             if label.startswith("target"):
@@ -101,9 +110,12 @@ def run(path: Path, kinds: list[str], queries: int) -> None:
                 met = "yes" if target.get("met") else f"no: {target.get('reason')}"
             else:
                 est, met = "-", "-"
-            print(f"| {ann.params.kind} {label} | {setting} {value} | {build_s:.1f} | {est} "
-                  f"| {found:.3f} | {np.median(ms):.2f} | {np.percentile(ms, 99):.2f} | "
-                  f"{np.median(ms) / np.median(exact_ms):.3f} | {met} |", flush=True)  # fmt: skip
+            print(
+                f"| {ann.params.kind} {label} | {setting} {value} | {build_s:.1f} | {est} "
+                f"| {found:.3f} | {np.median(ms):.2f} | {np.percentile(ms, 99):.2f} | "
+                f"{np.median(ms) / np.median(exact_ms):.3f} | {met} |",
+                flush=True,
+            )
 
 
 def main() -> None:

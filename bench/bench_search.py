@@ -59,8 +59,9 @@ def real_vectors(cache: Path, corpus: Path) -> tuple[list[str], np.ndarray]:
             with zipfile.ZipFile(corpus) as z:
                 z.extract("wiki100m", cache)
         start = time.perf_counter()
-        model = Word2Vec(str(text), vector_size=100, min_count=2, epochs=3, sg=1,
-                         sample=1e-4, workers=2, seed=1)  # fmt: skip
+        model = Word2Vec(
+            str(text), vector_size=100, min_count=2, epochs=3, sg=1, sample=1e-4, workers=2, seed=1
+        )
         print(f"trained {len(model.vocab.words):,} words in {time.perf_counter() - start:.0f} s")
         words.write_text(json.dumps(list(model.vocab.words)))
         tmp = npy.with_name(".tmp.npy")
@@ -135,8 +136,14 @@ def run(name: str, words: list[str], vectors: np.ndarray, args) -> None:
     t_gensim, t_exact = np.asarray(t_gensim), np.asarray(t_exact)
     rows.append(("gensim in RAM, one at a time", pct(t_gensim), len(singles) / t_gensim.sum(), ""))
     same = sum(g == w for g, w in zip(got, want, strict=True))
-    rows.append(("exact, one at a time", pct(t_exact), len(singles) / t_exact.sum(),
-                 f"{same}/{len(singles)} equal to gensim"))  # fmt: skip
+    rows.append(
+        (
+            "exact, one at a time",
+            pct(t_exact),
+            len(singles) / t_exact.sum(),
+            f"{same}/{len(singles)} equal to gensim",
+        )
+    )
 
     batch = [{"positive": [w], "topn": 10} for w in asked[: args.batch]]
     default = sim.exact.first_pass  # int8 for large matrices where the CPU has VNNI
@@ -152,9 +159,15 @@ def run(name: str, words: list[str], vectors: np.ndarray, args) -> None:
         ops = 2 * len(batch) * n * dim / t_batch / 1e9  # the pass's multiply-adds, x2
         what = f"exact, batches of {len(batch)}, {first} pass"
         what += " (the default)" if first == default else ""
-        rows.append((what, "", len(batch) / t_batch,
-                     f"{same_b}/{len(singles)} equal to gensim; {ops:.0f} GOP/s; "
-                     f"first use {t_first:.1f} s"))  # fmt: skip
+        rows.append(
+            (
+                what,
+                "",
+                len(batch) / t_batch,
+                f"{same_b}/{len(singles)} equal to gensim; {ops:.0f} GOP/s; "
+                f"first use {t_first:.1f} s",
+            )
+        )
     sim.exact.first_pass = default
 
     if args.redis and n < 1_000_000:
@@ -169,8 +182,14 @@ def run(name: str, words: list[str], vectors: np.ndarray, args) -> None:
         exact_words = [[w for w, _ in r] for r in got_b]
         approx, t_ann = timed(lambda w: ann.most_similar(sim, [w], [], 10), singles)
         recall = recall_at_k(exact_words[: len(singles)], [[w for w, _ in r] for r in approx])
-        rows.append((f"approximate ({ann.params.kind}), one at a time", pct(t_ann),
-                     len(singles) / t_ann.sum(), f"recall@10 {recall:.3f}"))  # fmt: skip
+        rows.append(
+            (
+                f"approximate ({ann.params.kind}), one at a time",
+                pct(t_ann),
+                len(singles) / t_ann.sum(),
+                f"recall@10 {recall:.3f}",
+            )
+        )
         asked_b = [([w], [], 10) for w in asked[: args.batch]]
         ann.most_similar_batch(sim, asked_b[:2])
         t_all = []
@@ -182,9 +201,14 @@ def run(name: str, words: list[str], vectors: np.ndarray, args) -> None:
         recall_b = recall_at_k(exact_words, [[w for w, _ in r] for r in got_ab])
         settings = {k: v for k, v in ann.meta.items() if k in ("nlist", "recall_at_10")}
         settings.update(ann.meta.get("target", {}).get("setting", {}))
-        rows.append((f"approximate, batches of {len(batch)} (median of {BATCH_RUNS})", "",
-                     len(batch) / t_ab,
-                     f"recall@10 {recall_b:.3f}; built in {build:.0f} s {settings}"))  # fmt: skip
+        rows.append(
+            (
+                f"approximate, batches of {len(batch)} (median of {BATCH_RUNS})",
+                "",
+                len(batch) / t_ab,
+                f"recall@10 {recall_b:.3f}; built in {build:.0f} s {settings}",
+            )
+        )
 
     report(rows)
 
@@ -231,12 +255,20 @@ def through_redis(words, vectors, singles, batch, want, args, kv) -> list[tuple]
         finally:
             server.stop()
     return [
-        ("`RedisKeyedVectors.most_similar`", pct(times), len(singles) / times.sum(),
-         f"{same}/{len(singles)} equal to gensim; gensim interleaved: p50 "
-         f"{np.median(t_gensim) * 1e3:.2f} ms, {len(singles) / t_gensim.sum():.1f} q/s"),
-        (f"`RedisKeyedVectors.most_similar_batch` of {len(batch)}", "", len(batch) / t_batch,
-         f"{same_b}/{len(singles)} equal to gensim"),
-    ]  # fmt: skip
+        (
+            "`RedisKeyedVectors.most_similar`",
+            pct(times),
+            len(singles) / times.sum(),
+            f"{same}/{len(singles)} equal to gensim; gensim interleaved: p50 "
+            f"{np.median(t_gensim) * 1e3:.2f} ms, {len(singles) / t_gensim.sum():.1f} q/s",
+        ),
+        (
+            f"`RedisKeyedVectors.most_similar_batch` of {len(batch)}",
+            "",
+            len(batch) / t_batch,
+            f"{same_b}/{len(singles)} equal to gensim",
+        ),
+    ]
 
 
 def main() -> None:
@@ -247,8 +279,12 @@ def main() -> None:
     ap.add_argument("--dim", type=int, default=300, help="dimensions of the generated sets")
     ap.add_argument("--queries", type=int, default=100, help="single queries timed")
     ap.add_argument("--batch", type=int, default=256, help="queries in one batch")
-    ap.add_argument("--cache", type=Path, default=Path("/tmp/vecserve-bench"),
-                    help="where the trained vectors and temporary indexes go")  # fmt: skip
+    ap.add_argument(
+        "--cache",
+        type=Path,
+        default=Path("/tmp/vecserve-bench"),
+        help="where the trained vectors and temporary indexes go",
+    )
     ap.add_argument("--corpus", type=Path, default=CORPUS, help="wiki100m.zip")
     ap.add_argument(
         "--real",
@@ -261,8 +297,12 @@ def main() -> None:
         action="store_false",
         help="skip the RedisKeyedVectors rows (sets under 1M rows)",
     )
-    ap.add_argument("--no-ann", dest="ann", action="store_false",
-                    help="exact search only (skip building the approximate index)")  # fmt: skip
+    ap.add_argument(
+        "--no-ann",
+        dest="ann",
+        action="store_false",
+        help="exact search only (skip building the approximate index)",
+    )
     args = ap.parse_args()
     args.cache.mkdir(parents=True, exist_ok=True)
     for name in args.data.split(","):

@@ -69,8 +69,14 @@ def argv(line: str, *values) -> list[str]:
 
     >>> argv("load {} --key M --batch-size {}", "/tmp/a dir/m.bin", 500)
     ['load', '/tmp/a dir/m.bin', '--key', 'M', '--batch-size', '500']
+    >>> argv("tests/mpi/{}", "x.py")
+    Traceback (most recent call last):
+    ...
+    ValueError: 'tests/mpi/{}': a {} stands for a whole argument, not part of one
     """
     words = line.split()
+    if any("{}" in w and w != "{}" for w in words):
+        raise ValueError(f"{line!r}: a {{}} stands for a whole argument, not part of one")
     if words.count("{}") != len(values):
         raise ValueError(f"{line!r} has {words.count('{}')} {{}} for {len(values)} values")
     given = iter(values)
