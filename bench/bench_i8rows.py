@@ -30,37 +30,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).parent))
 from bench_search import generated
 
-CHILD = """
-import json, sys, time
-from pathlib import Path
-import numpy as np
-from vecserve.search.snapshot import SimilarityIndex
-
-def anon_mb():
-    for line in open("/proc/self/status"):
-        if line.startswith("RssAnon:"):
-            return int(line.split()[1]) / 1024
-
-path, mode = Path(sys.argv[1]), sys.argv[2]
-ix = SimilarityIndex.open(path)
-ix.exact.first_pass = "int8"
-if mode == "memory":
-    ix.exact.rows_file = None
-rng = np.random.default_rng(1)
-asked = [{"positive": [int(i)], "topn": 10} for i in rng.choice(ix.count, 256, replace=False)]
-ix.most_similar(0)  # imports and first-use costs of any query out of the timings
-before = anon_mb()
-start = time.perf_counter()
-ix.exact.odd_rows()
-odd = time.perf_counter() - start
-start = time.perf_counter()
-ix.most_similar_batch(asked[:2])
-first = time.perf_counter() - start
-start = time.perf_counter()
-ix.most_similar_batch(asked)
-batch = time.perf_counter() - start
-print(json.dumps({"odd": odd, "first": first, "batch": batch, "anon": anon_mb() - before}))
-"""
+CHILD = Path(__file__).parent / "programs" / "i8rows_first_batch.py"
 
 
 def main() -> None:
@@ -93,7 +63,7 @@ def main() -> None:
             old.unlink(missing_ok=True)
         for mode in ("memory", "pack", "map"):
             out = subprocess.run(
-                [sys.executable, "-c", CHILD, str(path), mode],
+                [sys.executable, str(CHILD), str(path), mode],
                 capture_output=True,
                 text=True,
                 check=True,

@@ -84,36 +84,25 @@ def flush(client: redis.Redis) -> None:
     client.execute_command("FLUSHALL", "SYNC")
 
 
-LAUNCHER = """
-import resource, subprocess, sys, time
-t0 = time.perf_counter()
-code = subprocess.call(sys.argv[1:])
-wall = time.perf_counter() - t0
-print(wall, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, code, file=sys.stderr)
-"""
+PROGRAMS = Path(__file__).parent / "programs"
 
 
 def run_child(argv: list[str], env: dict | None = None) -> tuple[float, float, str]:
     """Run a command; return (wall seconds, peak RSS MB, its output).
 
-    The command is started by a small launcher process: a child forked straight from
+    The command is started by ``programs/measure.py``: a child forked straight from
     this (large) benchmark process would inherit its resident-set high-water mark.
     """
     proc = subprocess.run(
-        [sys.executable, "-c", LAUNCHER, *argv], capture_output=True, text=True, env=env
+        [sys.executable, str(PROGRAMS / "measure.py"), *argv],
+        capture_output=True,
+        text=True,
+        env=env,
     )
     wall, rss_kb, code = proc.stderr.strip().splitlines()[-1].split()
     if int(code) != 0:
         raise SystemExit(f"{argv} failed ({code}):\n{proc.stdout}\n{proc.stderr}")
     return float(wall), int(rss_kb) / 1024, proc.stdout
-
-
-GENSIM_CHILD = """
-import sys
-from gensim.models import KeyedVectors
-kv = KeyedVectors.load_word2vec_format(sys.argv[1], binary=True)
-print(len(kv))
-"""
 
 
 def bench_old(client: redis.Redis, path: Path, sample: int) -> float:
@@ -192,7 +181,7 @@ def run_transport(path: Path, args, transport: str) -> list[tuple]:
             rows.append((f"vecserve load ({codec})", args.vectors / wall, rss, per_vec))
         flush(client)
 
-        wall, rss, _ = run_child([sys.executable, "-c", GENSIM_CHILD, str(path)])
+        wall, rss, _ = run_child([sys.executable, str(PROGRAMS / "gensim_load.py"), str(path)])
         rows.append(("gensim load_word2vec_format (in RAM)", args.vectors / wall, rss, None))
 
         base = client.info("memory")["used_memory"]

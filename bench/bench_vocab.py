@@ -32,25 +32,7 @@ from bench_load import make_tokens
 from vecserve.search.snapshot import SimilarityIndex
 from vecserve.search.vocab import SharedVocab, write
 
-CHILD = """
-import json, sys, time
-def anon():
-    with open("/proc/self/smaps_rollup") as f:
-        return sum(int(l.split()[1]) for l in f if l.startswith("Anonymous:")) / 1024
-import numpy as np
-from vecserve.search.vocab import SharedVocab
-before = anon()
-t = time.perf_counter()
-if sys.argv[1] == "json":
-    with open(sys.argv[2], encoding="utf-8", errors="surrogateescape") as f:
-        words = json.load(f)
-    index = {w: i for i, w in enumerate(words)}
-    assert index[words[-1]] == len(words) - 1
-else:
-    words = SharedVocab.open(sys.argv[2])
-    assert words.key_to_index[words[-1]] == len(words) - 1
-print(json.dumps({"open_s": time.perf_counter() - t, "anon_mb": anon() - before}))
-"""
+CHILD = Path(__file__).parent / "programs" / "vocab_open.py"
 
 
 def median_s(fn, repeat: int = 21) -> float:
@@ -86,7 +68,7 @@ def main() -> None:
         got = {}
         for kind, path in (("json", old), ("idx", idx)):
             out = subprocess.run(
-                [sys.executable, "-c", CHILD, kind, str(path)],
+                [sys.executable, str(CHILD), kind, str(path)],
                 capture_output=True,
                 text=True,
                 check=True,

@@ -145,13 +145,14 @@ def test_only_config_and_the_service_settings_read_vecserve_variables():
 
 
 def test_programs_the_tests_run_are_files():
-    """A Python program a test runs in another process (or on MPI ranks) is a file of
-    ``tests/programs/`` or ``tests/mpi/``: linted and formatted, its tracebacks naming
-    lines. Never a string handed to ``python -c``."""
+    """A Python program a test or a benchmark runs in another process (or on MPI ranks) is
+    a file (``tests/programs/``, ``tests/mpi/``, ``bench/programs/``): linted and
+    formatted, its tracebacks naming lines. Never a string handed to ``python -c``."""
     inline = re.compile(r"""executable\)?\s*,\s*["']-c["']""")
     found = [
         str(path.relative_to(ROOT))
-        for path in sorted((ROOT / "tests").rglob("*.py"))
+        for folder in ("tests", "bench")
+        for path in sorted((ROOT / folder).rglob("*.py"))
         if inline.search(path.read_text(encoding="utf-8"))
     ]
     assert found == []

@@ -3,29 +3,20 @@
 
 Which index: ``AnnParams(kind="auto")`` (the default) builds an IVF index for models of
 at least :data:`IVF_FROM_ROWS` (100,000) rows and an HNSW graph below; ``kind="ivf"`` or
-``"hnsw"`` forces one. Measured on this 2-core machine (BENCHMARKS.md, "IVF against HNSW
-at 3M x 300"), on clustered 300-d data: at 1M rows IVF (4096 lists) built in 70 s and
-found the exact top 10 (recall@10 1.000) at p50 0.38 ms scanning 8 lists, where HNSW i8
-M16 ef_add 64 took 182 s for recall 0.90 at 0.69 ms; at 3M x 300 the default IVF (4096
-lists, ``nprobe`` 16) is ready in 142 s (norms, build, write, recall measured) and
-answers at p50 1.45 ms with recall@10 1.000 (``nprobe`` 8: 0.89 ms, 1.000; 32: 2.6 ms),
-where the old default HNSW (f16 M16 ef128) took 893 s for recall 0.90. Below 100k rows
-HNSW builds in under a minute (47 s at 100k x 300, 18 s on 67,873 real wiki100m vectors
-x 100, where IVF took 3 s for the same recall at nprobe 16: 0.992 vs 0.994), answers a
-little faster (0.42 vs 0.54 ms there) from a smaller file (an IVF file holds a float32
-copy of the unit rows, as large as the snapshot; an f16 graph ~0.6 of it): HNSW stays
-the choice there. On uniform random data (no structure to find) no index of either kind
-is both fast and exact: IVF's recall there grows with ``nprobe`` roughly as the share of
-rows scanned (0.023 at 8, 0.43 at 512 lists of 4096, at 3M).
+``"hnsw"`` forces one. On large clustered models IVF builds several times faster than an
+HNSW graph and, scanning a few lists, finds the exact top 10 where HNSW's recall stays
+below it. On small models HNSW builds in under a minute, answers a little faster and
+keeps a smaller file (an IVF file holds a float32 copy of the unit rows, as large as the
+snapshot; an f16 graph is smaller): HNSW is the choice there. On uniform random data
+(no structure to find) no index of either kind is both fast and exact: IVF's recall
+grows with ``nprobe`` roughly as the share of rows scanned. BENCHMARKS.md ("IVF against
+HNSW at 3M x 300") holds the figures.
 
-Why our own IVF, not faiss-cpu's: measured in the same run at 1M x 300, faiss's
-IndexIVFFlat found the same candidates but scanned no faster (p50 0.74 ms at 2048 lists
-x 8 = the rows our 4096 x 16 scan in 0.64 ms), its 8-bit scalar-quantised lists were
-slower to scan (2.2 ms), IVF-PQ lost too much recall to re-rank back (0.42 at 100k), and
-faiss-cpu is a ~66 MB dependency bringing its own OpenBLAS and OpenMP runtime; it can
-memory-map IVF lists (``IO_FLAG_MMAP``), so that was no reason either. The NumPy IVF runs
-on the BLAS every install has, and its one file is memory-mapped and shared by every
-worker like the snapshot.
+Why our own IVF, not faiss-cpu's: faiss's IndexIVFFlat finds the same candidates but
+scans no faster, its 8-bit scalar-quantised lists scan slower, IVF-PQ loses more recall
+than re-ranking wins back, and faiss-cpu is a large dependency bringing its own OpenBLAS
+and OpenMP runtime. The NumPy IVF runs on the BLAS every install has, and its one file
+is memory-mapped and shared by every worker like the snapshot.
 
 Why usearch for HNSW: of the well-kept HNSW libraries that install here (usearch,
 faiss-cpu, hnswlib), usearch ships manylinux wheels for every CPython we support, is
@@ -233,7 +224,7 @@ class AnnIndex:
     def __init__(self, index, meta: dict):
         self.index = index
         self.meta = meta
-        self.params = AnnParams(**{"kind": "hnsw", **meta["params"]})  # older files: HNSW
+        self.params = AnnParams(**{"kind": "hnsw", **meta["params"]})  # no kind named: HNSW
         if self.params.kind == "ivf":
             self.index.nprobe = self.params.nprobe
         else:

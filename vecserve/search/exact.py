@@ -6,7 +6,7 @@ One query (:meth:`ExactScan.top_rows`): the scores are gensim's own arithmetic
 (``dot(vectors[lo:hi], mean) / norms[lo:hi]``, one ``sgemv`` on the same slice, so the
 same floats), but the best ``w`` rows come from a heap the scores stream through
 (:func:`vecserve.search._exact.top_k`), not from ``numpy.argpartition`` over all of them:
-at 400k rows the partition was ~3 ms of a ~4 ms query, the stream is a fraction of one.
+a partition of every score would cost most of a query, the stream a fraction of it.
 The heap also keeps the ``w + 1``-th best: when the first ``w + 1`` scores are all
 different, gensim's ``matutils.argsort`` can only return these rows in this order; when
 two are equal (a tie, or a NaN among too few rows), gensim's own ``argsort`` decides, on
@@ -94,10 +94,9 @@ WIDEN_BELOW = 0.9
 #: Matrices of fewer rows than this take the float32 pass: there its fewer candidates,
 #: fixed costs and tighter bound answer a batch as fast or faster. Rows, not values: both
 #: passes' cost a row grows with the dimensions, the int8 one's proof a query too. Set
-#: from real embeddings, whose dense neighbourhoods need many int8 candidates (2026-11-24,
-#: 2 cores, batches of 256): trained on wiki100m, 219,525 x 100 and x 300, the float32
-#: pass answered 1.3x / 0.95x the int8 one's queries/s; generated clusters favour int8
-#: from 124k rows on (1M x 50: 7.6x, 1M x 300: 10x float32).
+#: from real embeddings, whose dense neighbourhoods need many int8 candidates: around
+#: 200k rows trained on wiki100m the two passes answer about as fast, while generated
+#: clusters favour int8 from far fewer rows; BENCHMARKS.md holds the figures.
 INT8_FROM_ROWS = 300_000
 #: What the float32 arithmetic of an int8 upper bound may lose (see ``_exact.h``).
 I8_SLACK = 2.0**-18

@@ -53,10 +53,9 @@ every API worker serving the same generation shares their pages. The vocabulary
 (``vocab.idx``, :mod:`vecserve.search.vocab`) holds the words' UTF-8 bytes, their offsets
 and an open-addressing hash table of rows: ``index_to_key`` and ``key_to_index`` are
 read-only views over it (a :class:`~vecserve.search.vocab.SharedVocab` and its mapping), not
-a per-process ``list`` and ``dict``. A snapshot of the older format (``vocab.json``) is
-upgraded in place on first open (``vocab.idx`` written from it, the JSON removed); a
-damaged ``vocab.idx`` is refused in one logged line and rewritten from Redis; a damaged
-vectors or norms file has the whole snapshot rebuilt.
+a per-process ``list`` and ``dict``. A missing or damaged ``vocab.idx`` is refused in one
+logged line and rewritten from Redis; a damaged vectors or norms file has the whole
+snapshot rebuilt.
 
 HTTP contract (``POST {similarity_url}/most_similar``), used by
 :class:`vecserve.keyedvectors.RedisKeyedVectors` when a similarity URL is configured (its
@@ -94,7 +93,6 @@ Similarities are float32 values sent as JSON doubles (exact).
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import os
 import shutil
@@ -128,7 +126,6 @@ _EXTENDED_KEY_TYPES = (str, int, np.integer, np.ndarray)
 # Row chunk when streaming a generation out of Redis (~24 MB of 300-d float32).
 BUILD_CHUNK = 20_000
 VOCAB_FILE = "vocab.idx"
-OLD_VOCAB_FILE = "vocab.json"
 
 log = logging.getLogger(__name__)
 
@@ -310,9 +307,8 @@ class SimilarityIndex:
     def open(cls, path: str | os.PathLike, *, name: str = "", generation: int = 0):
         """Memory-map a snapshot directory written by :meth:`build`.
 
-        An older snapshot (``vocab.json``) is upgraded in place. Raises
-        :class:`~vecserve.errors.SnapshotDamaged` (one line: which file, which part, what
-        is wrong) if a file is damaged.
+        Raises :class:`~vecserve.errors.SnapshotDamaged` (one line: which file, which
+        part, what is wrong) if a file is missing or damaged.
         """
         path = Path(path)
         arrays = []
@@ -543,26 +539,10 @@ def _remove_older(root: Path, info: ModelInfo) -> None:
 
 
 def _open_vocab(path: Path) -> SharedVocab:
-    """Map ``path/vocab.idx``, writing it first from an older snapshot's ``vocab.json``."""
+    """Map ``path/vocab.idx``."""
     idx = path / VOCAB_FILE
     if not idx.exists():
-        old = path / OLD_VOCAB_FILE
-        try:
-            with open(old, encoding="utf-8", errors="surrogateescape") as f:
-                words = json.load(f)
-        except FileNotFoundError:
-            if not idx.exists():  # not upgraded meanwhile by another process
-                raise SnapshotDamaged(
-                    idx, "vocabulary", "no vocabulary file", what="damaged snapshot"
-                ) from None
-        except ValueError as exc:
-            raise SnapshotDamaged(idx, "vocabulary", f"{old.name}: {exc}") from None
-        else:
-            if not isinstance(words, list) or not all(isinstance(w, str) for w in words):
-                raise SnapshotDamaged(idx, "vocabulary", f"{old.name} is no word list")
-            write_vocab(idx, words)
-            log.info("snapshot %s: vocabulary upgraded to %s", path.name, VOCAB_FILE)
-            old.unlink(missing_ok=True)
+        raise SnapshotDamaged(idx, "vocabulary", "no vocabulary file", what="damaged snapshot")
     try:
         return SharedVocab.open(idx)
     except OSError as exc:
