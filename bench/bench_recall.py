@@ -9,8 +9,10 @@ the setting chosen, the build's estimate and 95% interval, the fresh queries' re
 p50/p99 of each, and approximate p50 as a share of exact. The fixed ``nprobe`` 16 the
 index used before the target (``recall=None``) is measured on the same fresh queries.
 
-Vectors: a word2vec file trained by ``vecserve train`` (give its path), and gensim's own
-shipped test vectors (``--gensim``).
+Vectors: word2vec files (give their paths): one trained by ``vecserve train``, or real
+pretrained vectors a package ships (GloVe 6B 50d, converted by ``convert_npy_words.py``);
+``--limits`` also measures each file's first N rows (its most frequent words, as gensim's
+``limit=`` loads them); and gensim's own shipped test vectors (``--gensim``).
 
     flock /tmp/vecserve-bench.lock python bench/bench_recall.py /tmp/wiki_mc1.bin --gensim
 """
@@ -42,9 +44,11 @@ def gensim_files() -> list[Path]:
     return [data / name for name in GENSIM_FILES if (data / name).exists()]
 
 
-def load(path: Path) -> KeyedVectors:
+def load(path: Path, limit: int | None = None) -> KeyedVectors:
     binary = path.suffix == ".bin"
-    return KeyedVectors.load_word2vec_format(str(path), binary=binary, unicode_errors="ignore")
+    return KeyedVectors.load_word2vec_format(
+        str(path), binary=binary, unicode_errors="ignore", limit=limit
+    )
 
 
 def timed(fn, rows) -> tuple[list, np.ndarray]:
@@ -67,8 +71,8 @@ def fresh_rows(count: int, n: int, params: AnnParams) -> tuple[np.ndarray, bool]
     return np.sort(rng.choice(count, min(n, count), replace=False)), False
 
 
-def run(path: Path, kinds: list[str], queries: int) -> None:
-    kv = load(path)
+def run(path: Path, kinds: list[str], queries: int, limit: int | None = None) -> None:
+    kv = load(path, limit)
     words = list(kv.index_to_key)
     sim = SimilarityIndex.from_arrays(words, kv.vectors.astype(np.float32), name=path.name)
     rows, fresh = fresh_rows(sim.count, queries, AnnParams())
@@ -78,7 +82,8 @@ def run(path: Path, kinds: list[str], queries: int) -> None:
     _, gensim_ms = timed(lambda r: kv.most_similar(words[r], topn=10), rows)
     which = "fresh" if fresh else "sampled"
     print(
-        f"\n{path.name}: {sim.count:,} x {sim.dim}; {len(rows)} {which} queries; exact p50 "
+        f"\n{path.name}{f' (first {limit:,} rows)' if limit else ''}: {sim.count:,} x "
+        f"{sim.dim}; {len(rows)} {which} queries; exact p50 "
         f"{np.median(exact_ms):.2f} ms (p99 {np.percentile(exact_ms, 99):.2f}), gensim in "
         f"RAM p50 {np.median(gensim_ms):.2f} ms"
     )
@@ -124,9 +129,18 @@ def main() -> None:
     ap.add_argument("--gensim", action="store_true", help="also gensim's shipped test vectors")
     ap.add_argument("--kinds", default="auto", help="comma-separated: auto, ivf, hnsw")
     ap.add_argument("--queries", type=int, default=500)
+    ap.add_argument(
+        "--limits",
+        default="",
+        help="comma-separated row counts: also each file's first N rows, before the whole",
+    )
     args = ap.parse_args()
-    files = [*args.files, *(gensim_files() if args.gensim else [])]
-    for path in files:
+    limits = [int(n) for n in args.limits.split(",") if n]
+    for path in args.files:
+        for limit in limits:
+            run(path, args.kinds.split(","), args.queries, limit)
+        run(path, args.kinds.split(","), args.queries)
+    for path in gensim_files() if args.gensim else []:
         run(path, args.kinds.split(","), args.queries)
 
 
