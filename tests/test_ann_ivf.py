@@ -290,13 +290,13 @@ def test_a_batchs_query_vectors_are_query_vectors_floats(sim):
     rng = np.random.default_rng(5)
     asked = [([f"w{i}"], [], 10) for i in rng.choice(N, 300, replace=False)]
     asked += [(["w1", "w2"], ["w3"], 5), ([7], [], 3), ([sim.vectors[4]], [], 2), ("w8", [], 1)]
-    means, excludes = ann_module._query_vectors(sim, asked)
+    means, excludes = sim.query_vectors([a[:2] for a in asked])
     for (positive, negative, _), mean, exclude in zip(asked, means, excludes, strict=True):
         want, want_exclude = sim.query_vector(positive, negative)
         np.testing.assert_array_equal(mean.view(np.int32), want.view(np.int32))
         assert exclude == want_exclude
     with pytest.raises(KeyError):
-        ann_module._query_vectors(sim, [(["nope"], [], 10)])
+        sim.query_vectors([(["nope"], [])])
 
 
 @pytest.mark.parametrize("dtype", ["i8", "f16", "f32"])

@@ -355,7 +355,7 @@ class AnnIndex:
         todo = [i for i, q in enumerate(queries) if q[2] >= 1]
         if not todo:
             return out
-        means, excludes = _query_vectors(sim, [queries[i] for i in todo])
+        means, excludes = sim.query_vectors([queries[i][:2] for i in todo])
         tops = np.array([queries[i][2] for i in todo])
         widths = np.array([len(ex) for ex in excludes])
         k = int(min(self.params.oversample * np.max(tops + widths), sim.count))
@@ -378,12 +378,7 @@ class AnnIndex:
         picked = np.repeat(np.arange(len(todo)), counts)
         found_rows = rows[picked, best]
         found_scores = scores[picked, best].tolist()  # Python floats: no NumPy scalars
-        keys = sim.index_to_key
-        words = (
-            keys.words(found_rows)
-            if hasattr(keys, "words")
-            else [keys[r] for r in found_rows.tolist()]
-        )
+        words = sim.index_to_key.words(found_rows)  # a SharedVocab: one call for them all
         ends = np.cumsum(counts).tolist()
         start = 0
         for i, end in zip(todo, ends, strict=True):
@@ -553,44 +548,6 @@ class AnnIndex:
             "recall_queries": n,
             "query_ms": round(per_query * 1000, 3),
         }
-
-
-def _query_vectors(sim: SimilarityIndex, asked) -> tuple[np.ndarray, list[list[int]]]:
-    """The unit mean vectors (``len(asked) x dim`` float32) and excluded rows of the
-    ``(positive, negative, topn)`` queries, each the floats of
-    :meth:`SimilarityIndex.query_vector`.
-
-    A query of one word (the common case) is done for all such at once, in gensim's own
-    operations: the word's row divided by its norm, widened to float64, divided by BLAS's
-    ``nrm2`` of it and narrowed back (``matutils.unitvec``); anything else, and a row whose
-    norm is zero, goes through ``query_vector``."""
-    from gensim.matutils import blas_nrm2
-
-    means = np.empty((len(asked), sim.dim), dtype=np.float32)
-    excludes: list[list[int]] = [[] for _ in asked]
-    plain, plain_rows = [], []
-    lookup = sim.key_to_index.get
-    for j, (positive, negative, _) in enumerate(asked):
-        if not negative and isinstance(positive, (list, tuple)) and len(positive) == 1:
-            word = positive[0]
-            row = lookup(word) if isinstance(word, str) else None
-            if row is not None and sim.norms[row] > 0:
-                plain.append(j)
-                plain_rows.append(row)
-                continue
-        means[j], excludes[j] = sim.query_vector(positive, negative)
-    if plain:
-        idx = np.asarray(plain_rows, dtype=np.int64)
-        unit = (sim.vectors[idx] / sim.norms[idx][:, None]).astype(np.float64)
-        lengths = np.array([blas_nrm2(u) for u in unit])
-        if np.all(lengths > 0):
-            means[plain] = unit * (1.0 / lengths)[:, None]
-        else:  # a zero mean: gensim keeps it as it is
-            for j in plain:
-                means[j], _ = sim.query_vector(*asked[j][:2])
-        for j, row in zip(plain, plain_rows, strict=True):
-            excludes[j] = [row]
-    return means, excludes
 
 
 def _exact_p50(sim: SimilarityIndex, rows: np.ndarray) -> float:
