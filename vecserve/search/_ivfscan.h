@@ -99,19 +99,19 @@ VS_AVX2 static inline float vs_hsum(__m256 v) {
     s = _mm_add_ss(s, _mm_movehdup_ps(s));
     return _mm_cvtss_f32(s);
 }
-/* The last d % 8 products of a row added to s, one at a time in order: every AVX2 loop
-   ends its sums here, never inlined, so that the compiler cannot sum a tail in another
-   order in one loop than in another (a query's score is then the same float whichever
-   loop computed it). */
-__attribute__((noinline)) static float vs_tail(const char *r, int kind, const float *q, int j,
-                                               int d, float s) {
-    if (kind == VS_F16)
-        for (; j < d; j++) s += VS_F16_AT(j) * q[j];
-    else if (kind == VS_I8)
-        for (; j < d; j++) s += VS_I8_AT(j) * q[j];
-    else
-        for (; j < d; j++) s += VS_F32_AT(j) * q[j];
-    return s;
+/* The last d % 8 products of a row added to s, one at a time in order, each by an explicit
+   fused multiply-add: every AVX2 loop ends its sums here, and the compiler may neither
+   contract nor reorder these (it may for plain arithmetic under -ffast-math, and did so
+   differently in different loops), so a query's score is the same float whichever loop
+   computed it. */
+VS_AVX2 static VS_INLINE float vs_tail(const char *r, int kind, const float *q, int j, int d,
+                                       float s) {
+    __m128 acc = _mm_set_ss(s);
+    for (; j < d; j++) {
+        float x = kind == VS_F16 ? VS_F16_AT(j) : kind == VS_I8 ? VS_I8_AT(j) : VS_F32_AT(j);
+        acc = _mm_fmadd_ss(_mm_set_ss(x), _mm_set_ss(q[j]), acc);
+    }
+    return _mm_cvtss_f32(acc);
 }
 /* Eight elements of a row from element j, as float32. */
 VS_AVX2 static VS_INLINE __m256 vs_load8(const char *r, int kind, int j) {
