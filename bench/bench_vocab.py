@@ -11,7 +11,9 @@ minus the same process before opening) and the time to open. In this process,
 ``SharedVocab`` against the ``dict``/``list`` gensim uses:
 
 - word -> row for a batch of 1000 words (``get``), row -> word for the 2,560 rows of a
-  batch of 256 answers (``words``) and for 10 rows one by one (``[row]``);
+  batch of 256 answers (``words``) and for 10 rows one by one (``[row]``), each the median
+  of 21 runs (warm: the same words again); and 20,000 words and rows each asked once
+  (cold: their memory out of the CPU's caches, as a server at 3M meets them);
 - the users' paths through :class:`~vecserve.search.planner.Planner` (what the HTTP API
   runs) on an ``N x dim`` matrix (clustered unit rows, ``bench_search``'s) with a ready
   IVF index: an approximate query, an approximate batch of 256 (``POST
@@ -105,7 +107,28 @@ def lookups(shared: SharedVocab, words: list[str], index: dict, rng) -> list[tup
         rows.append(
             (f"{label}, median", f"{a * 1e6:,.1f} us", f"dict/list {b * 1e6:,.1f} us; {a / b:.1f}x")
         )
+    # as a server meets them: each word or row once, its memory not in the CPU's caches
+    fresh = [words[i] for i in rng.choice(len(words), 20_000)]
+    spread = rng.choice(len(words), 20_000).tolist()
+    for label, ours, theirs in [
+        ("word -> row, 20,000 words once each", shared.get, index.get),
+        ("row -> word, 20,000 rows once each", shared.__getitem__, words.__getitem__),
+    ]:
+        items = fresh if label.startswith("word") else spread
+        half = len(items) // 2
+        a = per_item_s(ours, items[:half]) + per_item_s(ours, items[half:])
+        b = per_item_s(theirs, items[half:]) + per_item_s(theirs, items[:half])
+        rows.append(
+            (f"{label}, per item", f"{a / 2 * 1e9:,.0f} ns", f"dict/list {b / 2 * 1e9:,.0f} ns")
+        )
     return rows
+
+
+def per_item_s(fn, items) -> float:
+    start = time.perf_counter()
+    for item in items:
+        fn(item)
+    return (time.perf_counter() - start) / len(items)
 
 
 def paths(ix: SimilarityIndex, words: list[str], index: dict, args, rng) -> list[tuple]:
