@@ -1,10 +1,13 @@
 /* The IVF scan's C loops (vecserve/search/_ivfscan.pyx declares and calls them): the
- * inner products of one query with spans of float16 or float32 rows, and the k best kept
- * in the shared top-k heap (_topk.h) as the rows stream by.
+ * inner products of one query with spans of stored rows, and the k best kept in the shared
+ * top-k heap (_topk.h) as the rows stream by.
  *
- * float16 rows are widened to float32 in registers (F16C) and multiplied in float32
- * (FMA) on x86-64 CPUs that have AVX2; elsewhere through a 65,536-entry table. Only the
- * extension includes this file, once: every function is static. */
+ * Rows are stored as float32, float16 or int8 codes with one float32 scale a row (the
+ * row's score is its codes' inner product with the query times its scale). float16 and
+ * int8 rows are widened to float32 in registers (F16C; sign extension and conversion) and
+ * multiplied in float32 (FMA) on x86-64 CPUs that have AVX2; elsewhere in portable C
+ * (float16 through a 65,536-entry table). Only the extension includes this file, once:
+ * every function is static. */
 #ifndef VECSERVE_IVFSCAN_H
 #define VECSERVE_IVFSCAN_H
 
@@ -17,6 +20,13 @@
 #include <immintrin.h>
 #define VS_X86 1
 #endif
+
+/* How the rows are stored (the kind argument of every loop). */
+enum { VS_F32 = 0, VS_F16 = 1, VS_I8 = 2 };
+
+static inline size_t vs_row_bytes(int kind, int d) {
+    return (size_t)d * (kind == VS_F32 ? 4 : kind == VS_F16 ? 2 : 1);
+}
 
 static float vs_half_table[65536];
 
@@ -49,27 +59,40 @@ static void vs_scan_init(void) {
     for (uint32_t h = 0; h < 65536; h++) vs_half_table[h] = vs_half_to_float((uint16_t)h);
 }
 
-static float vs_dot_f16_table(const uint16_t *r, const float *q, int d) {
+/* Portable inner products of a stored row with a query (four sums, then added). */
+static float vs_dot_plain(const char *r, int kind, const float *q, int d) {
     float a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f;
     int j = 0;
-    for (; j + 4 <= d; j += 4) {
-        a0 += vs_half_table[r[j]] * q[j];
-        a1 += vs_half_table[r[j + 1]] * q[j + 1];
-        a2 += vs_half_table[r[j + 2]] * q[j + 2];
-        a3 += vs_half_table[r[j + 3]] * q[j + 3];
+#define VS_PLAIN(X)                                                                       \
+    for (; j + 4 <= d; j += 4) {                                                          \
+        a0 += X(j) * q[j];                                                                \
+        a1 += X(j + 1) * q[j + 1];                                                        \
+        a2 += X(j + 2) * q[j + 2];                                                        \
+        a3 += X(j + 3) * q[j + 3];                                                        \
+    }                                                                                     \
+    for (; j < d; j++) a0 += X(j) * q[j];
+#define VS_F32_AT(j) (((const float *)r)[j])
+#define VS_F16_AT(j) (vs_half_table[((const uint16_t *)r)[j]])
+#define VS_I8_AT(j) ((float)((const int8_t *)r)[j])
+    if (kind == VS_F16) {
+        VS_PLAIN(VS_F16_AT)
+    } else if (kind == VS_I8) {
+        VS_PLAIN(VS_I8_AT)
+    } else {
+        VS_PLAIN(VS_F32_AT)
     }
-    for (; j < d; j++) a0 += vs_half_table[r[j]] * q[j];
+#undef VS_PLAIN
     return (a0 + a1) + (a2 + a3);
 }
 
-static float vs_dot_f32_plain(const float *r, const float *q, int d) {
-    float a = 0.0f;
-    for (int j = 0; j < d; j++) a += r[j] * q[j];
-    return a;
+/* A row's score: its inner product, times its scale for int8 rows (scale: NULL else). */
+static inline float vs_scaled(float dot, const float *scale, int64_t p) {
+    return scale ? dot * scale[p] : dot;
 }
 
 #ifdef VS_X86
 #define VS_AVX2 __attribute__((target("avx2,fma,f16c")))
+#define VS_INLINE __attribute__((always_inline)) inline
 VS_AVX2 static inline float vs_hsum(__m256 v) {
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
     s = _mm_add_ps(s, _mm_movehl_ps(s, s));
@@ -80,58 +103,56 @@ VS_AVX2 static inline float vs_hsum(__m256 v) {
    ends its sums here, never inlined, so that the compiler cannot sum a tail in another
    order in one loop than in another (a query's score is then the same float whichever
    loop computed it). */
-__attribute__((noinline)) static float vs_tail(const char *r, int half, const float *q, int j,
+__attribute__((noinline)) static float vs_tail(const char *r, int kind, const float *q, int j,
                                                int d, float s) {
-    if (half)
-        for (; j < d; j++) s += vs_half_table[((const uint16_t *)r)[j]] * q[j];
+    if (kind == VS_F16)
+        for (; j < d; j++) s += VS_F16_AT(j) * q[j];
+    else if (kind == VS_I8)
+        for (; j < d; j++) s += VS_I8_AT(j) * q[j];
     else
-        for (; j < d; j++) s += ((const float *)r)[j] * q[j];
+        for (; j < d; j++) s += VS_F32_AT(j) * q[j];
     return s;
 }
-VS_AVX2 static float vs_dot_f16_avx2(const uint16_t *r, const float *q, int d) {
+/* Eight elements of a row from element j, as float32. */
+VS_AVX2 static VS_INLINE __m256 vs_load8(const char *r, int kind, int j) {
+    if (kind == VS_F16)
+        return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)r + j)));
+    if (kind == VS_I8)
+        return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(r + j))));
+    return _mm256_loadu_ps((const float *)r + j);
+}
+/* One row, one query: two sums of eight lanes, then the tail. */
+VS_AVX2 static VS_INLINE float vs_dot_avx2(const char *r, int kind, const float *q, int d) {
     __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
     int j = 0;
     for (; j + 16 <= d; j += 16) {
-        __m256 r0 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(r + j)));
-        __m256 r1 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(r + j + 8)));
-        a0 = _mm256_fmadd_ps(r0, _mm256_loadu_ps(q + j), a0);
-        a1 = _mm256_fmadd_ps(r1, _mm256_loadu_ps(q + j + 8), a1);
+        a0 = _mm256_fmadd_ps(vs_load8(r, kind, j), _mm256_loadu_ps(q + j), a0);
+        a1 = _mm256_fmadd_ps(vs_load8(r, kind, j + 8), _mm256_loadu_ps(q + j + 8), a1);
     }
-    for (; j + 8 <= d; j += 8) {
-        __m256 r0 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(r + j)));
-        a0 = _mm256_fmadd_ps(r0, _mm256_loadu_ps(q + j), a0);
-    }
+    for (; j + 8 <= d; j += 8) a0 = _mm256_fmadd_ps(vs_load8(r, kind, j), _mm256_loadu_ps(q + j), a0);
     float s = vs_hsum(_mm256_add_ps(a0, a1));
-    return j < d ? vs_tail((const char *)r, 1, q, j, d, s) : s;
+    return j < d ? vs_tail(r, kind, q, j, d, s) : s;
 }
-VS_AVX2 static float vs_dot_f32_avx2(const float *r, const float *q, int d) {
-    __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
-    int j = 0;
-    for (; j + 16 <= d; j += 16) {
-        a0 = _mm256_fmadd_ps(_mm256_loadu_ps(r + j), _mm256_loadu_ps(q + j), a0);
-        a1 = _mm256_fmadd_ps(_mm256_loadu_ps(r + j + 8), _mm256_loadu_ps(q + j + 8), a1);
-    }
-    for (; j + 8 <= d; j += 8)
-        a0 = _mm256_fmadd_ps(_mm256_loadu_ps(r + j), _mm256_loadu_ps(q + j), a0);
-    float s = vs_hsum(_mm256_add_ps(a0, a1));
-    return j < d ? vs_tail((const char *)r, 0, q, j, d, s) : s;
-}
+#endif
+#undef VS_F32_AT
+#undef VS_F16_AT
+#undef VS_I8_AT
+
 static int vs_portable = 0; /* tests: the portable loops on any CPU */
 static int vs_have_avx2(void) {
+#ifdef VS_X86
     static int have = -1;
     if (vs_portable) return 0;
     if (have < 0) {
         __builtin_cpu_init();
-        have = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+        have = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+               __builtin_cpu_supports("f16c");
     }
     return have;
-}
 #else
-static int vs_portable = 0;
-static int vs_have_avx2(void) {
     return 0;
-}
 #endif
+}
 
 /* Offer one score to a heap of the shared kind (_topk.h): here NaN and infinities never
    rank. Of tied scores, the lower position ranks first. */
@@ -140,56 +161,9 @@ static inline void vs_offer(vs_hit *h, int64_t *n, int64_t k, float s, int64_t p
     if (key < VS_KEY_PINF && key > VS_KEY_NINF) vs_heap_offer(h, n, k, key, p);
 }
 
-/* The k best rows of the spans [lo[i], hi[i]) of `rows` (d columns; half = float16)
-   against q: positions into *pos best first, scores into *score; returns how many. */
 #ifndef VS_AHEAD
 #define VS_AHEAD 8
 #endif
-static int64_t vs_scan(const void *rows, int half, int d, const int64_t *lo, const int64_t *hi,
-                       int64_t nspans, const float *q, int64_t k, vs_hit *heap, int64_t *pos,
-                       float *score) {
-    int64_t n = 0;
-#ifdef VS_X86
-    int fast = vs_have_avx2();
-#endif
-    for (int64_t i = 0; i < nspans; i++) {
-        for (int64_t p = lo[i]; p < hi[i]; p++) {
-            float s;
-            if (half) {
-                const uint16_t *r = (const uint16_t *)rows + (size_t)p * d;
-                if (p + VS_AHEAD < hi[i]) {
-                    const char *c = (const char *)(r + (size_t)VS_AHEAD * d);
-                    for (int b = 0; b < 2 * d; b += 64) __builtin_prefetch(c + b, 0, 0);
-                }
-#ifdef VS_X86
-                s = fast ? vs_dot_f16_avx2(r, q, d) : vs_dot_f16_table(r, q, d);
-#else
-                s = vs_dot_f16_table(r, q, d);
-#endif
-            } else {
-                const float *r = (const float *)rows + (size_t)p * d;
-#ifdef VS_X86
-                s = fast ? vs_dot_f32_avx2(r, q, d) : vs_dot_f32_plain(r, q, d);
-#else
-                s = vs_dot_f32_plain(r, q, d);
-#endif
-            }
-            vs_offer(heap, &n, k, s, p);
-        }
-    }
-    return vs_heap_drain(heap, n, pos, score);
-}
-
-/* A batch of queries (the rows of Q, m x d), each list read once for all the queries
-   that probe it: group g is the rows [lo[g], hi[g]) and the queries
-   qidx[qptr[g]:qptr[g + 1]]. Query i's k best (score, position) pairs are kept in
-   heaps[i * k:], lens[i] of them; callers empty each heap with vs_heap_drain. A query's scores
-   are the same floats as vs_scan's for it alone. */
-static inline void vs_offer_row(vs_hit *heaps, int64_t *lens, int64_t k, int32_t q, float s,
-                                int64_t p) {
-    vs_offer(heaps + (size_t)q * k, lens + q, k, s, p);
-}
-
 static inline void vs_prefetch_row(const char *r, int64_t p, int64_t hi, size_t bytes) {
     if (p + VS_AHEAD < hi) {
         const char *c = r + (size_t)VS_AHEAD * bytes;
@@ -197,36 +171,86 @@ static inline void vs_prefetch_row(const char *r, int64_t p, int64_t hi, size_t 
     }
 }
 
-static void vs_group_portable(const char *rows, int half, int d, int64_t lo, int64_t hi,
-                              const int32_t *qs, int64_t nq, const float *Q, int64_t k,
-                              vs_hit *heaps, int64_t *lens) {
-    size_t bytes = (size_t)d * (half ? 2 : 4);
+#ifdef VS_X86
+VS_AVX2 static VS_INLINE void vs_span_avx2(const char *rows, int kind, const float *scale, int d,
+                                           int64_t lo, int64_t hi, const float *q, int64_t k,
+                                           vs_hit *heap, int64_t *n) {
+    size_t bytes = vs_row_bytes(kind, d);
+    for (int64_t p = lo; p < hi; p++) {
+        const char *r = rows + (size_t)p * bytes;
+        vs_prefetch_row(r, p, hi, bytes);
+        vs_offer(heap, n, k, vs_scaled(vs_dot_avx2(r, kind, q, d), scale, p), p);
+    }
+}
+/* One copy of the loop for each kind of row, the kind fixed in it. */
+VS_AVX2 static void vs_span_any_avx2(const char *rows, int kind, const float *scale, int d,
+                                     int64_t lo, int64_t hi, const float *q, int64_t k,
+                                     vs_hit *heap, int64_t *n) {
+    if (kind == VS_F16)
+        vs_span_avx2(rows, VS_F16, scale, d, lo, hi, q, k, heap, n);
+    else if (kind == VS_I8)
+        vs_span_avx2(rows, VS_I8, scale, d, lo, hi, q, k, heap, n);
+    else
+        vs_span_avx2(rows, VS_F32, scale, d, lo, hi, q, k, heap, n);
+}
+#endif
+
+/* The k best rows of the spans [lo[i], hi[i]) of `rows` (d columns, stored as `kind`;
+   scale: int8 rows' scales, else NULL) against q: positions into *pos best first, scores
+   into *score; returns how many. */
+static int64_t vs_scan(const void *rows, int kind, const float *scale, int d, const int64_t *lo,
+                       const int64_t *hi, int64_t nspans, const float *q, int64_t k,
+                       vs_hit *heap, int64_t *pos, float *score) {
+    int64_t n = 0;
+    size_t bytes = vs_row_bytes(kind, d);
+    for (int64_t i = 0; i < nspans; i++) {
+#ifdef VS_X86
+        if (vs_have_avx2()) {
+            vs_span_any_avx2((const char *)rows, kind, scale, d, lo[i], hi[i], q, k, heap, &n);
+            continue;
+        }
+#endif
+        for (int64_t p = lo[i]; p < hi[i]; p++) {
+            const char *r = (const char *)rows + (size_t)p * bytes;
+            vs_prefetch_row(r, p, hi[i], bytes);
+            vs_offer(heap, &n, k, vs_scaled(vs_dot_plain(r, kind, q, d), scale, p), p);
+        }
+    }
+    return vs_heap_drain(heap, n, pos, score);
+}
+
+/* A batch of queries (the rows of Q, m x d), each list read once for all the queries
+   that probe it: the rows [lo, hi) and the queries qs[0:nq]. Query i's k best (score,
+   position) pairs are kept in heaps[i * k:], lens[i] of them; callers empty each heap with
+   vs_heap_drain. A query's scores are the same floats as vs_scan's for it alone. */
+static inline void vs_offer_row(vs_hit *heaps, int64_t *lens, int64_t k, int32_t q, float s,
+                                int64_t p) {
+    vs_offer(heaps + (size_t)q * k, lens + q, k, s, p);
+}
+
+static void vs_group_portable(const char *rows, int kind, const float *scale, int d, int64_t lo,
+                              int64_t hi, const int32_t *qs, int64_t nq, const float *Q,
+                              int64_t k, vs_hit *heaps, int64_t *lens) {
+    size_t bytes = vs_row_bytes(kind, d);
     for (int64_t p = lo; p < hi; p++) {
         const char *r = rows + (size_t)p * bytes;
         vs_prefetch_row(r, p, hi, bytes);
         for (int64_t t = 0; t < nq; t++) {
-            const float *q = Q + (size_t)qs[t] * d;
-            float s = half ? vs_dot_f16_table((const uint16_t *)r, q, d)
-                           : vs_dot_f32_plain((const float *)r, q, d);
-            vs_offer_row(heaps, lens, k, qs[t], s, p);
+            float s = vs_dot_plain(r, kind, Q + (size_t)qs[t] * d, d);
+            vs_offer_row(heaps, lens, k, qs[t], vs_scaled(s, scale, p), p);
         }
     }
 }
 
 #ifdef VS_X86
-/* Four queries against one row: the row's elements are loaded (and widened, for float16)
-   once for the four. Each sum runs in vs_dot_f16_avx2's / vs_dot_f32_avx2's order. */
-#define VS_INLINE __attribute__((always_inline)) inline
-VS_AVX2 static VS_INLINE __m256 vs_load8(const char *r, int half, int j) {
-    if (half) return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)r + j)));
-    return _mm256_loadu_ps((const float *)r + j);
-}
-VS_AVX2 static VS_INLINE void vs_dot4(const char *r, int half, const float *q0, const float *q1,
+/* Four queries against one row: the row's elements are loaded (and widened) once for the
+   four. Each sum runs in vs_dot_avx2's order. */
+VS_AVX2 static VS_INLINE void vs_dot4(const char *r, int kind, const float *q0, const float *q1,
                                       const float *q2, const float *q3, int d, float *out) {
     __m256 a0 = _mm256_setzero_ps(), a1 = a0, b0 = a0, b1 = a0, c0 = a0, c1 = a0, e0 = a0, e1 = a0;
     int j = 0;
     for (; j + 16 <= d; j += 16) {
-        __m256 r0 = vs_load8(r, half, j), r1 = vs_load8(r, half, j + 8);
+        __m256 r0 = vs_load8(r, kind, j), r1 = vs_load8(r, kind, j + 8);
         a0 = _mm256_fmadd_ps(r0, _mm256_loadu_ps(q0 + j), a0);
         a1 = _mm256_fmadd_ps(r1, _mm256_loadu_ps(q0 + j + 8), a1);
         b0 = _mm256_fmadd_ps(r0, _mm256_loadu_ps(q1 + j), b0);
@@ -237,7 +261,7 @@ VS_AVX2 static VS_INLINE void vs_dot4(const char *r, int half, const float *q0, 
         e1 = _mm256_fmadd_ps(r1, _mm256_loadu_ps(q3 + j + 8), e1);
     }
     for (; j + 8 <= d; j += 8) {
-        __m256 r0 = vs_load8(r, half, j);
+        __m256 r0 = vs_load8(r, kind, j);
         a0 = _mm256_fmadd_ps(r0, _mm256_loadu_ps(q0 + j), a0);
         b0 = _mm256_fmadd_ps(r0, _mm256_loadu_ps(q1 + j), b0);
         c0 = _mm256_fmadd_ps(r0, _mm256_loadu_ps(q2 + j), c0);
@@ -248,61 +272,61 @@ VS_AVX2 static VS_INLINE void vs_dot4(const char *r, int half, const float *q0, 
     out[2] = vs_hsum(_mm256_add_ps(c0, c1));
     out[3] = vs_hsum(_mm256_add_ps(e0, e1));
     if (j < d) {
-        out[0] = vs_tail(r, half, q0, j, d, out[0]);
-        out[1] = vs_tail(r, half, q1, j, d, out[1]);
-        out[2] = vs_tail(r, half, q2, j, d, out[2]);
-        out[3] = vs_tail(r, half, q3, j, d, out[3]);
+        out[0] = vs_tail(r, kind, q0, j, d, out[0]);
+        out[1] = vs_tail(r, kind, q1, j, d, out[1]);
+        out[2] = vs_tail(r, kind, q2, j, d, out[2]);
+        out[3] = vs_tail(r, kind, q3, j, d, out[3]);
     }
 }
 /* One query against four rows r[0..3]: the query's elements are loaded once for the four,
-   and four sums are in flight. Each sum runs in vs_dot_f16_avx2's / vs_dot_f32_avx2's
-   order. */
-VS_AVX2 static VS_INLINE void vs_dot_rows4(const char *const *r, int half, const float *q, int d,
+   and four sums are in flight. Each sum runs in vs_dot_avx2's order. */
+VS_AVX2 static VS_INLINE void vs_dot_rows4(const char *const *r, int kind, const float *q, int d,
                                            float *out) {
     __m256 a0 = _mm256_setzero_ps(), a1 = a0, b0 = a0, b1 = a0, c0 = a0, c1 = a0, e0 = a0, e1 = a0;
     int j = 0;
     for (; j + 16 <= d; j += 16) {
         __m256 x0 = _mm256_loadu_ps(q + j), x1 = _mm256_loadu_ps(q + j + 8);
-        a0 = _mm256_fmadd_ps(vs_load8(r[0], half, j), x0, a0);
-        a1 = _mm256_fmadd_ps(vs_load8(r[0], half, j + 8), x1, a1);
-        b0 = _mm256_fmadd_ps(vs_load8(r[1], half, j), x0, b0);
-        b1 = _mm256_fmadd_ps(vs_load8(r[1], half, j + 8), x1, b1);
-        c0 = _mm256_fmadd_ps(vs_load8(r[2], half, j), x0, c0);
-        c1 = _mm256_fmadd_ps(vs_load8(r[2], half, j + 8), x1, c1);
-        e0 = _mm256_fmadd_ps(vs_load8(r[3], half, j), x0, e0);
-        e1 = _mm256_fmadd_ps(vs_load8(r[3], half, j + 8), x1, e1);
+        a0 = _mm256_fmadd_ps(vs_load8(r[0], kind, j), x0, a0);
+        a1 = _mm256_fmadd_ps(vs_load8(r[0], kind, j + 8), x1, a1);
+        b0 = _mm256_fmadd_ps(vs_load8(r[1], kind, j), x0, b0);
+        b1 = _mm256_fmadd_ps(vs_load8(r[1], kind, j + 8), x1, b1);
+        c0 = _mm256_fmadd_ps(vs_load8(r[2], kind, j), x0, c0);
+        c1 = _mm256_fmadd_ps(vs_load8(r[2], kind, j + 8), x1, c1);
+        e0 = _mm256_fmadd_ps(vs_load8(r[3], kind, j), x0, e0);
+        e1 = _mm256_fmadd_ps(vs_load8(r[3], kind, j + 8), x1, e1);
     }
     for (; j + 8 <= d; j += 8) {
         __m256 x0 = _mm256_loadu_ps(q + j);
-        a0 = _mm256_fmadd_ps(vs_load8(r[0], half, j), x0, a0);
-        b0 = _mm256_fmadd_ps(vs_load8(r[1], half, j), x0, b0);
-        c0 = _mm256_fmadd_ps(vs_load8(r[2], half, j), x0, c0);
-        e0 = _mm256_fmadd_ps(vs_load8(r[3], half, j), x0, e0);
+        a0 = _mm256_fmadd_ps(vs_load8(r[0], kind, j), x0, a0);
+        b0 = _mm256_fmadd_ps(vs_load8(r[1], kind, j), x0, b0);
+        c0 = _mm256_fmadd_ps(vs_load8(r[2], kind, j), x0, c0);
+        e0 = _mm256_fmadd_ps(vs_load8(r[3], kind, j), x0, e0);
     }
     out[0] = vs_hsum(_mm256_add_ps(a0, a1));
     out[1] = vs_hsum(_mm256_add_ps(b0, b1));
     out[2] = vs_hsum(_mm256_add_ps(c0, c1));
     out[3] = vs_hsum(_mm256_add_ps(e0, e1));
-    for (int u = 0; u < 4 && j < d; u++) out[u] = vs_tail(r[u], half, q, j, d, out[u]);
+    for (int u = 0; u < 4 && j < d; u++) out[u] = vs_tail(r[u], kind, q, j, d, out[u]);
 }
 /* The rows [lo, hi) against the queries qs: four queries a row while four remain; each of
    the others against four rows at a time, one from each quarter of the span, so that the
    reads are four sequential streams (which the hardware prefetches; rows read side by side
    are not). */
-VS_AVX2 static VS_INLINE void vs_group_rows(const char *rows, int half, int d, int64_t lo,
-                                            int64_t hi, const int32_t *qs, int64_t nq,
+VS_AVX2 static VS_INLINE void vs_group_rows(const char *rows, int kind, const float *scale, int d,
+                                            int64_t lo, int64_t hi, const int32_t *qs, int64_t nq,
                                             const float *Q, int64_t k, vs_hit *heaps,
                                             int64_t *lens) {
-    size_t bytes = (size_t)d * (half ? 2 : 4);
+    size_t bytes = vs_row_bytes(kind, d);
     int64_t t4 = nq - nq % 4, quarter = (hi - lo) / 4;
     for (int64_t p = lo; p < hi && t4 > 0; p++) {
         const char *r = rows + (size_t)p * bytes;
         vs_prefetch_row(r, p, hi, bytes);
         for (int64_t t = 0; t < t4; t += 4) {
             float s[4];
-            vs_dot4(r, half, Q + (size_t)qs[t] * d, Q + (size_t)qs[t + 1] * d,
+            vs_dot4(r, kind, Q + (size_t)qs[t] * d, Q + (size_t)qs[t + 1] * d,
                     Q + (size_t)qs[t + 2] * d, Q + (size_t)qs[t + 3] * d, d, s);
-            for (int u = 0; u < 4; u++) vs_offer_row(heaps, lens, k, qs[t + u], s[u], p);
+            for (int u = 0; u < 4; u++)
+                vs_offer_row(heaps, lens, k, qs[t + u], vs_scaled(s[u], scale, p), p);
         }
     }
     for (int64_t t = t4; t < nq; t++) {
@@ -311,45 +335,41 @@ VS_AVX2 static VS_INLINE void vs_group_rows(const char *rows, int half, int d, i
             const char *r[4];
             float s[4];
             for (int u = 0; u < 4; u++) r[u] = rows + (size_t)(lo + u * quarter + i) * bytes;
-            vs_dot_rows4(r, half, q, d, s);
-            for (int u = 0; u < 4; u++)
-                vs_offer_row(heaps, lens, k, qs[t], s[u], lo + u * quarter + i);
+            vs_dot_rows4(r, kind, q, d, s);
+            for (int u = 0; u < 4; u++) {
+                int64_t p = lo + u * quarter + i;
+                vs_offer_row(heaps, lens, k, qs[t], vs_scaled(s[u], scale, p), p);
+            }
         }
         for (int64_t p = lo + 4 * quarter; p < hi; p++) {
-            const char *r = rows + (size_t)p * bytes;
-            float s = half ? vs_dot_f16_avx2((const uint16_t *)r, q, d)
-                           : vs_dot_f32_avx2((const float *)r, q, d);
-            vs_offer_row(heaps, lens, k, qs[t], s, p);
+            float s = vs_dot_avx2(rows + (size_t)p * bytes, kind, q, d);
+            vs_offer_row(heaps, lens, k, qs[t], vs_scaled(s, scale, p), p);
         }
     }
 }
-VS_AVX2 static void vs_group_avx2(const char *rows, int half, int d, int64_t lo, int64_t hi,
-                                  const int32_t *qs, int64_t nq, const float *Q, int64_t k,
-                                  vs_hit *heaps, int64_t *lens) {
-    if (half) /* two copies of the loop, each with its row type fixed */
-        vs_group_rows(rows, 1, d, lo, hi, qs, nq, Q, k, heaps, lens);
+VS_AVX2 static void vs_group_avx2(const char *rows, int kind, const float *scale, int d, int64_t lo,
+                                  int64_t hi, const int32_t *qs, int64_t nq, const float *Q,
+                                  int64_t k, vs_hit *heaps, int64_t *lens) {
+    /* one copy of the loop for each kind of row, the kind fixed in it */
+    if (kind == VS_F16)
+        vs_group_rows(rows, VS_F16, scale, d, lo, hi, qs, nq, Q, k, heaps, lens);
+    else if (kind == VS_I8)
+        vs_group_rows(rows, VS_I8, scale, d, lo, hi, qs, nq, Q, k, heaps, lens);
     else
-        vs_group_rows(rows, 0, d, lo, hi, qs, nq, Q, k, heaps, lens);
+        vs_group_rows(rows, VS_F32, scale, d, lo, hi, qs, nq, Q, k, heaps, lens);
 }
 #endif
 
-static void vs_scan_groups(const void *rows, int half, int d, const int64_t *lo, const int64_t *hi,
-                           const int64_t *qptr, const int32_t *qidx, int64_t ngroups,
-                           const float *Q, int64_t k, vs_hit *heaps, int64_t *lens) {
+static void vs_scan_group(const void *rows, int kind, const float *scale, int d, int64_t lo,
+                          int64_t hi, const int32_t *qs, int64_t nq, const float *Q, int64_t k,
+                          vs_hit *heaps, int64_t *lens) {
 #ifdef VS_X86
-    int fast = vs_have_avx2();
-#endif
-    for (int64_t g = 0; g < ngroups; g++) {
-        const int32_t *qs = qidx + qptr[g];
-        int64_t nq = qptr[g + 1] - qptr[g];
-#ifdef VS_X86
-        if (fast) {
-            vs_group_avx2((const char *)rows, half, d, lo[g], hi[g], qs, nq, Q, k, heaps, lens);
-            continue;
-        }
-#endif
-        vs_group_portable((const char *)rows, half, d, lo[g], hi[g], qs, nq, Q, k, heaps, lens);
+    if (vs_have_avx2()) {
+        vs_group_avx2((const char *)rows, kind, scale, d, lo, hi, qs, nq, Q, k, heaps, lens);
+        return;
     }
+#endif
+    vs_group_portable((const char *)rows, kind, scale, d, lo, hi, qs, nq, Q, k, heaps, lens);
 }
 
 /* ---- A whole batch in one call: each query's probed lists chosen and scanned ---- */
@@ -432,12 +452,14 @@ static void vs_centroids(const float *ct, int d, const float *const *q, int nq, 
 /* The search of a batch of m unit queries Q (m x d), all in C: each query's nprobe lists of
    the best centroid scores (ct: nlist centroids as vs_centroids reads them; ties to the
    lower list) into near[i * nprobe:], -1 where it has fewer (NaN scores); then the rows of
-   those lists ([offsets[l], offsets[l + 1]) of `rows`) read list by list in the file's
+   those lists ([offsets[l], offsets[l + 1]) of `rows`, stored as `kind`; scale: int8 rows'
+   scales, else NULL) read list by list in the file's
    order, once for all the queries probing each, and each query's k best kept: their ids
    (ids[position]) into out[i * k:], best first (ties: the earlier position), -1 padded.
    Scratch: heaps of m * max(k, nprobe) hits, lens and qidx of m * nprobe, cnt of nlist + 1,
    sc of 4 * nlist_padded floats. */
-static void vs_ivf_batch(const float *ct, int64_t nlist, const void *rows, int half, int d,
+static void vs_ivf_batch(const float *ct, int64_t nlist, const void *rows, int kind,
+                         const float *scale, int d,
                          const int64_t *offsets, const int64_t *ids, const float *Q, int64_t m,
                          int64_t nprobe, int64_t k, int64_t *near, int64_t *out, vs_hit *heaps,
                          int64_t *lens, int64_t *cnt, int32_t *qidx, float *sc) {
@@ -465,10 +487,9 @@ static void vs_ivf_batch(const float *ct, int64_t nlist, const void *rows, int h
         if (near[i] >= 0) qidx[cnt[near[i]]++] = (int32_t)(i / nprobe);
     memset(lens, 0, (size_t)m * sizeof *lens);
     for (int64_t l = 0, a = 0; l < nlist; a = cnt[l], l++) {
-        int64_t qptr[2] = {0, cnt[l] - a};
-        if (qptr[1] > 0)
-            vs_scan_groups(rows, half, d, offsets + l, offsets + l + 1, qptr, qidx + a, 1, Q, k,
-                           heaps, lens);
+        if (cnt[l] > a)
+            vs_scan_group(rows, kind, scale, d, offsets[l], offsets[l + 1], qidx + a, cnt[l] - a,
+                          Q, k, heaps, lens);
     }
     for (int64_t i = 0; i < m; i++) {
         int64_t *o = out + (size_t)i * k;

@@ -1,15 +1,15 @@
 # cython: language_level=3
 """The scan of an IVF query: the inner products of one unit query with the rows of
 its ``nprobe`` lists, and the ``k`` best of them, in one C pass without the GIL; and of
-a batch (:func:`top_rows_grouped`), each list read once for all the queries that probe it.
+a batch (:func:`search_batch`), each list read once for all the queries that probe it.
 
-The lists' rows are read straight from the memory-mapped file, as float32 or as
-float16 (half the bytes: the scan is bound by memory bandwidth, so half the time).
-float16 rows are widened to float32 in registers (F16C) and multiplied in float32
-(FMA) on x86-64 CPUs that have AVX2; elsewhere, through a 65,536-entry table. The
-best ``k`` are kept in a heap as the rows stream by: no score array, no sort of the
-whole scan. Scores of float16 rows are those of the rounded rows (a relative error
-of ~1e-3 on a coordinate): the caller re-scores its candidates exactly.
+The lists' rows are read straight from the memory-mapped file, as float32, float16 or
+int8 codes with one float32 scale a row (a quarter of float32's bytes: the scan is bound
+by memory bandwidth). float16 and int8 rows are widened to float32 in registers and
+multiplied in float32 (FMA) on x86-64 CPUs that have AVX2; elsewhere in portable C. The
+best ``k`` are kept in a heap as the rows stream by: no score array, no sort of the whole
+scan. Scores of float16 and int8 rows are those of the rounded rows: the caller re-scores
+its candidates exactly.
 
 The C loops are in ``_ivfscan.h`` beside this file; this module validates the arguments
 and runs them in one ``nogil`` block. It knows nothing of files or models;
@@ -27,17 +27,14 @@ cdef extern from "_ivfscan.h":
     void vs_scan_init()
     int vs_have_avx2()
     int vs_portable
-    int64_t vs_scan(const void *rows, int half, int d, const int64_t *lo, const int64_t *hi,
-                    int64_t nspans, const float *q, int64_t k, vs_hit *heap, int64_t *pos,
-                    float *score) nogil
-    void vs_scan_groups(const void *rows, int half, int d, const int64_t *lo, const int64_t *hi,
-                        const int64_t *qptr, const int32_t *qidx, int64_t ngroups,
-                        const float *Q, int64_t k, vs_hit *heaps, int64_t *lens) nogil
-    int64_t vs_heap_drain(vs_hit *heap, int64_t n, int64_t *pos, float *score) nogil
-    void vs_ivf_batch(const float *ct, int64_t nlist, const void *rows, int half, int d,
-                      const int64_t *offsets, const int64_t *ids, const float *Q, int64_t m,
-                      int64_t nprobe, int64_t k, int64_t *near, int64_t *out, vs_hit *heaps,
-                      int64_t *lens, int64_t *cnt, int32_t *qidx, float *sc) nogil
+    int64_t vs_scan(const void *rows, int kind, const float *scale, int d, const int64_t *lo,
+                    const int64_t *hi, int64_t nspans, const float *q, int64_t k, vs_hit *heap,
+                    int64_t *pos, float *score) nogil
+    void vs_ivf_batch(const float *ct, int64_t nlist, const void *rows, int kind,
+                      const float *scale, int d, const int64_t *offsets, const int64_t *ids,
+                      const float *Q, int64_t m, int64_t nprobe, int64_t k, int64_t *near,
+                      int64_t *out, vs_hit *heaps, int64_t *lens, int64_t *cnt, int32_t *qidx,
+                      float *sc) nogil
 
 
 vs_scan_init()
@@ -52,15 +49,38 @@ def _portable(on: bool) -> None:
     vs_portable = 1 if on else 0
 
 
+cdef dict KINDS = {np.dtype(np.float32): 0, np.dtype(np.float16): 1, np.dtype(np.int8): 2}
+
+
+def _kind(rows, Py_ssize_t d, scales):
+    """The C loops' kind of ``rows`` (d columns), and its scales as float32 (int8 rows:
+    one a row; float rows: None). Bad arguments raise ValueError in one line."""
+    if rows.ndim != 2 or rows.shape[1] != d:
+        raise ValueError(f"rows of shape {rows.shape} against queries of {d}")
+    kind = KINDS.get(rows.dtype)
+    if kind is None or not rows.flags.c_contiguous:
+        raise ValueError(f"rows must be C-contiguous float16, float32 or int8, not {rows.dtype}")
+    if kind != 2:
+        if scales is not None:
+            raise ValueError(f"{rows.dtype} rows take no scales")
+        return kind, None
+    if scales is None or scales.ndim != 1 or scales.shape[0] != rows.shape[0]:
+        raise ValueError("int8 rows need scales: one float32 a row")
+    if scales.dtype != np.float32 or not scales.flags.c_contiguous:
+        raise ValueError(f"scales must be C-contiguous float32, not {scales.dtype}")
+    return kind, scales
+
+
 @cython.boundscheck(False)
 @cython.wraparound(False)
 def top_rows(rows, const int64_t[::1] lo, const int64_t[::1] hi, const float[::1] query,
-             Py_ssize_t k):
+             Py_ssize_t k, scales=None):
     """The ``k`` rows of ``rows[lo[i]:hi[i]]`` (all spans) with the largest inner product
     with ``query``, best first: ``(positions, scores)`` (int64, float32; fewer than ``k``
     if the spans hold fewer rows; ties: the earlier position first).
 
-    ``rows``: a C-contiguous float32 or float16 matrix of ``len(query)`` columns.
+    ``rows``: a C-contiguous float32, float16 or int8 matrix of ``len(query)`` columns;
+    int8 rows' scores are their codes' inner products times ``scales`` (float32, one a row).
 
     >>> r = np.array([[1, 0], [0, 1], [0.6, 0.8], [1, 1]], dtype=np.float16)
     >>> spans = np.array([0, 3]), np.array([2, 4])
@@ -68,11 +88,13 @@ def top_rows(rows, const int64_t[::1] lo, const int64_t[::1] hi, const float[::1
     (array([0, 3]), array([1., 1.], dtype=float32))
     >>> top_rows(r.astype(np.float32), *spans, np.array([0, 1], dtype=np.float32), 5)[0]
     array([1, 3, 0])
+    >>> codes, scales = np.array([[127, 0], [0, 127]], np.int8), np.array([0.5, 1], np.float32)
+    >>> top_rows(codes, np.array([0]), np.array([2]), np.array([1, 1], np.float32), 2, scales)
+    (array([1, 0]), array([127. ,  63.5], dtype=float32))
     """
-    if rows.ndim != 2 or rows.shape[1] != query.shape[0]:
+    if rows.ndim == 2 and rows.shape[1] != query.shape[0]:
         raise ValueError(f"rows of shape {rows.shape} against a query of {query.shape[0]}")
-    if rows.dtype not in (np.float16, np.float32) or not rows.flags.c_contiguous:
-        raise ValueError(f"rows must be C-contiguous float16 or float32, not {rows.dtype}")
+    kind, scales = _kind(rows, query.shape[0], scales)
     if lo.shape[0] != hi.shape[0]:
         raise ValueError("lo and hi must name the same number of spans")
     cdef Py_ssize_t i, n_rows = rows.shape[0]
@@ -86,82 +108,20 @@ def top_rows(rows, const int64_t[::1] lo, const int64_t[::1] hi, const float[::1
     cdef unsigned char[::1] h = heap
     cdef int64_t[::1] p = pos
     cdef float[::1] s = score
-    cdef const unsigned char[:, ::1] raw = rows.view(np.uint8)
-    cdef int half = rows.dtype == np.float16
-    cdef int d = query.shape[0]
-    cdef int64_t n = 0
-    if k == 0 or lo.shape[0] == 0 or n_rows == 0 or d == 0:
+    if k == 0 or lo.shape[0] == 0 or n_rows == 0 or query.shape[0] == 0:
         return pos[:0], score[:0]
+    cdef const unsigned char[:, ::1] raw = rows.view(np.uint8)
+    cdef const float[::1] sc
+    cdef const float *sp = NULL
+    if scales is not None:
+        sc = scales
+        sp = &sc[0]
+    cdef int c_kind = kind, d = query.shape[0]
+    cdef int64_t n = 0
     with nogil:
-        n = vs_scan(&raw[0, 0], half, d, &lo[0], &hi[0], lo.shape[0], &query[0], k,
+        n = vs_scan(&raw[0, 0], c_kind, sp, d, &lo[0], &hi[0], lo.shape[0], &query[0], k,
                     <vs_hit *>&h[0], &p[0], &s[0])
     return pos[:n], score[:n]
-
-
-def _check_rows(rows, Py_ssize_t d):
-    if rows.ndim != 2 or rows.shape[1] != d:
-        raise ValueError(f"rows of shape {rows.shape} against queries of {d}")
-    if rows.dtype not in (np.float16, np.float32) or not rows.flags.c_contiguous:
-        raise ValueError(f"rows must be C-contiguous float16 or float32, not {rows.dtype}")
-
-
-@cython.boundscheck(False)
-@cython.wraparound(False)
-def top_rows_grouped(rows, const int64_t[::1] lo, const int64_t[::1] hi,
-                     const int64_t[::1] qptr, const int32_t[::1] qidx,
-                     const float[:, ::1] queries, Py_ssize_t k):
-    """The ``k`` best rows of each query of a batch among the groups it is named in:
-    group ``g`` is the rows ``rows[lo[g]:hi[g]]`` and the queries
-    ``qidx[qptr[g]:qptr[g + 1]]`` (rows of ``queries``). Each group's rows are read
-    once for all its queries, four queries at a time.
-
-    Returns ``(positions, scores)``: ``len(queries) x k`` arrays, each row best first
-    (ties: the earlier position), padded with position -1 and score -inf. A query's
-    scores are the floats :func:`top_rows` gives it alone.
-
-    >>> r = np.array([[1, 0], [0, 1], [0.6, 0.8], [1, 1]], dtype=np.float16)
-    >>> q = np.array([[1, 0], [0, 1]], dtype=np.float32)
-    >>> lo, hi = np.array([0, 2]), np.array([2, 4])  # two lists
-    >>> qptr, qidx = np.array([0, 2, 3]), np.array([0, 1, 1], dtype=np.int32)  # 0: the first
-    >>> top_rows_grouped(r, lo, hi, qptr, qidx, q, 2)[0]
-    array([[0, 1],
-           [1, 3]])
-    """
-    cdef Py_ssize_t m = queries.shape[0], d = queries.shape[1], g, i
-    _check_rows(rows, d)
-    cdef Py_ssize_t ngroups = lo.shape[0], n_rows = rows.shape[0], nidx = qidx.shape[0]
-    if hi.shape[0] != ngroups or qptr.shape[0] != ngroups + 1:
-        raise ValueError("lo, hi and qptr must describe the same groups")
-    if ngroups and not (qptr[0] == 0 and qptr[ngroups] == nidx):
-        raise ValueError("qptr must run from 0 to len(qidx)")
-    for g in range(ngroups):
-        if not 0 <= lo[g] <= hi[g] <= n_rows:
-            raise ValueError(f"span [{lo[g]}, {hi[g]}) is outside the {n_rows} rows")
-        if qptr[g] > qptr[g + 1]:
-            raise ValueError("qptr must not decrease")
-    for i in range(nidx):
-        if not 0 <= qidx[i] < m:
-            raise ValueError(f"query {qidx[i]} is outside the {m} queries")
-    k = max(0, k)
-    pos = np.full((m, k), -1, dtype=np.int64)
-    score = np.full((m, k), -np.inf, dtype=np.float32)
-    if k == 0 or m == 0 or ngroups == 0 or n_rows == 0 or d == 0:
-        return pos, score
-    heaps = np.empty(m * k * sizeof(vs_hit), dtype=np.uint8)  # k hits a query
-    lens = np.zeros(m, dtype=np.int64)
-    cdef unsigned char[::1] h = heaps
-    cdef int64_t[::1] n = lens
-    cdef int64_t[:, ::1] p = pos
-    cdef float[:, ::1] s = score
-    cdef const unsigned char[:, ::1] raw = rows.view(np.uint8)
-    cdef int half = rows.dtype == np.float16
-    cdef vs_hit *hp = <vs_hit *>&h[0]
-    with nogil:
-        vs_scan_groups(&raw[0, 0], half, <int>d, &lo[0], &hi[0], &qptr[0], &qidx[0], ngroups,
-                       &queries[0, 0], k, hp, &n[0])
-        for i in range(m):
-            vs_heap_drain(hp + i * k, n[i], &p[i, 0], &s[i, 0])
-    return pos, score
 
 
 def pack_centroids(centroids):
@@ -184,12 +144,13 @@ def pack_centroids(centroids):
 @cython.wraparound(False)
 def search_batch(const float[:, :, ::1] packed, Py_ssize_t nlist, rows,
                  const int64_t[::1] offsets, const int64_t[::1] ids,
-                 const float[:, ::1] queries, Py_ssize_t nprobe, Py_ssize_t k):
+                 const float[:, ::1] queries, Py_ssize_t nprobe, Py_ssize_t k, scales=None):
     """An IVF search of a batch in one C call without the GIL: each query's ``nprobe``
     lists of the best centroid scores (``packed``: the ``nlist`` centroids as
     :func:`pack_centroids` gives them), then those lists' rows (list ``l`` is
     ``rows[offsets[l]:offsets[l + 1]]``) read once for all the queries probing them, and
-    each query's ``k`` best rows by inner product kept.
+    each query's ``k`` best rows by inner product kept (int8 rows: times their ``scales``,
+    as :func:`top_rows`).
 
     Returns ``(found, near)``: ``found[i]`` the ``ids`` of query ``i``'s ``k`` best rows,
     best first (ties: the earlier stored row), padded with -1; ``near[i]`` its lists,
@@ -206,7 +167,7 @@ def search_batch(const float[:, :, ::1] packed, Py_ssize_t nlist, rows,
     ([[13, 12, -1], [10, 11, -1]], [[1], [0]])
     """
     cdef Py_ssize_t m = queries.shape[0], d = queries.shape[1], l
-    _check_rows(rows, d)
+    kind, scales = _kind(rows, d, scales)
     cdef Py_ssize_t n_rows = rows.shape[0]
     if packed.shape[0] != (nlist + 7) // 8 or packed.shape[1] != d or packed.shape[2] != 8:
         raise ValueError(f"packed centroids of shape {packed.shape[0]} x {packed.shape[1]} x "
@@ -236,12 +197,17 @@ def search_batch(const float[:, :, ::1] packed, Py_ssize_t nlist, rows,
     cdef float[::1] s = sc
     cdef int64_t[:, ::1] f = found, nr = near
     cdef const unsigned char[:, ::1] raw = rows.view(np.uint8)
-    cdef int half = rows.dtype == np.float16
+    cdef const float[::1] scv
+    cdef const float *sp = NULL
+    if scales is not None and n_rows:
+        scv = scales
+        sp = &scv[0]
+    cdef int c_kind = kind
     cdef const void *rp = &raw[0, 0] if n_rows else NULL
     cdef const int64_t *ip = &ids[0] if n_rows else NULL
     cdef int64_t *fp = &f[0, 0] if k else NULL
     with nogil:
-        vs_ivf_batch(&packed[0, 0, 0], nlist, rp, half, <int>d, &offsets[0], ip,
+        vs_ivf_batch(&packed[0, 0, 0], nlist, rp, c_kind, sp, <int>d, &offsets[0], ip,
                      &queries[0, 0], m, nprobe, k, &nr[0, 0], fp, <vs_hit *>&h[0], &ln[0],
                      &ct[0], &qi[0], &s[0])
     return found, near

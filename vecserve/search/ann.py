@@ -6,8 +6,7 @@ at least :data:`IVF_FROM_ROWS` (100,000) rows and an HNSW graph below; ``kind="i
 ``"hnsw"`` forces one. On large clustered models IVF builds several times faster than an
 HNSW graph and, scanning a few lists, finds the exact top 10 where HNSW's recall stays
 below it. On small models HNSW builds in under a minute, answers a little faster and
-keeps a smaller file (an IVF file holds a float32 copy of the unit rows, as large as the
-snapshot; an f16 graph is smaller): HNSW is the choice there. On uniform random data
+keeps a small file: HNSW is the choice there. On uniform random data
 (no structure to find) no index of either kind is both fast and exact: IVF's recall
 grows with ``nprobe`` roughly as the share of rows scanned. BENCHMARKS.md ("IVF against
 HNSW at 3M x 300") holds the figures.
@@ -98,13 +97,10 @@ BUILD_CHUNK = 50_000
 WAIT_POLL = 1.0
 
 
-#: How far a float16 row's score may be from its cosine (unit rows, unit query): the
-#: rounding of each coordinate (2**-11 relative, Cauchy-Schwarz: 4.9e-4 in all) and the
-#: float32 sums, with a margin of 2.
-F16_SCORE_BOUND = 1e-3
-
 #: Rows from which ``kind="auto"`` picks IVF over HNSW (see the module docstring).
 IVF_FROM_ROWS = 100_000
+#: The stored vectors' type of each kind unless told otherwise.
+DEFAULT_DTYPE = {"ivf": "i8", "hnsw": "f16"}
 
 #: The recall@10 an index is built to meet unless told otherwise.
 DEFAULT_RECALL = 0.95
@@ -122,10 +118,10 @@ class AnnParams:
     at least :data:`IVF_FROM_ROWS` rows, HNSW below).
 
     HNSW (usearch names): ``connectivity``, ``expansion_add``, ``expansion_search``,
-    ``dtype`` (f16 halves the graph's vector copy). IVF: ``nlist`` lists (0: one per
-    ~512 rows, at most 4096), ``nprobe`` lists scanned a query, ``dtype`` the stored
-    rows' type (``f16``: half the bytes scanned; or ``f32``). Both: ``oversample`` x
-    (topn + excluded) candidates re-scored exactly.
+    ``dtype`` (default f16: half the graph's vector copy). IVF: ``nlist`` lists (0: one
+    per ~512 rows, at most 4096), ``nprobe`` lists scanned a query, ``dtype`` the stored
+    rows' type (default ``i8``: a quarter of float32's bytes scanned; or ``f16``,
+    ``f32``). Both: ``oversample`` x (topn + excluded) candidates re-scored exactly.
 
     The recall target: ``recall`` (default 0.95), recall@10 the build makes the index
     meet on the model's own queries (``recall_queries`` to choose the setting and as
@@ -136,14 +132,14 @@ class AnnParams:
     are answered exactly. ``recall=None``: the fixed ``nprobe`` / ``expansion_search``.
 
     >>> AnnParams().resolved(3_000_000).filename, AnnParams().resolved(5_000).filename
-    ('ann-ivf.ivf', 'ann-usearch-f16-M16-ef128.usearch')
+    ('ann-ivf-i8.ivf', 'ann-usearch-f16-M16-ef128.usearch')
     """
 
     kind: str = "auto"
     connectivity: int = 16
     expansion_add: int = 128
     expansion_search: int = 128
-    dtype: str = "f16"
+    dtype: str = ""  # the kind's default: DEFAULT_DTYPE
     nlist: int = 0
     nprobe: int = 16
     oversample: int = 2
@@ -158,18 +154,16 @@ class AnnParams:
             raise ValueError(f"recall target {self.recall} is not in (0, 1]")
 
     def resolved(self, rows: int) -> AnnParams:
-        """These parameters for a model of ``rows`` rows: a concrete ``kind``."""
-        if self.kind != "auto":
-            return self
-        return replace(self, kind="ivf" if rows >= IVF_FROM_ROWS else "hnsw")
+        """These parameters for a model of ``rows`` rows: a concrete ``kind`` and ``dtype``."""
+        kind = self.kind if self.kind != "auto" else "ivf" if rows >= IVF_FROM_ROWS else "hnsw"
+        return replace(self, kind=kind, dtype=self.dtype or DEFAULT_DTYPE[kind])
 
     @property
     def tag(self) -> str:
         # a recall target other than the default is its own file: the settings differ
         target = "" if self.recall == DEFAULT_RECALL else f"-r{self.recall or 'fixed'}"
-        if self.kind == "ivf":  # f16 rows, the default, are named as the f32 ones were
-            rows = "" if self.dtype == "f16" else f"-{self.dtype}"
-            return (f"ivf-nlist{self.nlist}" if self.nlist else "ivf") + rows + target
+        if self.kind == "ivf":
+            return (f"ivf-nlist{self.nlist}" if self.nlist else "ivf") + f"-{self.dtype}{target}"
         return f"usearch-{self.dtype}-M{self.connectivity}-ef{self.expansion_add}{target}"
 
     @property
@@ -361,7 +355,7 @@ class AnnIndex:
         todo = [i for i, q in enumerate(queries) if q[2] >= 1]
         if not todo:
             return out
-        means, excludes = _query_vectors(sim, [queries[i] for i in todo])
+        means, excludes = sim.query_vectors([queries[i][:2] for i in todo])
         tops = np.array([queries[i][2] for i in todo])
         widths = np.array([len(ex) for ex in excludes])
         k = int(min(self.params.oversample * np.max(tops + widths), sim.count))
@@ -384,12 +378,7 @@ class AnnIndex:
         picked = np.repeat(np.arange(len(todo)), counts)
         found_rows = rows[picked, best]
         found_scores = scores[picked, best].tolist()  # Python floats: no NumPy scalars
-        keys = sim.index_to_key
-        words = (
-            keys.words(found_rows)
-            if hasattr(keys, "words")
-            else [keys[r] for r in found_rows.tolist()]
-        )
+        words = sim.index_to_key.words(found_rows)  # a SharedVocab: one call for them all
         ends = np.cumsum(counts).tolist()
         start = 0
         for i, end in zip(todo, ends, strict=True):
@@ -399,13 +388,14 @@ class AnnIndex:
 
     def exact_most_similar(self, sim: SimilarityIndex, positive, negative, topn: int):
         """``sim.most_similar(positive, negative, topn)`` (exact) through an IVF index's
-        float16 rows, or None where this cannot prove its answer (then ask ``sim``).
+        stored rows, or None where this cannot prove its answer (then ask ``sim``).
 
-        Every stored row is scanned (two threads, half the bytes of the snapshot) for
+        Every stored row is scanned (two threads; int8 rows: a quarter of the snapshot's
+        bytes) for
         ``k = max(2 w, w + 64)`` candidates, ``w = topn + len(excluded)``; they are
-        re-scored exactly from the snapshot. A float16 score of a unit row is within
-        :data:`F16_SCORE_BOUND` of its cosine, so a row outside the candidates scores at
-        most the ``k``-th float16 score + the bound: when that is below the ``w``-th
+        re-scored exactly from the snapshot. A stored row's score is within the index's
+        ``score_bound`` of its cosine, so a row outside the candidates scores at
+        most the ``k``-th stored score + the bound: when that is below the ``w``-th
         exact score, the exact top ``w`` are all candidates and the answer is the
         snapshot's (its words and order; a score may differ from the full scan's in the
         last bit, as BLAS sums rows in blocks). Returns None when it is not below, or when
@@ -417,14 +407,15 @@ class AnnIndex:
         mean, exclude = sim.query_vector(positive, negative)
         want = topn + len(exclude)
         k = min(sim.count, max(2 * want, want + 64))
-        rows, f16 = self.index.scan_all(mean, k)
+        rows, stored = self.index.scan_all(mean, k)
         if len(rows) < k:  # rows without a finite score: let the full scan decide
             return None
         rows = np.sort(rows)
         exact = np.dot(sim.vectors[rows], mean) / sim.norms[rows]
         order = np.argsort(-exact, kind="stable")[: want + 1]
         top = exact[order]
-        if k < sim.count and not f16[-1] + F16_SCORE_BOUND < top[min(want, len(top)) - 1]:
+        bound = self.index.score_bound
+        if k < sim.count and not stored[-1] + bound < top[min(want, len(top)) - 1]:
             return None
         if np.any(-np.diff(top) <= 4e-7 * np.abs(top[:-1]) + 1e-9):
             return None
@@ -557,44 +548,6 @@ class AnnIndex:
             "recall_queries": n,
             "query_ms": round(per_query * 1000, 3),
         }
-
-
-def _query_vectors(sim: SimilarityIndex, asked) -> tuple[np.ndarray, list[list[int]]]:
-    """The unit mean vectors (``len(asked) x dim`` float32) and excluded rows of the
-    ``(positive, negative, topn)`` queries, each the floats of
-    :meth:`SimilarityIndex.query_vector`.
-
-    A query of one word (the common case) is done for all such at once, in gensim's own
-    operations: the word's row divided by its norm, widened to float64, divided by BLAS's
-    ``nrm2`` of it and narrowed back (``matutils.unitvec``); anything else, and a row whose
-    norm is zero, goes through ``query_vector``."""
-    from gensim.matutils import blas_nrm2
-
-    means = np.empty((len(asked), sim.dim), dtype=np.float32)
-    excludes: list[list[int]] = [[] for _ in asked]
-    plain, plain_rows = [], []
-    lookup = sim.key_to_index.get
-    for j, (positive, negative, _) in enumerate(asked):
-        if not negative and isinstance(positive, (list, tuple)) and len(positive) == 1:
-            word = positive[0]
-            row = lookup(word) if isinstance(word, str) else None
-            if row is not None and sim.norms[row] > 0:
-                plain.append(j)
-                plain_rows.append(row)
-                continue
-        means[j], excludes[j] = sim.query_vector(positive, negative)
-    if plain:
-        idx = np.asarray(plain_rows, dtype=np.int64)
-        unit = (sim.vectors[idx] / sim.norms[idx][:, None]).astype(np.float64)
-        lengths = np.array([blas_nrm2(u) for u in unit])
-        if np.all(lengths > 0):
-            means[plain] = unit * (1.0 / lengths)[:, None]
-        else:  # a zero mean: gensim keeps it as it is
-            for j in plain:
-                means[j], _ = sim.query_vector(*asked[j][:2])
-        for j, row in zip(plain, plain_rows, strict=True):
-            excludes[j] = [row]
-    return means, excludes
 
 
 def _exact_p50(sim: SimilarityIndex, rows: np.ndarray) -> float:
@@ -745,9 +698,8 @@ def disk_status(snapshot: str | os.PathLike, params: AnnParams | None = None) ->
 
 def _kinds(params: AnnParams) -> list[AnnParams]:
     """The concrete parameters ``params`` may resolve to (``auto``: IVF, then HNSW)."""
-    if params.kind != "auto":
-        return [params]
-    return [replace(params, kind="ivf"), replace(params, kind="hnsw")]
+    kinds = ["ivf", "hnsw"] if params.kind == "auto" else [params.kind]
+    return [replace(params, kind=k, dtype=params.dtype or DEFAULT_DTYPE[k]) for k in kinds]
 
 
 class _BuildLock:

@@ -4,8 +4,9 @@ How it is built (:meth:`IvfIndex.build_arrays`): spherical k-means on a seeded s
 the rows gives ``nlist`` unit centroids (``sample_per_list`` rows per centroid,
 ``iters`` Lloyd rounds, each one ``sgemm``); one pass over all rows in chunks assigns
 each row to its nearest centroid (inner product); the rows are then written *grouped by
-list* (a list-ordered copy of the unit rows, float16 by default, float32 on request)
-with their row numbers, so a list is one contiguous block of the file.
+list* (a list-ordered copy of the unit rows: int8 codes with one float32 scale a row by
+default, float16 or float32 on request) with their row numbers, so a list is one
+contiguous block of the file.
 
 How a query runs (:meth:`IvfIndex.candidates`): the query scores the centroids, and the
 ``nprobe`` best lists are scanned straight from the memory map in one C pass that keeps
@@ -14,17 +15,22 @@ the ``k`` best rows in a heap. A batch is one C call without the GIL
 threads): the centroid scores of four queries at a time, each query's lists, then each
 list read once for all the queries that probe it (four queries a row at a time; a list
 probed by one query is read as four streams, four rows at a time); a query's scores are
-the same floats alone or in a batch. The scan is bound by memory bandwidth, so float16 rows
-(half the bytes) answer in ~0.6x the time of float32 ones; their scores carry float16's
-rounding (~1e-3 a coordinate), which only decides which rows become candidates: callers
-re-score candidates exactly (:meth:`vecserve.search.ann.AnnIndex.most_similar`). The
-other approximation is which lists are scanned.
+the same floats alone or in a batch. The scan is bound by memory bandwidth, so the fewer
+bytes a row the faster: int8 rows are a quarter of float32's bytes, float16 half. An int8
+row is its unit row ``u`` as codes ``c`` (``round(u / s)``, ``s = max|u| / 127``) and the
+scale ``s``; its score ``s (c . q)`` is within ``|u - s c|`` of ``u . q`` for a unit
+query (Cauchy-Schwarz), and the file records the largest such error of its rows
+(:attr:`IvfIndex.score_bound`); float16 rounding moves a score by under 1e-3. These
+scores only decide which rows become candidates: callers re-score candidates exactly
+(:meth:`vecserve.search.ann.AnnIndex.most_similar`). The other approximation is which
+lists are scanned.
 
 The file: ``VSIVF001``, a little-endian ``uint64`` header length, a JSON header (dim,
 count, nlist, and each array's offset, dtype and shape), then the arrays, each aligned
 to 64 bytes: ``centroids`` (nlist x dim f32), ``offsets`` (nlist + 1 int64: list ``l``
 is ``rows[offsets[l]:offsets[l + 1]]``), ``ids`` (count int64), ``rows`` (count x dim
-f16, or f32: the header says which). :meth:`IvfIndex.open` maps it read-only (shared by
+i8, f16 or f32: the header says which) and, for int8 rows, ``scales`` (count f32; the
+header's ``score_bound`` covers their error). :meth:`IvfIndex.open` maps it read-only (shared by
 every process through the page cache) and checks that it is whole: a damaged file raises
 ``ValueError`` naming what is wrong. This module knows nothing of models or snapshots.
 
@@ -117,24 +123,52 @@ def _kmeans(sample: np.ndarray, nlist: int, iters: int, rng, after=None) -> np.n
 
 
 #: The rows' storage types a file may hold, by the name callers use.
-ROW_DTYPES = {"f16": "<f2", "f32": "<f4"}
+ROW_DTYPES = {"i8": "|i1", "f16": "<f2", "f32": "<f4"}
+#: How far a float row's score may be from its cosine (unit row, unit query): float16's
+#: rounding of each coordinate (2**-11 relative, Cauchy-Schwarz: 4.9e-4 in all) and the
+#: float32 sums, with a margin of 2.
+FLOAT_SCORE_BOUND = 1e-3
+#: Added to an int8 file's largest row error: the float32 arithmetic of a score.
+I8_SLACK = 1e-5
 
 
-def _layout(nlist: int, count: int, dim: int, rows: str = "<f2") -> tuple[dict, int]:
-    """The header (array offsets, dtypes, shapes) and the file size."""
+def _layout(
+    nlist: int, count: int, dim: int, rows: str = "<f2", score_bound: float | None = None
+) -> tuple[dict, int]:
+    """The header (array offsets, dtypes, shapes; int8 rows: their scales and score bound)
+    and the file size."""
     if rows not in ROW_DTYPES.values():
         raise ValueError(f"rows stored as {rows!r}: not one of {sorted(ROW_DTYPES.values())}")
     arrays, pos = {}, 0
+    scaled = rows == ROW_DTYPES["i8"]
     for name, dtype, shape in (
         ("centroids", "<f4", [nlist, dim]),
         ("offsets", "<i8", [nlist + 1]),
         ("ids", "<i8", [count]),
         ("rows", rows, [count, dim]),
+        *([("scales", "<f4", [count])] if scaled else []),
     ):
         arrays[name] = {"offset": pos, "dtype": dtype, "shape": shape}
         pos += -(-int(np.prod(shape)) * np.dtype(dtype).itemsize // ALIGN) * ALIGN
     header = {"format": 1, "nlist": nlist, "count": count, "dim": dim, "arrays": arrays}
+    if scaled:
+        header["score_bound"] = score_bound
     return header, pos
+
+
+def quantize(unit: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
+    """Unit rows as int8 codes and one float32 scale a row (``max|u| / 127``): ``(codes,
+    scales, largest |u - scale x codes|)``. A zero row is all-zero codes of scale 0.
+
+    >>> codes, scales, err = quantize(np.array([[0.6, -0.8], [0, 0]], dtype=np.float32))
+    >>> codes.tolist(), [round(float(s), 5) for s in scales], err < 0.004
+    ([[95, -127], [0, 0]], [0.0063, 0.0], True)
+    """
+    scales = (np.abs(unit).max(axis=1, initial=0.0) / 127).astype(np.float32)
+    inv = np.divide(1, scales, out=np.zeros_like(scales), where=scales > 0)
+    codes = np.rint(unit * inv[:, None]).clip(-127, 127).astype(np.int8)
+    err = np.linalg.norm(unit - codes * scales[:, None], axis=1)
+    return codes, scales, float(err.max(initial=0.0))
 
 
 def _header_bytes(header: dict) -> bytes:
@@ -154,6 +188,7 @@ class IvfIndex:
         self.offsets = arrays["offsets"]
         self.ids = arrays["ids"]
         self.rows = arrays["rows"]
+        self.scales = arrays.get("scales")  #: int8 rows' scales (else None)
         self.nprobe = 16
         self.nbytes = os.path.getsize(path)  #: the file's size
 
@@ -169,6 +204,12 @@ class IvfIndex:
     def dim(self) -> int:
         return int(self.header["dim"])
 
+    @property
+    def score_bound(self) -> float:
+        """How far a stored row's score may be from its cosine with a unit query."""
+        bound = self.header.get("score_bound")
+        return FLOAT_SCORE_BOUND if bound is None else float(bound)
+
     @classmethod
     def build_arrays(
         cls,
@@ -182,7 +223,7 @@ class IvfIndex:
         seed: int = 0,
         threads: int = 0,
         chunk: int = CHUNK * 8,
-        dtype: str = "f16",
+        dtype: str = "i8",
         progress: Callable[[int, int], None] | None = None,
     ) -> None:
         """Build over ``rows`` (count x dim, any float array, memory maps welcome; divided
@@ -191,7 +232,8 @@ class IvfIndex:
         ``progress(done, count)`` is called after each k-means round and each ``chunk`` rows
         of the assignment pass and of the write, ``done`` being the rows' worth of work
         done so far (k-means counted as the rows it assigns); ``threads`` > 0 caps BLAS's
-        threads meanwhile. ``dtype``: the stored rows' type, ``"f16"`` or ``"f32"``.
+        threads meanwhile. ``dtype``: the stored rows' type, ``"i8"`` (the default), ``"f16"``
+        or ``"f32"``.
         """
         if dtype not in ROW_DTYPES:
             raise ValueError(f"IVF rows as {dtype!r}: choose one of {', '.join(ROW_DTYPES)}")
@@ -235,16 +277,21 @@ class IvfIndex:
         del sample
         assign = np.empty(count, dtype=np.int32)
         buf = np.empty((CHUNK, nlist), dtype=np.float32)
+        scaled = stored == ROW_DTYPES["i8"]
+        largest = 0.0  # int8 rows: the largest row error, for the header (written first)
         for lo in range(0, count, step):
             hi = min(lo + step, count)
             block = _unit(rows[lo:hi], None if norms is None else norms[lo:hi])
             assign[lo:hi] = _assign(block, centroids, buf)
+            if scaled:
+                largest = max(largest, quantize(block)[2])
             report(work[0] + hi)
         del buf
         counts = np.bincount(assign, minlength=nlist)
         order = np.argsort(assign, kind="stable")
         del assign
-        header, size = _layout(nlist, count, dim, stored)
+        bound = float(np.float32(largest + I8_SLACK)) if scaled else None
+        header, size = _layout(nlist, count, dim, stored, bound)
         head = _header_bytes(header)
         with atomic_path(path, fsync=False) as tmp:  # a cache: rebuilt if damaged
             with open(tmp, "wb") as f:
@@ -260,7 +307,11 @@ class IvfIndex:
             for lo in range(0, count, step):  # rows in list order (gathered, then unit)
                 hi = min(lo + step, count)
                 take = order[lo:hi]
-                out[lo:hi] = _unit(rows[take], None if norms is None else norms[take])
+                unit = _unit(rows[take], None if norms is None else norms[take])
+                if scaled:
+                    out[lo:hi], arrays["scales"][lo:hi], _ = quantize(unit)
+                else:
+                    out[lo:hi] = unit
                 report(work[0] + work[1] + WRITE_COST * hi)
             mapped.flush()
             del arrays, out, mapped
@@ -278,7 +329,11 @@ class IvfIndex:
             try:
                 header = json.loads(f.read(length))
                 stored = header["arrays"]["rows"]["dtype"]
-                want = _layout(header["nlist"], header["count"], header["dim"], stored)
+                bound = header.get("score_bound")
+                want = _layout(header["nlist"], header["count"], header["dim"], stored, bound)
+                scaled = stored == ROW_DTYPES["i8"]
+                if scaled and not (isinstance(bound, float | int) and 0 <= bound < 2):
+                    raise ValueError(f"score bound {bound!r}")
             except (ValueError, KeyError, TypeError) as exc:
                 raise ValueError(f"{path}: damaged IVF header ({exc})") from None
         start = len(lead) + length
@@ -313,11 +368,11 @@ class IvfIndex:
         parts = max(1, min(threads, m, int(work // PARALLEL_WORK)))
         args = (self.packed_centroids, self.nlist, self.rows, self.offsets, self.ids)
         if parts == 1:
-            return search_batch(*args, queries, nprobe, k)
+            return search_batch(*args, queries, nprobe, k, self.scales)
         edges = np.linspace(0, m, parts + 1).astype(np.int64)
 
         def part(i: int) -> tuple:
-            return search_batch(*args, queries[edges[i] : edges[i + 1]], nprobe, k)
+            return search_batch(*args, queries[edges[i] : edges[i + 1]], nprobe, k, self.scales)
 
         # the calling thread searches the last part itself: one hand-off fewer to wait for
         others = [scan_pool().submit(part, i) for i in range(parts - 1)]
@@ -359,15 +414,16 @@ class IvfIndex:
         query = np.ascontiguousarray(query, dtype=np.float32)
         parts = max(1, min(threads, self.count // 65536))
         edges = np.linspace(0, self.count, parts + 1).astype(np.int64)
-        if parts == 1:
-            pos, scores = top_rows(self.rows, edges[:1], edges[1:], query, k)
-        else:
-            got = list(
-                scan_pool().map(
-                    lambda i: top_rows(self.rows, edges[i : i + 1], edges[i + 1 : i + 2], query, k),
-                    range(parts),
-                )
+
+        def part(i: int) -> tuple:
+            return top_rows(
+                self.rows, edges[i : i + 1], edges[i + 1 : i + 2], query, k, self.scales
             )
+
+        if parts == 1:
+            pos, scores = part(0)
+        else:
+            got = list(scan_pool().map(part, range(parts)))
             pos = np.concatenate([g[0] for g in got])
             scores = np.concatenate([g[1] for g in got])
             best = np.lexsort((pos, -scores))[:k]  # score, then stored position

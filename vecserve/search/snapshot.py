@@ -364,6 +364,42 @@ class SimilarityIndex:
         all_keys = [self.get_index(k) for k in keys if isinstance(k, _KEY_TYPES) and k in normed]
         return mean, all_keys
 
+    def query_vectors(self, asked) -> tuple[np.ndarray, list[list[int]]]:
+        """:meth:`query_vector` of each ``(positive, negative)`` of ``asked``: the unit
+        means (``len(asked) x dim`` float32, each the same floats) and the excluded rows.
+
+        A query of one word (the common case) is done for all such at once, in gensim's own
+        operations: the word's row divided by its norm, widened to float64, divided by
+        BLAS's ``nrm2`` of it and narrowed back (``matutils.unitvec``); anything else, and
+        a row whose norm is zero, goes through :meth:`query_vector`."""
+        from gensim.matutils import blas_nrm2
+
+        means = np.empty((len(asked), self.dim), dtype=np.float32)
+        excludes: list[list[int]] = [[] for _ in asked]
+        plain, plain_rows = [], []
+        lookup = self.key_to_index.get
+        for j, (positive, negative) in enumerate(asked):
+            if not negative and isinstance(positive, (list, tuple)) and len(positive) == 1:
+                word = positive[0]
+                row = lookup(word) if isinstance(word, str) else None
+                if row is not None and self.norms[row] > 0:
+                    plain.append(j)
+                    plain_rows.append(row)
+                    continue
+            means[j], excludes[j] = self.query_vector(positive, negative)
+        if plain:
+            idx = np.asarray(plain_rows, dtype=np.int64)
+            unit = (self.vectors[idx] / self.norms[idx][:, None]).astype(np.float64)
+            lengths = np.array([blas_nrm2(u) for u in unit])
+            if np.all(lengths > 0):
+                means[plain] = unit * (1.0 / lengths)[:, None]
+            else:  # a zero mean: gensim keeps it as it is
+                for j in plain:
+                    means[j], _ = self.query_vector(*asked[j])
+            for j, row in zip(plain, plain_rows, strict=True):
+                excludes[j] = [row]
+        return means, excludes
+
     def most_similar(
         self,
         positive=None,
@@ -482,12 +518,13 @@ class SimilarityIndex:
             elif q.get("topn", 10) < 1:
                 results[i] = []
             else:
-                mean, exclude = self.query_vector(q.get("positive"), q.get("negative"))
-                plain.append((i, mean, exclude, int(q.get("topn", 10))))
+                plain.append((i, q.get("positive"), q.get("negative"), int(q.get("topn", 10))))
         if plain:
-            means = np.stack([p[1] for p in plain])
-            found = self.exact.batch(means, [topn + len(ex) for _, _, ex, topn in plain])
-            for (i, mean, exclude, topn), got in zip(plain, found, strict=True):
+            means, excludes = self.query_vectors([(pos, neg) for _, pos, neg, _ in plain])
+            wants = [p[3] + len(ex) for p, ex in zip(plain, excludes, strict=True)]
+            found = self.exact.batch(means, wants)
+            asked = zip(plain, means, excludes, found, strict=True)
+            for (i, *_, topn), mean, exclude, got in asked:
                 if got is None:  # not proven: the single query's own path
                     results[i] = self._top(self.exact.scores(mean), topn, exclude)
                     continue
