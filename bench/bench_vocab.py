@@ -50,6 +50,14 @@ CHILD = Path(__file__).parent / "programs" / "vocab_open.py"
 VOCABS = ("SharedVocab", "list + dict")
 
 
+class ListVocab(list):
+    """A list of the words with ``SharedVocab.words``: the per-process vocabulary the
+    search code accepts in its place."""
+
+    def words(self, rows) -> list[str]:
+        return [self[r] for r in np.asarray(rows).ravel().tolist()]
+
+
 def median_s(fn, repeat: int = 21) -> float:
     times = []
     for _ in range(repeat):
@@ -138,7 +146,8 @@ def paths(ix: SimilarityIndex, words: list[str], index: dict, args, rng) -> list
     assert manager.get(ix, wait=True) is not None, "the IVF index was not built"
     built = time.perf_counter() - start
     planner = Planner(ix, ann=manager)
-    kinds = {"SharedVocab": (ix.index_to_key, ix.key_to_index), "list + dict": (words, index)}
+    listed = ListVocab(words)
+    kinds = {"SharedVocab": (ix.index_to_key, ix.key_to_index), "list + dict": (listed, index)}
     n = len(words)
 
     def one(approx: bool):
