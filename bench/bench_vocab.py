@@ -17,7 +17,8 @@ minus the same process before opening) and the time to open. In this process,
 - the users' paths through :class:`~vecserve.search.planner.Planner` (what the HTTP API
   runs) on an ``N x dim`` matrix (clustered unit rows, ``bench_search``'s) with a ready
   IVF index: an approximate query, an approximate batch of 256 (``POST
-  /most_similar/batch``), an exact query, an analogy, an exact batch of 256; each timed
+  /most_similar/batch``), an exact query, an analogy, an exact batch of 256, and 100
+  vectors read from the snapshot by word (``get_vector``); each timed
   with the snapshot's vocabulary and with a list + dict swapped in (the same index),
   interleaved, the order alternating. The difference is the vocabulary's cost on that path.
 
@@ -161,6 +162,9 @@ def paths(ix: SimilarityIndex, words: list[str], index: dict, args, rng) -> list
     def analogy(abc):
         return planner.answer(Query(positive=abc[1:], negative=abc[:1], topn=1))
 
+    def vectors(ws):
+        return np.stack([ix.get_vector(w) for w in ws])
+
     def picks(count: int, size: int = 0):
         chosen = [words[i] for i in rng.choice(n, count * max(size, 1))]
         return chosen if not size else [chosen[i : i + size] for i in range(0, len(chosen), size)]
@@ -170,7 +174,8 @@ def paths(ix: SimilarityIndex, words: list[str], index: dict, args, rng) -> list
         ("approximate, batch of 256", batch(True), picks(args.batches, 256)),
         ("exact, one query", one(False), picks(args.queries)),
         ("analogy (exact, topn 1)", analogy, picks(args.queries // 2, 3)),
-        ("exact, batch of 256", batch(False), picks(3, 256)),
+        ("exact, batch of 256", batch(False), picks(5, 256)),
+        ("100 snapshot vectors by word (get_vector)", vectors, picks(args.queries, 100)),
     ]
     out = []
     for label, run, asked in cases:
@@ -185,7 +190,8 @@ def paths(ix: SimilarityIndex, words: list[str], index: dict, args, rng) -> list
                 times[kind].append(time.perf_counter() - t)
                 answers[kind].append(got)
         ix.index_to_key, ix.key_to_index = kinds["SharedVocab"]
-        assert answers["SharedVocab"] == answers["list + dict"], label
+        for a, b in zip(answers["SharedVocab"], answers["list + dict"], strict=True):
+            assert np.array_equal(a, b) if isinstance(a, np.ndarray) else a == b, label
         ours, theirs = (float(np.median(times[k])) for k in VOCABS)
         out.append(
             (
