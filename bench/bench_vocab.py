@@ -10,17 +10,18 @@ process holds alone after opening it (anonymous RSS from ``/proc/self/smaps_roll
 minus the same process before opening) and the time to open. In this process,
 ``SharedVocab`` against the ``dict``/``list`` gensim uses:
 
-- word -> row for a batch of 1000 words (``get``), row -> word for the 2,560 rows of a
-  batch of 256 answers (``words``) and for 10 rows one by one (``[row]``), each the median
-  of 21 runs (warm: the same words again); and 20,000 words and rows each asked once
-  (cold: their memory out of the CPU's caches, as a server at 3M meets them);
+- word -> row for a batch of 1000 words (``get``); row -> word for the 2,560 rows of a
+  batch of 256 answers and the 10 of one answer (``words``) and for 10 rows one by one
+  (``[row]``); each the median of 21 runs (warm: the same words again); and 20,000 words
+  and rows each asked once (cold: their memory out of the CPU's caches, as a server at
+  3M meets them);
 - the users' paths through :class:`~vecserve.search.planner.Planner` (what the HTTP API
   runs) on an ``N x dim`` matrix (clustered unit rows, ``bench_search``'s) with a ready
   IVF index: an approximate query, an approximate batch of 256 (``POST
   /most_similar/batch``), an exact query, an analogy, an exact batch of 256, and 100
-  vectors read from the snapshot by word (``get_vector``); each timed
-  with the snapshot's vocabulary and with a list + dict swapped in (the same index),
-  interleaved, the order alternating. The difference is the vocabulary's cost on that path.
+  vectors read from the snapshot by word (``get_vector``); each timed with the snapshot's
+  vocabulary and with a list + dict swapped in (the same index), interleaved, the order
+  alternating. The difference is the vocabulary's cost on that path.
 
 Memory at 3M x 100: ~1.2 GB of vectors, 0.6 GB of IVF rows, ~0.7 GB of list + dict.
 """
@@ -105,6 +106,11 @@ def lookups(shared: SharedVocab, words: list[str], index: dict, rng) -> list[tup
             "row -> word, 2,560 rows (words)",
             lambda: shared.words(answers),
             lambda: [words[r] for r in answers.tolist()],
+        ),
+        (
+            "row -> word, 10 rows (words: one answer)",
+            lambda: shared.words(top),
+            lambda: [words[r] for r in top],
         ),
         (
             "row -> word, 10 rows ([row])",
@@ -231,9 +237,9 @@ def main() -> None:
             rows += paths(ix, words, index, args, rng)
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
     print(f"\n{args.words:,} words, dim {args.dim}, {os.cpu_count()} cores, load {load}")
-    print(f"{'step':48s} {'value':>12s}  note")
+    print(f"{'step':60s} {'value':>12s}  note")
     for label, value, note in rows:
-        print(f"{label:48s} {value:>12s}  {note}")
+        print(f"{label:60s} {value:>12s}  {note}")
 
 
 if __name__ == "__main__":
