@@ -22,7 +22,7 @@ directory; ``--no-ann`` skips it): recall@10 against the exact answers, p50/p99 
 time, and queries/s of a batch.
 
 Memory: a 3M x 300 set is 3.6 GB, shared by gensim and vecserve, plus the approximate
-index's float16 copy (1.8 GB). Run it under the bench lock::
+index's int8 copy (0.9 GB). Run it under the bench lock::
 
     flock /tmp/vecserve-bench.lock python bench/bench_search.py --data real,1m,3m
 """

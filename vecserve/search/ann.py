@@ -8,8 +8,8 @@ HNSW graph and, scanning a few lists, finds the exact top 10 where HNSW's recall
 below it. On small models HNSW builds in under a minute, answers a little faster and
 keeps a small file: HNSW is the choice there. On uniform random data
 (no structure to find) no index of either kind is both fast and exact: IVF's recall
-grows with ``nprobe`` roughly as the share of rows scanned. BENCHMARKS.md ("IVF against
-HNSW at 3M x 300") holds the figures.
+grows with ``nprobe`` roughly as the share of rows scanned. BENCHMARKS.md ("Similarity
+search: the IVF index") holds the figures.
 
 Why our own IVF, not faiss-cpu's: faiss's IndexIVFFlat finds the same candidates but
 scans no faster, its 8-bit scalar-quantised lists scan slower, IVF-PQ loses more recall
