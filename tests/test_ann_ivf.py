@@ -244,14 +244,14 @@ def _unit_rows_at(cosines: np.ndarray, rng) -> np.ndarray:
 
 @pytest.mark.parametrize("case", ["dense", "ties"])
 def test_the_exact_shortcut_declines_what_it_cannot_prove(store, tmp_path, case):
-    """Neighbours packed closer than float16 can tell apart (200 rows 5e-6 apart in
-    cosine: no ties, but the 75th candidate is within the bound of the 11th), or tied
+    """Neighbours packed closer than the stored rows can tell apart (1,200 rows 1e-6
+    apart in cosine: no ties, but the last candidate is within the bound of the 11th), or tied
     exact scores (ten identical rows): None, and the caller scans the snapshot. So do
     HNSW indexes and topn 0."""
     rng = np.random.default_rng(8)
     cos = rng.uniform(-0.5, 0.5, N)
     if case == "dense":
-        cos[:200] = 0.9999 - 5e-6 * np.arange(200)
+        cos[:1200] = 0.9999 - 1e-6 * np.arange(1200)
     else:
         cos[:50] = 0.99 - 1e-3 * np.arange(50)
     rows = _unit_rows_at(cos, rng)

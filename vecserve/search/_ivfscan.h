@@ -63,13 +63,13 @@ static void vs_scan_init(void) {
 static float vs_dot_plain(const char *r, int kind, const float *q, int d) {
     float a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f;
     int j = 0;
-#define VS_PLAIN(X)                                                                       \
-    for (; j + 4 <= d; j += 4) {                                                          \
-        a0 += X(j) * q[j];                                                                \
-        a1 += X(j + 1) * q[j + 1];                                                        \
-        a2 += X(j + 2) * q[j + 2];                                                        \
-        a3 += X(j + 3) * q[j + 3];                                                        \
-    }                                                                                     \
+#define VS_PLAIN(X)                                                                                \
+    for (; j + 4 <= d; j += 4) {                                                                   \
+        a0 += X(j) * q[j];                                                                         \
+        a1 += X(j + 1) * q[j + 1];                                                                 \
+        a2 += X(j + 2) * q[j + 2];                                                                 \
+        a3 += X(j + 3) * q[j + 3];                                                                 \
+    }                                                                                              \
     for (; j < d; j++) a0 += X(j) * q[j];
 #define VS_F32_AT(j) (((const float *)r)[j])
 #define VS_F16_AT(j) (vs_half_table[((const uint16_t *)r)[j]])
@@ -99,19 +99,19 @@ VS_AVX2 static inline float vs_hsum(__m256 v) {
     s = _mm_add_ss(s, _mm_movehdup_ps(s));
     return _mm_cvtss_f32(s);
 }
-/* The last d % 8 products of a row added to s, one at a time in order: every AVX2 loop
-   ends its sums here, never inlined, so that the compiler cannot sum a tail in another
-   order in one loop than in another (a query's score is then the same float whichever
-   loop computed it). */
-__attribute__((noinline)) static float vs_tail(const char *r, int kind, const float *q, int j,
-                                               int d, float s) {
-    if (kind == VS_F16)
-        for (; j < d; j++) s += VS_F16_AT(j) * q[j];
-    else if (kind == VS_I8)
-        for (; j < d; j++) s += VS_I8_AT(j) * q[j];
-    else
-        for (; j < d; j++) s += VS_F32_AT(j) * q[j];
-    return s;
+/* The last d % 8 products of a row added to s, one at a time in order, each by an explicit
+   fused multiply-add: every AVX2 loop ends its sums here, and the compiler may neither
+   contract nor reorder these (it may for plain arithmetic under -ffast-math, and did so
+   differently in different loops), so a query's score is the same float whichever loop
+   computed it. */
+VS_AVX2 static VS_INLINE float vs_tail(const char *r, int kind, const float *q, int j, int d,
+                                       float s) {
+    __m128 acc = _mm_set_ss(s);
+    for (; j < d; j++) {
+        float x = kind == VS_F16 ? VS_F16_AT(j) : kind == VS_I8 ? VS_I8_AT(j) : VS_F32_AT(j);
+        acc = _mm_fmadd_ss(_mm_set_ss(x), _mm_set_ss(q[j]), acc);
+    }
+    return _mm_cvtss_f32(acc);
 }
 /* Eight elements of a row from element j, as float32. */
 VS_AVX2 static VS_INLINE __m256 vs_load8(const char *r, int kind, int j) {
@@ -129,7 +129,8 @@ VS_AVX2 static VS_INLINE float vs_dot_avx2(const char *r, int kind, const float 
         a0 = _mm256_fmadd_ps(vs_load8(r, kind, j), _mm256_loadu_ps(q + j), a0);
         a1 = _mm256_fmadd_ps(vs_load8(r, kind, j + 8), _mm256_loadu_ps(q + j + 8), a1);
     }
-    for (; j + 8 <= d; j += 8) a0 = _mm256_fmadd_ps(vs_load8(r, kind, j), _mm256_loadu_ps(q + j), a0);
+    for (; j + 8 <= d; j += 8)
+        a0 = _mm256_fmadd_ps(vs_load8(r, kind, j), _mm256_loadu_ps(q + j), a0);
     float s = vs_hsum(_mm256_add_ps(a0, a1));
     return j < d ? vs_tail(r, kind, q, j, d, s) : s;
 }
@@ -199,8 +200,8 @@ VS_AVX2 static void vs_span_any_avx2(const char *rows, int kind, const float *sc
    scale: int8 rows' scales, else NULL) against q: positions into *pos best first, scores
    into *score; returns how many. */
 static int64_t vs_scan(const void *rows, int kind, const float *scale, int d, const int64_t *lo,
-                       const int64_t *hi, int64_t nspans, const float *q, int64_t k,
-                       vs_hit *heap, int64_t *pos, float *score) {
+                       const int64_t *hi, int64_t nspans, const float *q, int64_t k, vs_hit *heap,
+                       int64_t *pos, float *score) {
     int64_t n = 0;
     size_t bytes = vs_row_bytes(kind, d);
     for (int64_t i = 0; i < nspans; i++) {
@@ -229,8 +230,8 @@ static inline void vs_offer_row(vs_hit *heaps, int64_t *lens, int64_t k, int32_t
 }
 
 static void vs_group_portable(const char *rows, int kind, const float *scale, int d, int64_t lo,
-                              int64_t hi, const int32_t *qs, int64_t nq, const float *Q,
-                              int64_t k, vs_hit *heaps, int64_t *lens) {
+                              int64_t hi, const int32_t *qs, int64_t nq, const float *Q, int64_t k,
+                              vs_hit *heaps, int64_t *lens) {
     size_t bytes = vs_row_bytes(kind, d);
     for (int64_t p = lo; p < hi; p++) {
         const char *r = rows + (size_t)p * bytes;
@@ -459,10 +460,10 @@ static void vs_centroids(const float *ct, int d, const float *const *q, int nq, 
    Scratch: heaps of m * max(k, nprobe) hits, lens and qidx of m * nprobe, cnt of nlist + 1,
    sc of 4 * nlist_padded floats. */
 static void vs_ivf_batch(const float *ct, int64_t nlist, const void *rows, int kind,
-                         const float *scale, int d,
-                         const int64_t *offsets, const int64_t *ids, const float *Q, int64_t m,
-                         int64_t nprobe, int64_t k, int64_t *near, int64_t *out, vs_hit *heaps,
-                         int64_t *lens, int64_t *cnt, int32_t *qidx, float *sc) {
+                         const float *scale, int d, const int64_t *offsets, const int64_t *ids,
+                         const float *Q, int64_t m, int64_t nprobe, int64_t k, int64_t *near,
+                         int64_t *out, vs_hit *heaps, int64_t *lens, int64_t *cnt, int32_t *qidx,
+                         float *sc) {
     int64_t nb = (nlist + 7) / 8, ldo = nb * 8;
     for (int64_t i = 0; i < m; i += 4) {
         int nq = m - i < 4 ? (int)(m - i) : 4;
@@ -488,8 +489,8 @@ static void vs_ivf_batch(const float *ct, int64_t nlist, const void *rows, int k
     memset(lens, 0, (size_t)m * sizeof *lens);
     for (int64_t l = 0, a = 0; l < nlist; a = cnt[l], l++) {
         if (cnt[l] > a)
-            vs_scan_group(rows, kind, scale, d, offsets[l], offsets[l + 1], qidx + a, cnt[l] - a,
-                          Q, k, heaps, lens);
+            vs_scan_group(rows, kind, scale, d, offsets[l], offsets[l + 1], qidx + a, cnt[l] - a, Q,
+                          k, heaps, lens);
     }
     for (int64_t i = 0; i < m; i++) {
         int64_t *o = out + (size_t)i * k;
