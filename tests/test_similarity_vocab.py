@@ -15,7 +15,7 @@ from tests.helpers import program
 from vecserve.errors import SnapshotDamaged
 from vecserve.loader import load_arrays
 from vecserve.search.snapshot import SimilarityIndex
-from vecserve.search.vocab import SharedVocab, encode, write
+from vecserve.search.vocab import WORDS_VECTORISED_FROM, SharedVocab, encode, write
 
 # Non-ASCII words of 1 to 4 UTF-8 bytes a character, a lone surrogate (an undecodable
 # byte kept by surrogateescape), words that are prefixes of each other, the empty word.
@@ -52,6 +52,41 @@ def test_lookups_equal_a_dict():
     with pytest.raises(IndexError):
         vocab[len(WORDS)]
     assert dict(vocab.key_to_index.items()) == want
+
+
+@pytest.mark.parametrize("size", [0, 1, 5, WORDS_VECTORISED_FROM - 1, WORDS_VECTORISED_FROM, 700])
+def test_words_of_rows_equal_a_list(size):
+    # both of words()'s ways (a Python loop for a few rows, NumPy for many): any order,
+    # repeated rows, every kind of word, any int type; out-of-range rows refused
+    vocab = SharedVocab.from_words(WORDS)
+    rows = np.random.default_rng(size).integers(0, len(WORDS), size)
+    rows[: size // 2] = rows[0] if size else 0  # the same row many times
+    want = [WORDS[r] for r in rows.tolist()]
+    for given in (rows, rows.astype(np.int32), rows.tolist(), rows.reshape(-1, 1)):
+        assert vocab.words(given) == want
+    for bad in (-1, len(WORDS)):
+        with pytest.raises(IndexError, match="vocabulary index out of range"):
+            vocab.words(np.append(rows, bad))
+
+
+def test_lookups_in_a_batch_with_repeats_and_misses():
+    vocab = SharedVocab.from_words(WORDS)
+    batch = ["Köln", "nope", "Köln", "", "\udcffbyte", "日本", "nope", "w499é"] * 3
+    got = [vocab.key_to_index.get(w, -1) for w in batch]
+    assert got == [WORDS.index(w) if w in WORDS else -1 for w in batch]
+    assert all(type(row) is int for row in got)  # as a dict's values: no NumPy scalars
+    assert vocab.key_to_index.get("nope") is None and vocab.key_to_index.get(None) is None
+
+
+def test_lookups_on_a_big_endian_machine(monkeypatch):
+    # there the lookups read native copies of the little-endian offsets and table
+    import vecserve.search.vocab as module
+
+    monkeypatch.setattr(module, "sys", type("sys", (), {"byteorder": "big"}))
+    vocab = SharedVocab.from_words(WORDS)
+    assert [vocab.get(w) for w in WORDS] == list(range(len(WORDS)))
+    assert all(type(vocab.get(w)) is int for w in WORDS[:3]) and vocab.get("nope") is None
+    assert list(vocab) == WORDS and vocab.words(range(len(WORDS))) == WORDS
 
 
 def test_snapshot_queries_match_a_dict_backed_gensim_model(tmp_path):
