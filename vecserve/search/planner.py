@@ -7,7 +7,7 @@ their vectors, and answers it by the cheapest path that gives the asked-for answ
 
 - approximate (asked with ``approx``, the index met its recall target, a plain top-n
   query): the approximate index, its candidates re-scored exactly;
-- exact, plain top-n, an IVF index ready: its float16 rows scanned and the answer proven
+- exact, plain top-n, an IVF index ready: its stored rows scanned and the answer proven
   the full scan's (:meth:`AnnIndex.exact_most_similar`), else the snapshot;
 - anything else (``restrict_vocab``, ``cosmul``, ``topn=None``): the snapshot.
 
@@ -242,7 +242,7 @@ class Planner:
     def gains_from_batch(self, q: Query) -> bool:
         """Whether ``q`` is answered faster among others (:meth:`answer_many`) than
         alone: an approximate query of a ready index, or an exact plain top-n one that
-        no IVF index's float16 shortcut answers (measured: bench/bench_coalesce.py)."""
+        no IVF index's stored-row shortcut answers (measured: bench/bench_coalesce.py)."""
         if not q.plain:
             return False
         if q.approx and self._approximate(q) is not None:
