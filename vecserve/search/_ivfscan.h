@@ -172,54 +172,6 @@ static inline void vs_prefetch_row(const char *r, int64_t p, int64_t hi, size_t 
     }
 }
 
-#ifdef VS_X86
-VS_AVX2 static VS_INLINE void vs_span_avx2(const char *rows, int kind, const float *scale, int d,
-                                           int64_t lo, int64_t hi, const float *q, int64_t k,
-                                           vs_hit *heap, int64_t *n) {
-    size_t bytes = vs_row_bytes(kind, d);
-    for (int64_t p = lo; p < hi; p++) {
-        const char *r = rows + (size_t)p * bytes;
-        vs_prefetch_row(r, p, hi, bytes);
-        vs_offer(heap, n, k, vs_scaled(vs_dot_avx2(r, kind, q, d), scale, p), p);
-    }
-}
-/* One copy of the loop for each kind of row, the kind fixed in it. */
-VS_AVX2 static void vs_span_any_avx2(const char *rows, int kind, const float *scale, int d,
-                                     int64_t lo, int64_t hi, const float *q, int64_t k,
-                                     vs_hit *heap, int64_t *n) {
-    if (kind == VS_F16)
-        vs_span_avx2(rows, VS_F16, scale, d, lo, hi, q, k, heap, n);
-    else if (kind == VS_I8)
-        vs_span_avx2(rows, VS_I8, scale, d, lo, hi, q, k, heap, n);
-    else
-        vs_span_avx2(rows, VS_F32, scale, d, lo, hi, q, k, heap, n);
-}
-#endif
-
-/* The k best rows of the spans [lo[i], hi[i]) of `rows` (d columns, stored as `kind`;
-   scale: int8 rows' scales, else NULL) against q: positions into *pos best first, scores
-   into *score; returns how many. */
-static int64_t vs_scan(const void *rows, int kind, const float *scale, int d, const int64_t *lo,
-                       const int64_t *hi, int64_t nspans, const float *q, int64_t k, vs_hit *heap,
-                       int64_t *pos, float *score) {
-    int64_t n = 0;
-    size_t bytes = vs_row_bytes(kind, d);
-    for (int64_t i = 0; i < nspans; i++) {
-#ifdef VS_X86
-        if (vs_have_avx2()) {
-            vs_span_any_avx2((const char *)rows, kind, scale, d, lo[i], hi[i], q, k, heap, &n);
-            continue;
-        }
-#endif
-        for (int64_t p = lo[i]; p < hi[i]; p++) {
-            const char *r = (const char *)rows + (size_t)p * bytes;
-            vs_prefetch_row(r, p, hi[i], bytes);
-            vs_offer(heap, &n, k, vs_scaled(vs_dot_plain(r, kind, q, d), scale, p), p);
-        }
-    }
-    return vs_heap_drain(heap, n, pos, score);
-}
-
 /* A batch of queries (the rows of Q, m x d), each list read once for all the queries
    that probe it: the rows [lo, hi) and the queries qs[0:nq]. Query i's k best (score,
    position) pairs are kept in heaps[i * k:], lens[i] of them; callers empty each heap with
@@ -371,6 +323,19 @@ static void vs_scan_group(const void *rows, int kind, const float *scale, int d,
     }
 #endif
     vs_group_portable((const char *)rows, kind, scale, d, lo, hi, qs, nq, Q, k, heaps, lens);
+}
+
+/* The k best rows of the spans [lo[i], hi[i]) of `rows` (d columns, stored as `kind`;
+   scale: int8 rows' scales, else NULL) against q: positions into *pos best first, scores
+   into *score; returns how many. Each span is read as a list probed by one query. */
+static int64_t vs_scan(const void *rows, int kind, const float *scale, int d, const int64_t *lo,
+                       const int64_t *hi, int64_t nspans, const float *q, int64_t k, vs_hit *heap,
+                       int64_t *pos, float *score) {
+    int64_t n = 0;
+    const int32_t only = 0;
+    for (int64_t i = 0; i < nspans; i++)
+        vs_scan_group(rows, kind, scale, d, lo[i], hi[i], &only, 1, q, k, heap, &n);
+    return vs_heap_drain(heap, n, pos, score);
 }
 
 /* ---- A whole batch in one call: each query's probed lists chosen and scanned ---- */
