@@ -14,7 +14,7 @@ and exact single queries through each index (``AnnIndex.exact_most_similar``: th
 answer proven the full scan's, else the full scan answers; checked equal to
 ``SimilarityIndex.most_similar``), p50 against the full scan's, with how many were proven.
 
-Memory at 3M x 300: the set (3.6 GB), both files (1.7 + 0.9 GB), ~1 GB of scores while
+Memory at 3M x 300: the set (3.6 GB), both files (1.7 + 0.9 GB), ~0.4 GB of scores while
 the exact top 10 are found. Run it under the bench lock::
 
     flock /tmp/vecserve-bench.lock python bench/bench_ivf_rows.py --rows 3000000
@@ -28,6 +28,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from bench_ann_levers import exact_top
 from bench_search import generated
 
 from vecserve.search.ann import AnnIndex
@@ -36,17 +37,6 @@ from vecserve.search.snapshot import SimilarityIndex
 
 KINDS = ("f16", "i8")
 CANDIDATES = 22  # AnnIndex's for topn 10: oversample 2 x (10 + the query's own word)
-
-
-def exact_top10(x: np.ndarray, rows: np.ndarray, step: int = 16) -> np.ndarray:
-    """The exact top 10 of each of ``rows`` over the unit rows ``x``, self excluded."""
-    out = np.empty((len(rows), 10), dtype=np.int64)
-    for lo in range(0, len(rows), step):
-        part = rows[lo : lo + step]
-        scores = x[part] @ x.T
-        scores[np.arange(len(part)), part] = -np.inf
-        out[lo : lo + step] = np.argpartition(-scores, 10, axis=1)[:, :10]
-    return out
 
 
 def recall(index: IvfIndex, x: np.ndarray, rows: np.ndarray, truth: np.ndarray) -> float:
@@ -86,7 +76,7 @@ def main() -> None:
         indexes[kind] = IvfIndex.open(path)
     rng = np.random.default_rng(1)
     rows = rng.choice(args.rows, max(args.queries, args.batch), replace=False)
-    truth = exact_top10(x, rows[: args.queries])
+    truth = exact_top(x, rows[: args.queries])
 
     print(f"\n{args.rows:,} x {args.dim}, {nlist} lists; batches of {args.batch}\n")
     print("| rows | nprobe | recall@10 | batch q/s | vs float16 | index MB |")
