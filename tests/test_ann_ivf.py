@@ -290,11 +290,13 @@ def test_a_batchs_query_vectors_are_query_vectors_floats(sim):
     rng = np.random.default_rng(5)
     asked = [([f"w{i}"], [], 10) for i in rng.choice(N, 300, replace=False)]
     asked += [(["w1", "w2"], ["w3"], 5), ([7], [], 3), ([sim.vectors[4]], [], 2), ("w8", [], 1)]
-    means, excludes = sim.query_vectors([a[:2] for a in asked])
-    for (positive, negative, _), mean, exclude in zip(asked, means, excludes, strict=True):
-        want, want_exclude = sim.query_vector(positive, negative)
-        np.testing.assert_array_equal(mean.view(np.int32), want.view(np.int32))
-        assert exclude == want_exclude
+    asked += [([np.int64(9)], [], 2), ([N - 1], [], 1)]  # positions, as gensim takes them
+    for group in (asked, *([a] for a in asked)):  # together, and each alone
+        means, excludes = sim.query_vectors([a[:2] for a in group])
+        for (positive, negative, _), mean, exclude in zip(group, means, excludes, strict=True):
+            want, want_exclude = sim.query_vector(positive, negative)
+            np.testing.assert_array_equal(mean.view(np.int32), want.view(np.int32))
+            assert exclude == want_exclude
     with pytest.raises(KeyError):
         sim.query_vectors([(["nope"], [])])
 
@@ -309,11 +311,13 @@ def test_stored_rows_score_within_the_files_bound(sim, tmp_path, dtype):
     worst = 0.0
     for _ in range(5):
         q = rng.standard_normal(DIM)
-        q /= np.linalg.norm(q)
-        rows, scores = index.scan_all(q.astype(np.float32), N)
+        q = (q / np.linalg.norm(q)).astype(np.float32)
+        rows, scores = index.scan_all(q, N)
         assert len(rows) == N and sorted(rows) == list(range(N))
-        worst = max(worst, float(np.abs(scores - unit[rows] @ q).max()))
-    assert worst <= index.score_bound
+        err = float(np.abs(scores - unit[rows] @ q.astype(np.float64)).max())
+        assert err <= index.query_bound(q)  # int8: the rows' and the query's codes' errors
+        assert index.score_bound <= index.query_bound(q) < index.score_bound + 1e-3
+        worst = max(worst, err)
     if dtype == "i8":  # a bound of the rows' own errors: far tighter than the codes' step
         assert 0.1 * index.score_bound < worst and index.score_bound < 0.05
 

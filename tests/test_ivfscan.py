@@ -1,13 +1,15 @@
 """The IVF scan's C loops (vecserve/search/_ivfscan.h, called through _ivfscan.pyx) against
-NumPy: the k best rows of the spans, best first, for float16, float32 and scaled int8 rows,
-on the CPU's SIMD path and on the portable one, every float16 and int8 value converted
-exactly, a batch's answers its queries' answers alone, bad arguments refused."""
+NumPy: the k best rows of the spans, best first, for float16, float32 and scaled int8 rows
+(int8: to the bit, against NumPy's exact integer products with the query's codes), on the
+CPU's SIMD path and on the portable one, every float16 and int8 value converted exactly,
+the query's codes within their bound and their sums within int32, a batch's answers its
+queries' answers alone, bad arguments refused."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
-from vecserve.search._ivfscan import top_rows
+from vecserve.search._ivfscan import query_codes, top_rows
 
 from vecserve.search import _ivfscan
 
@@ -32,10 +34,15 @@ def _stored(rng, shape, dtype):
 
 
 def _reference(rows, lo, hi, q, k, scales=None):
+    """The k best of the spans by NumPy: float rows in float64; int8 rows as the C loops
+    score them, exactly (an int64 inner product with the query's codes, then float32)."""
     where = np.concatenate([np.arange(a, b) for a, b in zip(lo, hi, strict=True)])
-    scores = rows[where].astype(np.float64) @ q.astype(np.float64)
-    if scales is not None:
-        scores *= scales[where]
+    if scales is None:
+        scores = rows[where].astype(np.float64) @ q.astype(np.float64)
+    else:
+        codes, t = query_codes(q)
+        dots = rows[where].astype(np.int64) @ codes.astype(np.int64)
+        scores = dots.astype(np.float32) * scales[where] * np.float32(t)
     order = np.argsort(-scores, kind="stable")[:k]
     return where[order], scores[order]
 
@@ -51,6 +58,9 @@ def test_the_k_best_rows_of_the_spans_best_first(path, dtype, dim):
         pos, scores = top_rows(rows, lo, hi, q, k, scales)
         want_pos, want_scores = _reference(rows, lo, hi, q, k, scales)
         assert len(pos) == min(k, 50 + 300 + 260) and scores.dtype == np.float32
+        if dtype == np.int8:  # integer sums: the same floats, the same rows, ties included
+            np.testing.assert_array_equal(scores, want_scores)
+            np.testing.assert_array_equal(pos, want_pos)
         np.testing.assert_allclose(scores, want_scores, rtol=1e-5, atol=1e-5)
         assert np.all(np.diff(scores) <= 0)
         # the same rows, except where float32 sums of nearly tied scores trade places
@@ -83,6 +93,39 @@ def test_every_int8_code_is_converted_exactly(path):
         pos, scores = top_rows(rows, np.array([0]), np.array([256]), q, 256, scales)
         np.testing.assert_array_equal(scores, codes[pos].astype(np.float32) * 0.5)
         assert pos.tolist() == list(range(255, -1, -1))
+
+
+@pytest.mark.parametrize("dim", [1, 17, 50, 300, 512, 513, 4096])
+def test_a_query_s_codes_stay_within_their_bound_and_int32(path, dim):
+    rng = np.random.default_rng(dim)
+    q = rng.standard_normal(dim).astype(np.float32)
+    q /= np.linalg.norm(q)
+    codes, t = query_codes(q)
+    assert codes.dtype == np.int16 and t == 2.0 ** np.round(np.log2(t))  # a power of two
+    qmax = min(32767, (2**31 - 1) // (128 * dim))
+    assert np.abs(codes).max() <= qmax and np.abs(codes).max() > qmax / 2  # t is the least
+    np.testing.assert_array_equal(codes, np.rint(q.astype(np.float64) / t))
+    assert np.abs(q - codes * np.float64(t)).max() <= t / 2
+    # the largest sum a row can make still scores exactly (no int32 wrap-around)
+    rows = np.where(codes >= 0, 127, -128).astype(np.int8)[None].repeat(3, axis=0)
+    rows[1] = -rows[1].clip(-127)
+    scales = np.ones(3, np.float32)
+    pos, scores = top_rows(rows, np.array([0]), np.array([3]), q, 3, scales)
+    want = (rows.astype(np.int64) @ codes.astype(np.int64)).astype(np.float32) * np.float32(t)
+    assert abs(int(rows[0].astype(np.int64) @ codes)) < 2**31
+    np.testing.assert_array_equal(scores, want[pos])
+    assert pos[0] == 0 and scores[0] > 0.99 * np.abs(q).sum() * 127
+
+
+def test_a_query_with_nan_or_infinity_has_no_codes_and_scores_nothing(path):
+    rows, scales = np.ones((20, 17), np.int8), np.ones(20, np.float32)
+    for bad in (np.nan, np.inf, -np.inf):
+        q = np.ones(17, np.float32)
+        q[16] = bad
+        assert query_codes(q) is None
+        pos, scores = top_rows(rows, np.array([0]), np.array([20]), q, 5, scales)
+        assert len(pos) == len(scores) == 0
+    assert query_codes(np.zeros(3, np.float32))[0].tolist() == [0, 0, 0]
 
 
 def test_ties_keep_the_earlier_row(path):

@@ -71,6 +71,83 @@ def top_k(const float[::1] x, Py_ssize_t k):
     return pos[:n], val[:n]
 
 
+cdef inline int32_t _rank_key(float f) nogil:
+    """An order-preserving int32 of f's bits (as _topk.h's vs_key); NaN below every number."""
+    cdef int32_t b = (<int32_t *>&f)[0]
+    if (b & 0x7fffffff) > 0x7f800000:
+        return -0x7fffffff - 1
+    cdef int32_t neg = b >> 31
+    return ((b & 0x7fffffff) ^ neg) - neg
+
+
+@cython.boundscheck(False)
+@cython.wraparound(False)
+def best_candidates(const float[:, ::1] scores, const int64_t[:, ::1] cand, excludes, tops):
+    """Each query's answer from its candidates' exact scores: of row ``i``'s candidates
+    ``cand[i]`` (-1: none), those not in ``excludes[i]`` (a list of row numbers), the best
+    ``tops[i]`` by ``scores[i]``, best first; ties (and NaN, which ranks last) to the
+    earlier candidate, as ``numpy.argsort(-scores, kind="stable")`` orders them.
+
+    Returns ``(rows, values, counts)``: the answers' rows (int64) and scores (Python
+    floats) one query after another, and each query's count.
+
+    >>> s = np.array([[0.5, 0.9, 0.5, np.nan, 0.7]], dtype=np.float32)
+    >>> best_candidates(s, np.array([[4, 8, 3, 6, -1]]), [[8]], [4])
+    (array([4, 3, 6]), [0.5, 0.5, nan], [3])
+    """
+    cdef Py_ssize_t m = scores.shape[0], k = scores.shape[1], i, j, t, n, top, at, o = 0
+    cdef Py_ssize_t w
+    cdef int64_t c
+    cdef int32_t key
+    if cand.shape[0] != m or cand.shape[1] != k or len(excludes) != m or len(tops) != m:
+        raise ValueError(f"{m} x {k} scores against {cand.shape[0]} x {cand.shape[1]} "
+                         f"candidates, {len(excludes)} exclusions and {len(tops)} counts")
+    wanted = [max(0, min(int(x), k)) for x in tops]
+    rows = np.empty(sum(wanted), dtype=np.int64)
+    vals = np.empty(sum(wanted), dtype=np.float32)
+    keys = np.empty(max(k, 1), dtype=np.int32)
+    slots = np.empty(max(k, 1), dtype=np.int64)
+    width = max([len(ex) for ex in excludes], default=0)
+    own = np.empty(max(width, 1), dtype=np.int64)
+    cdef int64_t[::1] r = rows, sl = slots, ow = own
+    cdef float[::1] v = vals
+    cdef int32_t[::1] bk = keys
+    counts = []
+    for i in range(m):
+        top = wanted[i]
+        ex = excludes[i]
+        w = len(ex)
+        for t in range(w):
+            ow[t] = ex[t]
+        n = 0
+        for j in range(k if top > 0 else 0):
+            c = cand[i, j]
+            if c < 0:
+                continue
+            for t in range(w):
+                if ow[t] == c:
+                    break
+            else:
+                key = _rank_key(scores[i, j])
+                if n == top and key <= bk[n - 1]:
+                    continue  # no better than the worst kept, and later
+                at = n if n < top else top - 1
+                while at > 0 and key > bk[at - 1]:
+                    bk[at] = bk[at - 1]
+                    sl[at] = sl[at - 1]
+                    at -= 1
+                bk[at] = key
+                sl[at] = j
+                if n < top:
+                    n += 1
+        for t in range(n):
+            r[o] = cand[i, sl[t]]
+            v[o] = scores[i, sl[t]]
+            o += 1
+        counts.append(n)
+    return rows[:o], vals[:o].tolist(), counts
+
+
 cdef class Heaps:
     """One top-``k`` heap per query of a batch, fed block after block of scores.
 

@@ -2,15 +2,18 @@
  * inner products of one query with spans of stored rows, and the k best kept in the shared
  * top-k heap (_topk.h) as the rows stream by.
  *
- * Rows are stored as float32, float16 or int8 codes with one float32 scale a row (the
- * row's score is its codes' inner product with the query times its scale). float16 and
- * int8 rows are widened to float32 in registers (F16C; sign extension and conversion) and
- * multiplied in float32 (FMA) on x86-64 CPUs that have AVX2; elsewhere in portable C
- * (float16 through a 65,536-entry table). Only the extension includes this file, once:
- * every function is static. */
+ * Rows are stored as float32, float16 or int8 codes with one float32 scale a row.
+ * float16 rows are widened to float32 in registers (F16C) and multiplied in float32 (FMA)
+ * on x86-64 CPUs that have AVX2; elsewhere in portable C (through a 65,536-entry table).
+ * int8 rows are multiplied in integers: the query is coded once as int16 codes with a
+ * power-of-two scale (vs_query_codes), a row's score is the exact int32 inner product of
+ * the two codes times the row's scale times the query's (AVX2: eight rows a step, sixteen
+ * products an instruction; else portable C). Only the extension includes this file,
+ * once: every function is static. */
 #ifndef VECSERVE_IVFSCAN_H
 #define VECSERVE_IVFSCAN_H
 
+#include <math.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -59,7 +62,7 @@ static void vs_scan_init(void) {
     for (uint32_t h = 0; h < 65536; h++) vs_half_table[h] = vs_half_to_float((uint16_t)h);
 }
 
-/* Portable inner products of a stored row with a query (four sums, then added). */
+/* Portable inner products of a stored float row with a query (four sums, then added). */
 static float vs_dot_plain(const char *r, int kind, const float *q, int d) {
     float a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f;
     int j = 0;
@@ -73,21 +76,13 @@ static float vs_dot_plain(const char *r, int kind, const float *q, int d) {
     for (; j < d; j++) a0 += X(j) * q[j];
 #define VS_F32_AT(j) (((const float *)r)[j])
 #define VS_F16_AT(j) (vs_half_table[((const uint16_t *)r)[j]])
-#define VS_I8_AT(j) ((float)((const int8_t *)r)[j])
     if (kind == VS_F16) {
         VS_PLAIN(VS_F16_AT)
-    } else if (kind == VS_I8) {
-        VS_PLAIN(VS_I8_AT)
     } else {
         VS_PLAIN(VS_F32_AT)
     }
 #undef VS_PLAIN
     return (a0 + a1) + (a2 + a3);
-}
-
-/* A row's score: its inner product, times its scale for int8 rows (scale: NULL else). */
-static inline float vs_scaled(float dot, const float *scale, int64_t p) {
-    return scale ? dot * scale[p] : dot;
 }
 
 #ifdef VS_X86
@@ -108,7 +103,7 @@ VS_AVX2 static VS_INLINE float vs_tail(const char *r, int kind, const float *q, 
                                        float s) {
     __m128 acc = _mm_set_ss(s);
     for (; j < d; j++) {
-        float x = kind == VS_F16 ? VS_F16_AT(j) : kind == VS_I8 ? VS_I8_AT(j) : VS_F32_AT(j);
+        float x = kind == VS_F16 ? VS_F16_AT(j) : VS_F32_AT(j);
         acc = _mm_fmadd_ss(_mm_set_ss(x), _mm_set_ss(q[j]), acc);
     }
     return _mm_cvtss_f32(acc);
@@ -117,8 +112,6 @@ VS_AVX2 static VS_INLINE float vs_tail(const char *r, int kind, const float *q, 
 VS_AVX2 static VS_INLINE __m256 vs_load8(const char *r, int kind, int j) {
     if (kind == VS_F16)
         return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)r + j)));
-    if (kind == VS_I8)
-        return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(r + j))));
     return _mm256_loadu_ps((const float *)r + j);
 }
 /* One row, one query: two sums of eight lanes, then the tail. */
@@ -137,7 +130,6 @@ VS_AVX2 static VS_INLINE float vs_dot_avx2(const char *r, int kind, const float 
 #endif
 #undef VS_F32_AT
 #undef VS_F16_AT
-#undef VS_I8_AT
 
 static int vs_portable = 0; /* tests: the portable loops on any CPU */
 static int vs_have_avx2(void) {
@@ -181,19 +173,183 @@ static inline void vs_offer_row(vs_hit *heaps, int64_t *lens, int64_t k, int32_t
     vs_offer(heaps + (size_t)q * k, lens + q, k, s, p);
 }
 
-static void vs_group_portable(const char *rows, int kind, const float *scale, int d, int64_t lo,
-                              int64_t hi, const int32_t *qs, int64_t nq, const float *Q, int64_t k,
+/* Offer the scores s[0:cnt] of positions p0, p0 + 1, ... to a heap of capacity k; a score
+   below the worst kept of a full heap is passed over without a heap step. */
+static inline void vs_offer_some(vs_hit *h, int64_t *n, int64_t k, const float *s, int cnt,
+                                 int64_t p0) {
+    for (int i = 0; i < cnt; i++) {
+        int32_t key = vs_key(s[i]);
+        if (*n == k && key < h[0].key) continue;
+        if (key < VS_KEY_PINF && key > VS_KEY_NINF) vs_heap_offer(h, n, k, key, p0 + i);
+    }
+}
+
+static void vs_float_portable(const char *rows, int kind, int d, int64_t lo, int64_t hi,
+                              const int32_t *qs, int64_t nq, const float *Q, int64_t k,
                               vs_hit *heaps, int64_t *lens) {
     size_t bytes = vs_row_bytes(kind, d);
     for (int64_t p = lo; p < hi; p++) {
         const char *r = rows + (size_t)p * bytes;
         vs_prefetch_row(r, p, hi, bytes);
+        for (int64_t t = 0; t < nq; t++)
+            vs_offer_row(heaps, lens, k, qs[t], vs_dot_plain(r, kind, Q + (size_t)qs[t] * d, d), p);
+    }
+}
+
+/* ---- int8 rows: integer inner products with an int16-coded query ----
+   A query q is coded once (vs_query_codes) as int16 codes c_q and a power-of-two scale t,
+   |q - t c_q| <= t / 2 an element. A row's score is (float)(c . c_q) * scale[p] * t: the
+   inner product of the row's codes c with c_q is an exact int32 (no rounding, so every loop
+   and every order of summation gives the same integer, and a query's scores are the same
+   floats alone or in a batch, on the AVX2 loops or the portable ones), and a power-of-two t
+   makes the two products the same float in either order. */
+
+/* int16 entries a coded query takes: its d codes, then the 16 of a row's last chunk. */
+#define VS_QLD(d) ((int64_t)(d) + 16)
+/* The largest code a query of d elements may take: |c . c_q| <= 128 d qmax fits int32. */
+static int32_t vs_qmax(int d) {
+    int64_t m = INT32_MAX / (128 * (int64_t)(d > 0 ? d : 1));
+    return (int32_t)(m > 32767 ? 32767 : m < 1 ? 1 : m);
+}
+
+/* Code q (d elements) into cq[0:VS_QLD(d)] and *t: cq[j] = round(q[j] / t), t the least
+   power of two that keeps every |cq[j]| within vs_qmax(d); cq[d:d + 16] is the last chunk's
+   query for the AVX2 loops (a row's last d % 16 elements are read as the 16 that end the
+   row: the ones a full chunk already took are multiplied by 0). Returns 0 (and codes
+   nothing) if q holds a NaN or an infinity. */
+static int vs_query_codes(const float *q, int d, int16_t *cq, float *t) {
+    float m = 0.0f;
+    for (int j = 0; j < d; j++) {
+        uint32_t bits; /* tested by its bits: -ffast-math may assume no float is NaN */
+        memcpy(&bits, q + j, sizeof bits);
+        if ((bits & 0x7f800000u) == 0x7f800000u) return 0;
+        m = fabsf(q[j]) > m ? fabsf(q[j]) : m;
+    }
+    int e = 0;
+    if (m > 0.0f) frexpf(m / (float)vs_qmax(d), &e); /* m / qmax < 2^e */
+    *t = ldexpf(1.0f, e);
+    for (int j = 0; j < d; j++) cq[j] = (int16_t)lrintf(ldexpf(q[j], -e));
+    int full = d - d % 16;
+    for (int j = 0; j < 16; j++) {
+        int at = d - 16 + j;
+        cq[d + j] = (int16_t)(d % 16 && at >= full && at >= 0 ? cq[at] : 0);
+    }
+    return 1;
+}
+
+static inline float vs_i8_score(int32_t dot, const float *scale, int64_t p, float t) {
+    return (float)dot * scale[p] * t;
+}
+
+static int32_t vs_i8_dot_plain(const int8_t *r, const int16_t *cq, int d) {
+    int32_t s = 0;
+    for (int j = 0; j < d; j++) s += (int32_t)r[j] * cq[j];
+    return s;
+}
+
+static void vs_i8_portable(const int8_t *rows, const float *scale, int d, int64_t lo, int64_t hi,
+                           const int32_t *qs, int64_t nq, const int16_t *QC, const float *QT,
+                           int64_t k, vs_hit *heaps, int64_t *lens) {
+    for (int64_t p = lo; p < hi; p++) {
+        const int8_t *r = rows + (size_t)p * d;
         for (int64_t t = 0; t < nq; t++) {
-            float s = vs_dot_plain(r, kind, Q + (size_t)qs[t] * d, d);
-            vs_offer_row(heaps, lens, k, qs[t], vs_scaled(s, scale, p), p);
+            int32_t dot = vs_i8_dot_plain(r, QC + (size_t)qs[t] * VS_QLD(d), d);
+            vs_offer_row(heaps, lens, k, qs[t], vs_i8_score(dot, scale, p, QT[qs[t]]), p);
         }
     }
 }
+
+#ifdef VS_X86
+/* acc + the 16 products of a row's chunk at r with the query's codes at cq, as 8 int32. */
+VS_AVX2 static VS_INLINE __m256i vs_i8_chunk(const int8_t *r, const int16_t *cq, __m256i acc) {
+    __m256i x = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)r));
+    return _mm256_add_epi32(acc, _mm256_madd_epi16(x, _mm256_loadu_si256((const __m256i *)cq)));
+}
+/* The int32 inner products of the eight rows r, r + d, ..., r + 7 d (d >= 16) with the coded
+   query, lane u the row r + u d: full chunks of 16, then the chunk that ends each row. */
+VS_AVX2 static VS_INLINE __m256i vs_i8_dot8(const int8_t *r, int d, const int16_t *cq) {
+    __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0,
+            a7 = a0;
+    int j = 0;
+#define VS_ROWS8(J, CQ)                                                                            \
+    a0 = vs_i8_chunk(r + (J), CQ, a0);                                                             \
+    a1 = vs_i8_chunk(r + (size_t)d + (J), CQ, a1);                                                 \
+    a2 = vs_i8_chunk(r + (size_t)2 * d + (J), CQ, a2);                                             \
+    a3 = vs_i8_chunk(r + (size_t)3 * d + (J), CQ, a3);                                             \
+    a4 = vs_i8_chunk(r + (size_t)4 * d + (J), CQ, a4);                                             \
+    a5 = vs_i8_chunk(r + (size_t)5 * d + (J), CQ, a5);                                             \
+    a6 = vs_i8_chunk(r + (size_t)6 * d + (J), CQ, a6);                                             \
+    a7 = vs_i8_chunk(r + (size_t)7 * d + (J), CQ, a7);
+    for (; j + 16 <= d; j += 16) {
+        VS_ROWS8(j, cq + j)
+    }
+    if (j < d) {
+        VS_ROWS8(d - 16, cq + d)
+    }
+#undef VS_ROWS8
+    /* eight sums of eight lanes into one register: pairs, quads, then the two halves */
+    __m256i b0 = _mm256_hadd_epi32(a0, a1), b1 = _mm256_hadd_epi32(a2, a3);
+    __m256i b2 = _mm256_hadd_epi32(a4, a5), b3 = _mm256_hadd_epi32(a6, a7);
+    __m256i c0 = _mm256_hadd_epi32(b0, b1), c1 = _mm256_hadd_epi32(b2, b3);
+    return _mm256_add_epi32(_mm256_permute2x128_si256(c0, c1, 0x20),
+                            _mm256_permute2x128_si256(c0, c1, 0x31));
+}
+/* One row's inner product with the coded query (d >= 16), as vs_i8_dot8's lanes. */
+VS_AVX2 static VS_INLINE int32_t vs_i8_dot1(const int8_t *r, int d, const int16_t *cq) {
+    __m256i a = _mm256_setzero_si256();
+    int j = 0;
+    for (; j + 16 <= d; j += 16) a = vs_i8_chunk(r + j, cq + j, a);
+    if (j < d) a = vs_i8_chunk(r + d - 16, cq + d, a);
+    __m128i h = _mm_add_epi32(_mm256_castsi256_si128(a), _mm256_extracti128_si256(a, 1));
+    h = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0x4e));
+    h = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0xb1));
+    return _mm_cvtsi128_si32(h);
+}
+/* The rows [lo, hi) against the queries qs: eight rows a step (read once from memory, then
+   from the first-level cache for each query), each query's eight scores offered together. */
+VS_AVX2 static void vs_i8_avx2(const int8_t *rows, const float *scale, int d, int64_t lo,
+                               int64_t hi, const int32_t *qs, int64_t nq, const int16_t *QC,
+                               const float *QT, int64_t k, vs_hit *heaps, int64_t *lens) {
+    int64_t p = lo;
+    if (d < 16) {
+        vs_i8_portable(rows, scale, d, lo, hi, qs, nq, QC, QT, k, heaps, lens);
+        return;
+    }
+    float s[8];
+    for (; p + 8 <= hi; p += 8) {
+        const int8_t *r = rows + (size_t)p * d;
+        __m256 sc = _mm256_loadu_ps(scale + p);
+        for (int64_t t = 0; t < nq; t++) {
+            int32_t q = qs[t];
+            __m256i dot = vs_i8_dot8(r, d, QC + (size_t)q * VS_QLD(d));
+            __m256 f =
+                _mm256_mul_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(dot), sc), _mm256_set1_ps(QT[q]));
+            vs_hit *h = heaps + (size_t)q * k;
+            if (lens[q] < k) { /* filling the heap: every score */
+                _mm256_storeu_ps(s, f);
+                vs_offer_some(h, lens + q, k, s, 8, p);
+                continue;
+            }
+            /* a full heap: only the scores at least its worst (NaN never is) */
+            int more = _mm256_movemask_ps(
+                _mm256_cmp_ps(f, _mm256_set1_ps(vs_unkey(h[0].key)), _CMP_GE_OQ));
+            if (!more) continue;
+            _mm256_storeu_ps(s, f);
+            for (; more; more &= more - 1) {
+                int u = __builtin_ctz((unsigned)more);
+                vs_offer(h, lens + q, k, s[u], p + u);
+            }
+        }
+    }
+    for (; p < hi; p++) {
+        const int8_t *r = rows + (size_t)p * d;
+        for (int64_t t = 0; t < nq; t++) {
+            int32_t dot = vs_i8_dot1(r, d, QC + (size_t)qs[t] * VS_QLD(d));
+            vs_offer_row(heaps, lens, k, qs[t], vs_i8_score(dot, scale, p, QT[qs[t]]), p);
+        }
+    }
+}
+#endif
 
 #ifdef VS_X86
 /* Four queries against one row: the row's elements are loaded (and widened) once for the
@@ -265,8 +421,8 @@ VS_AVX2 static VS_INLINE void vs_dot_rows4(const char *const *r, int kind, const
    the others against four rows at a time, one from each quarter of the span, so that the
    reads are four sequential streams (which the hardware prefetches; rows read side by side
    are not). */
-VS_AVX2 static VS_INLINE void vs_group_rows(const char *rows, int kind, const float *scale, int d,
-                                            int64_t lo, int64_t hi, const int32_t *qs, int64_t nq,
+VS_AVX2 static VS_INLINE void vs_group_rows(const char *rows, int kind, int d, int64_t lo,
+                                            int64_t hi, const int32_t *qs, int64_t nq,
                                             const float *Q, int64_t k, vs_hit *heaps,
                                             int64_t *lens) {
     size_t bytes = vs_row_bytes(kind, d);
@@ -278,8 +434,7 @@ VS_AVX2 static VS_INLINE void vs_group_rows(const char *rows, int kind, const fl
             float s[4];
             vs_dot4(r, kind, Q + (size_t)qs[t] * d, Q + (size_t)qs[t + 1] * d,
                     Q + (size_t)qs[t + 2] * d, Q + (size_t)qs[t + 3] * d, d, s);
-            for (int u = 0; u < 4; u++)
-                vs_offer_row(heaps, lens, k, qs[t + u], vs_scaled(s[u], scale, p), p);
+            for (int u = 0; u < 4; u++) vs_offer_row(heaps, lens, k, qs[t + u], s[u], p);
         }
     }
     for (int64_t t = t4; t < nq; t++) {
@@ -291,50 +446,74 @@ VS_AVX2 static VS_INLINE void vs_group_rows(const char *rows, int kind, const fl
             vs_dot_rows4(r, kind, q, d, s);
             for (int u = 0; u < 4; u++) {
                 int64_t p = lo + u * quarter + i;
-                vs_offer_row(heaps, lens, k, qs[t], vs_scaled(s[u], scale, p), p);
+                vs_offer_row(heaps, lens, k, qs[t], s[u], p);
             }
         }
         for (int64_t p = lo + 4 * quarter; p < hi; p++) {
-            float s = vs_dot_avx2(rows + (size_t)p * bytes, kind, q, d);
-            vs_offer_row(heaps, lens, k, qs[t], vs_scaled(s, scale, p), p);
+            vs_offer_row(heaps, lens, k, qs[t], vs_dot_avx2(rows + (size_t)p * bytes, kind, q, d),
+                         p);
         }
     }
 }
-VS_AVX2 static void vs_group_avx2(const char *rows, int kind, const float *scale, int d, int64_t lo,
-                                  int64_t hi, const int32_t *qs, int64_t nq, const float *Q,
-                                  int64_t k, vs_hit *heaps, int64_t *lens) {
+VS_AVX2 static void vs_float_avx2(const char *rows, int kind, int d, int64_t lo, int64_t hi,
+                                  const int32_t *qs, int64_t nq, const float *Q, int64_t k,
+                                  vs_hit *heaps, int64_t *lens) {
     /* one copy of the loop for each kind of row, the kind fixed in it */
     if (kind == VS_F16)
-        vs_group_rows(rows, VS_F16, scale, d, lo, hi, qs, nq, Q, k, heaps, lens);
-    else if (kind == VS_I8)
-        vs_group_rows(rows, VS_I8, scale, d, lo, hi, qs, nq, Q, k, heaps, lens);
+        vs_group_rows(rows, VS_F16, d, lo, hi, qs, nq, Q, k, heaps, lens);
     else
-        vs_group_rows(rows, VS_F32, scale, d, lo, hi, qs, nq, Q, k, heaps, lens);
+        vs_group_rows(rows, VS_F32, d, lo, hi, qs, nq, Q, k, heaps, lens);
 }
 #endif
 
+/* The queries of a scan: the float rows' loops read x (m x d), the int8 rows' loops the
+   codes (m x VS_QLD(d)) and scales t (m) that vs_query_codes gave each row of x. */
+typedef struct {
+    const float *x;
+    const int16_t *codes;
+    const float *t;
+} vs_queries;
+
+/* The rows [lo, hi) of `rows` (d columns, stored as `kind`; scale: int8 rows' scales,
+   else NULL) against the queries qs[0:nq] of Q, each list read once for all of them: query
+   i's k best (score, position) pairs are kept in heaps[i * k:], lens[i] of them; callers
+   empty each heap with vs_heap_drain. A query's scores are the same floats alone or in a
+   batch. */
 static void vs_scan_group(const void *rows, int kind, const float *scale, int d, int64_t lo,
-                          int64_t hi, const int32_t *qs, int64_t nq, const float *Q, int64_t k,
+                          int64_t hi, const int32_t *qs, int64_t nq, const vs_queries *Q, int64_t k,
                           vs_hit *heaps, int64_t *lens) {
 #ifdef VS_X86
     if (vs_have_avx2()) {
-        vs_group_avx2((const char *)rows, kind, scale, d, lo, hi, qs, nq, Q, k, heaps, lens);
+        if (kind == VS_I8)
+            vs_i8_avx2((const int8_t *)rows, scale, d, lo, hi, qs, nq, Q->codes, Q->t, k, heaps,
+                       lens);
+        else
+            vs_float_avx2((const char *)rows, kind, d, lo, hi, qs, nq, Q->x, k, heaps, lens);
         return;
     }
 #endif
-    vs_group_portable((const char *)rows, kind, scale, d, lo, hi, qs, nq, Q, k, heaps, lens);
+    if (kind == VS_I8)
+        vs_i8_portable((const int8_t *)rows, scale, d, lo, hi, qs, nq, Q->codes, Q->t, k, heaps,
+                       lens);
+    else
+        vs_float_portable((const char *)rows, kind, d, lo, hi, qs, nq, Q->x, k, heaps, lens);
 }
 
 /* The k best rows of the spans [lo[i], hi[i]) of `rows` (d columns, stored as `kind`;
    scale: int8 rows' scales, else NULL) against q: positions into *pos best first, scores
-   into *score; returns how many. Each span is read as a list probed by one query. */
+   into *score; returns how many. Each span is read as a list probed by one query. int8
+   rows: qc (VS_QLD(d) int16) holds the query's codes; a query with a NaN or an infinity
+   scores nothing (as for float rows: such scores never rank). */
 static int64_t vs_scan(const void *rows, int kind, const float *scale, int d, const int64_t *lo,
-                       const int64_t *hi, int64_t nspans, const float *q, int64_t k, vs_hit *heap,
-                       int64_t *pos, float *score) {
+                       const int64_t *hi, int64_t nspans, const float *q, int16_t *qc, int64_t k,
+                       vs_hit *heap, int64_t *pos, float *score) {
     int64_t n = 0;
     const int32_t only = 0;
+    float t = 1.0f;
+    vs_queries Q = {q, qc, &t};
+    if (kind == VS_I8 && !vs_query_codes(q, d, qc, &t)) return 0;
     for (int64_t i = 0; i < nspans; i++)
-        vs_scan_group(rows, kind, scale, d, lo[i], hi[i], &only, 1, q, k, heap, &n);
+        vs_scan_group(rows, kind, scale, d, lo[i], hi[i], &only, 1, &Q, k, heap, &n);
     return vs_heap_drain(heap, n, pos, score);
 }
 
@@ -423,12 +602,13 @@ static void vs_centroids(const float *ct, int d, const float *const *q, int nq, 
    order, once for all the queries probing each, and each query's k best kept: their ids
    (ids[position]) into out[i * k:], best first (ties: the earlier position), -1 padded.
    Scratch: heaps of m * max(k, nprobe) hits, lens and qidx of m * nprobe, cnt of nlist + 1,
-   sc of 4 * nlist_padded floats. */
+   sc of 4 * nlist_padded floats; int8 rows: qc of m * VS_QLD(d) int16 and qt of m floats
+   (the queries' codes and scales). */
 static void vs_ivf_batch(const float *ct, int64_t nlist, const void *rows, int kind,
                          const float *scale, int d, const int64_t *offsets, const int64_t *ids,
                          const float *Q, int64_t m, int64_t nprobe, int64_t k, int64_t *near,
                          int64_t *out, vs_hit *heaps, int64_t *lens, int64_t *cnt, int32_t *qidx,
-                         float *sc) {
+                         float *sc, int16_t *qc, float *qt) {
     int64_t nb = (nlist + 7) / 8, ldo = nb * 8;
     for (int64_t i = 0; i < m; i += 4) {
         int nq = m - i < 4 ? (int)(m - i) : 4;
@@ -444,6 +624,10 @@ static void vs_ivf_batch(const float *ct, int64_t nlist, const void *rows, int k
         }
     }
     if (k <= 0) return;
+    vs_queries queries = {Q, qc, qt};
+    for (int64_t i = 0; kind == VS_I8 && i < m; i++) /* a query that codes nothing scans nothing */
+        if (!vs_query_codes(Q + (size_t)i * d, d, qc + (size_t)i * VS_QLD(d), qt + i))
+            for (int64_t j = 0; j < nprobe; j++) near[i * nprobe + j] = -1;
     /* group the (list, query) pairs by list: cnt[l] ends list l's queries in qidx */
     memset(cnt, 0, (size_t)(nlist + 1) * sizeof *cnt);
     for (int64_t i = 0; i < m * nprobe; i++)
@@ -454,8 +638,8 @@ static void vs_ivf_batch(const float *ct, int64_t nlist, const void *rows, int k
     memset(lens, 0, (size_t)m * sizeof *lens);
     for (int64_t l = 0, a = 0; l < nlist; a = cnt[l], l++) {
         if (cnt[l] > a)
-            vs_scan_group(rows, kind, scale, d, offsets[l], offsets[l + 1], qidx + a, cnt[l] - a, Q,
-                          k, heaps, lens);
+            vs_scan_group(rows, kind, scale, d, offsets[l], offsets[l + 1], qidx + a, cnt[l] - a,
+                          &queries, k, heaps, lens);
     }
     for (int64_t i = 0; i < m; i++) {
         int64_t *o = out + (size_t)i * k;

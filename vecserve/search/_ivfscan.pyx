@@ -4,12 +4,14 @@ its ``nprobe`` lists, and the ``k`` best of them, in one C pass without the GIL;
 a batch (:func:`search_batch`), each list read once for all the queries that probe it.
 
 The lists' rows are read straight from the memory-mapped file, as float32, float16 or
-int8 codes with one float32 scale a row (a quarter of float32's bytes: the scan is bound
-by memory bandwidth). float16 and int8 rows are widened to float32 in registers and
-multiplied in float32 (FMA) on x86-64 CPUs that have AVX2; elsewhere in portable C. The
-best ``k`` are kept in a heap as the rows stream by: no score array, no sort of the whole
-scan. Scores of float16 and int8 rows are those of the rounded rows: the caller re-scores
-its candidates exactly.
+int8 codes with one float32 scale a row (a quarter of float32's bytes: a large scan is
+bound by memory bandwidth). float16 rows are widened to float32 in registers and
+multiplied in float32 (FMA) on x86-64 CPUs that have AVX2; int8 rows are multiplied in
+integers by the query's int16 codes (:func:`query_codes`), sixteen products an
+instruction; elsewhere in portable C. The best ``k`` are kept in a heap as the rows stream
+by: no score array, no sort of the whole scan. Scores of float16 and int8 rows are those
+of the rounded rows (and, for int8, of the coded query): the caller re-scores its
+candidates exactly.
 
 The C loops are in ``_ivfscan.h`` beside this file; this module validates the arguments
 and runs them in one ``nogil`` block. It knows nothing of files or models;
@@ -17,7 +19,7 @@ and runs them in one ``nogil`` block. It knows nothing of files or models;
 """
 
 cimport cython
-from libc.stdint cimport int32_t, int64_t, uint16_t
+from libc.stdint cimport int16_t, int32_t, int64_t
 
 import numpy as np
 
@@ -28,13 +30,14 @@ cdef extern from "_ivfscan.h":
     int vs_have_avx2()
     int vs_portable
     int64_t vs_scan(const void *rows, int kind, const float *scale, int d, const int64_t *lo,
-                    const int64_t *hi, int64_t nspans, const float *q, int64_t k, vs_hit *heap,
-                    int64_t *pos, float *score) nogil
+                    const int64_t *hi, int64_t nspans, const float *q, int16_t *qc, int64_t k,
+                    vs_hit *heap, int64_t *pos, float *score) nogil
+    int vs_query_codes(const float *q, int d, int16_t *cq, float *t) nogil
     void vs_ivf_batch(const float *ct, int64_t nlist, const void *rows, int kind,
                       const float *scale, int d, const int64_t *offsets, const int64_t *ids,
                       const float *Q, int64_t m, int64_t nprobe, int64_t k, int64_t *near,
                       int64_t *out, vs_hit *heaps, int64_t *lens, int64_t *cnt, int32_t *qidx,
-                      float *sc) nogil
+                      float *sc, int16_t *qc, float *qt) nogil
 
 
 vs_scan_init()
@@ -50,6 +53,29 @@ def _portable(on: bool) -> None:
 
 
 cdef dict KINDS = {np.dtype(np.float32): 0, np.dtype(np.float16): 1, np.dtype(np.int8): 2}
+
+
+def query_codes(const float[::1] query):
+    """The int16 codes and power-of-two scale ``t`` that int8 rows are multiplied by in
+    place of ``query``: ``(codes, t)``, each code ``round(query[j] / t)``, ``t`` the least
+    power of two that keeps every code within ``2**31 / (128 d)`` (and 32,767), so that an
+    int8 row's inner product with the codes is an exact int32. Its score is
+    ``float32(float32(codes . row) * scale) * t``. A query holding a NaN or an infinity has
+    no codes (None): it scores nothing.
+
+    >>> codes, t = query_codes(np.array([0.6, -0.8], dtype=np.float32))
+    >>> codes.tolist(), t
+    ([19661, -26214], 3.0517578125e-05)
+    """
+    cdef int d = query.shape[0]
+    codes = np.zeros(d + 16, dtype=np.int16)
+    cdef int16_t[::1] c = codes
+    cdef float t = 1.0
+    if d == 0:
+        return codes[:0], t
+    if not vs_query_codes(&query[0], d, &c[0], &t):
+        return None
+    return codes[:d], float(t)
 
 
 def _kind(rows, Py_ssize_t d, scales):
@@ -80,7 +106,8 @@ def top_rows(rows, const int64_t[::1] lo, const int64_t[::1] hi, const float[::1
     if the spans hold fewer rows; ties: the earlier position first).
 
     ``rows``: a C-contiguous float32, float16 or int8 matrix of ``len(query)`` columns;
-    int8 rows' scores are their codes' inner products times ``scales`` (float32, one a row).
+    int8 rows' scores are their codes' inner products with the query's codes
+    (:func:`query_codes`) times ``scales`` (float32, one a row) times the query's scale.
 
     >>> r = np.array([[1, 0], [0, 1], [0.6, 0.8], [1, 1]], dtype=np.float16)
     >>> spans = np.array([0, 3]), np.array([2, 4])
@@ -91,6 +118,8 @@ def top_rows(rows, const int64_t[::1] lo, const int64_t[::1] hi, const float[::1
     >>> codes, scales = np.array([[127, 0], [0, 127]], np.int8), np.array([0.5, 1], np.float32)
     >>> top_rows(codes, np.array([0]), np.array([2]), np.array([1, 1], np.float32), 2, scales)
     (array([1, 0]), array([127. ,  63.5], dtype=float32))
+    >>> top_rows(codes, np.array([0]), np.array([2]), np.array([0.3, 0.3], np.float32), 2, scales)
+    (array([1, 0]), array([38.100388, 19.050194], dtype=float32))
     """
     if rows.ndim == 2 and rows.shape[1] != query.shape[0]:
         raise ValueError(f"rows of shape {rows.shape} against a query of {query.shape[0]}")
@@ -103,11 +132,13 @@ def top_rows(rows, const int64_t[::1] lo, const int64_t[::1] hi, const float[::1
             raise ValueError(f"span [{lo[i]}, {hi[i]}) is outside the {n_rows} rows")
     k = max(0, k)
     heap = np.empty(k * sizeof(vs_hit), dtype=np.uint8)
+    qcodes = np.empty(query.shape[0] + 16, dtype=np.int16)
     pos = np.empty(k, dtype=np.int64)
     score = np.empty(k, dtype=np.float32)
     cdef unsigned char[::1] h = heap
     cdef int64_t[::1] p = pos
     cdef float[::1] s = score
+    cdef int16_t[::1] qc = qcodes
     if k == 0 or lo.shape[0] == 0 or n_rows == 0 or query.shape[0] == 0:
         return pos[:0], score[:0]
     cdef const unsigned char[:, ::1] raw = rows.view(np.uint8)
@@ -119,8 +150,8 @@ def top_rows(rows, const int64_t[::1] lo, const int64_t[::1] hi, const float[::1
     cdef int c_kind = kind, d = query.shape[0]
     cdef int64_t n = 0
     with nogil:
-        n = vs_scan(&raw[0, 0], c_kind, sp, d, &lo[0], &hi[0], lo.shape[0], &query[0], k,
-                    <vs_hit *>&h[0], &p[0], &s[0])
+        n = vs_scan(&raw[0, 0], c_kind, sp, d, &lo[0], &hi[0], lo.shape[0], &query[0], &qc[0],
+                    k, <vs_hit *>&h[0], &p[0], &s[0])
     return pos[:n], score[:n]
 
 
@@ -149,8 +180,8 @@ def search_batch(const float[:, :, ::1] packed, Py_ssize_t nlist, rows,
     lists of the best centroid scores (``packed``: the ``nlist`` centroids as
     :func:`pack_centroids` gives them), then those lists' rows (list ``l`` is
     ``rows[offsets[l]:offsets[l + 1]]``) read once for all the queries probing them, and
-    each query's ``k`` best rows by inner product kept (int8 rows: times their ``scales``,
-    as :func:`top_rows`).
+    each query's ``k`` best rows by inner product kept (int8 rows: scored as
+    :func:`top_rows` scores them).
 
     Returns ``(found, near)``: ``found[i]`` the ``ids`` of query ``i``'s ``k`` best rows,
     best first (ties: the earlier stored row), padded with -1; ``near[i]`` its lists,
@@ -182,19 +213,56 @@ def search_batch(const float[:, :, ::1] packed, Py_ssize_t nlist, rows,
             raise ValueError("offsets must not decrease")
     nprobe = max(0, min(nprobe, nlist))
     k = max(0, k)
-    found = np.full((m, k), -1, dtype=np.int64)
-    near = np.full((m, nprobe), -1, dtype=np.int64)
     if m == 0 or nprobe == 0 or d == 0:
-        return found, near
+        return np.full((m, k), -1, dtype=np.int64), np.full((m, nprobe), -1, dtype=np.int64)
+    found = np.empty((m, k), dtype=np.int64)  # the C fills every entry
+    near = np.empty((m, nprobe), dtype=np.int64)
+    # the C's scratch in one allocation: heaps, lens, cnt, qidx, centroid scores and (int8
+    # rows) the queries' codes and scales, each part starting on 64 bytes
+    cdef Py_ssize_t coded = kind == 2, at = 0, i
+    cdef Py_ssize_t[7] size = [
+        m * max(k, nprobe) * sizeof(vs_hit), m * 8, (nlist + 1) * 8, m * nprobe * 4,
+        4 * packed.shape[0] * 8 * 4, coded * m * (d + 16) * 2, coded * m * 4]
+    cdef Py_ssize_t[7] start
+    for i in range(7):
+        start[i] = at
+        at += (size[i] + 63) // 64 * 64
+    scratch = np.empty(at + 64, dtype=np.uint8)
+    cdef unsigned char[::1] raw_scratch = scratch
+    cdef unsigned char *base = &raw_scratch[0]
+    base += (64 - <size_t>base % 64) % 64
+    cdef int64_t[:, ::1] f = found, nr = near
+    cdef const unsigned char[:, ::1] raw = rows.view(np.uint8)
+    cdef const float[::1] scv
+    cdef const float *sp = NULL
+    if scales is not None and n_rows:
+        scv = scales
+        sp = &scv[0]
+    cdef int c_kind = kind
+    cdef const void *rp = &raw[0, 0] if n_rows else NULL
+    cdef const int64_t *ip = &ids[0] if n_rows else NULL
+    cdef int64_t *fp = &f[0, 0] if k else NULL
+    with nogil:
+        vs_ivf_batch(&packed[0, 0, 0], nlist, rp, c_kind, sp, <int>d, &offsets[0], ip,
+                     &queries[0, 0], m, nprobe, k, &nr[0, 0], fp, <vs_hit *>(base + start[0]),
+                     <int64_t *>(base + start[1]), <int64_t *>(base + start[2]),
+                     <int32_t *>(base + start[3]), <float *>(base + start[4]),
+                     <int16_t *>(base + start[5]), <float *>(base + start[6]))
+    return found, near
     heaps = np.empty(m * max(k, nprobe) * sizeof(vs_hit), dtype=np.uint8)
     lens = np.empty(m, dtype=np.int64)
     cnt = np.empty(nlist + 1, dtype=np.int64)
     qidx = np.empty(m * nprobe, dtype=np.int32)
     sc = np.empty(4 * packed.shape[0] * 8, dtype=np.float32)
+    coded = kind == 2
+    qcodes = np.empty(m * (d + 16) if coded else 1, dtype=np.int16)
+    qscales = np.empty(m if coded else 1, dtype=np.float32)
     cdef unsigned char[::1] h = heaps
     cdef int64_t[::1] ln = lens, ct = cnt
     cdef int32_t[::1] qi = qidx
     cdef float[::1] s = sc
+    cdef int16_t[::1] qc = qcodes
+    cdef float[::1] qt = qscales
     cdef int64_t[:, ::1] f = found, nr = near
     cdef const unsigned char[:, ::1] raw = rows.view(np.uint8)
     cdef const float[::1] scv
@@ -209,5 +277,5 @@ def search_batch(const float[:, :, ::1] packed, Py_ssize_t nlist, rows,
     with nogil:
         vs_ivf_batch(&packed[0, 0, 0], nlist, rp, c_kind, sp, <int>d, &offsets[0], ip,
                      &queries[0, 0], m, nprobe, k, &nr[0, 0], fp, <vs_hit *>&h[0], &ln[0],
-                     &ct[0], &qi[0], &s[0])
+                     &ct[0], &qi[0], &s[0], &qc[0], &qt[0])
     return found, near

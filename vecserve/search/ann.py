@@ -85,6 +85,7 @@ import numpy as np
 from ..fileio import atomic_path, atomic_write
 from ..procs import pid_alive
 from . import recall
+from ._exact import best_candidates
 from .ivf import IvfIndex, default_nlist
 from .snapshot import SimilarityIndex
 
@@ -359,40 +360,26 @@ class AnnIndex:
         """:meth:`most_similar` of each ``(positive, negative, topn)``: one search of the
         index for all of them (an IVF batch: one C call a thread, each list read once for
         every query that probes it), then every query's candidates re-scored at once, each
-        exactly as one query's (``dot(vectors[candidates], mean) / norms``): a query's
-        answer is the same alone or in a batch."""
+        exactly as one query's (``dot(vectors[candidates], mean) / norms``), and each
+        answer picked in one C pass (:func:`~vecserve.search._exact.best_candidates`;
+        ties to the index's order): a query's answer is the same alone or in a batch."""
         out: list[list] = [[] for _ in queries]
         todo = [i for i, q in enumerate(queries) if q[2] >= 1]
         if not todo:
             return out
         means, excludes = sim.query_vectors([queries[i][:2] for i in todo])
-        tops = np.array([queries[i][2] for i in todo])
-        widths = np.array([len(ex) for ex in excludes])
-        k = int(min(self.params.oversample * np.max(tops + widths), sim.count))
-        cand = self._candidates(means, k)
-        if widths.max() > 0:  # the query's own words never answer it
-            own = np.full((len(todo), int(widths.max())), -2, dtype=np.int64)
-            for j, ex in enumerate(excludes):
-                own[j, : len(ex)] = ex
-            cand[(cand[:, :, None] == own[:, None, :]).any(axis=2)] = -1
-        valid = cand >= 0
-        rows = np.where(valid, cand, 0)
-        gathered = np.take(sim.vectors, rows, axis=0)  # (a quarter faster than vectors[rows])
-        scores = np.matmul(gathered, means[:, :, None])[:, :, 0] / sim.norms[rows]
-        scores[~valid] = -np.inf
-        order = np.argsort(-scores, axis=1, kind="stable")  # ties: the index's order
-        counts = np.minimum(tops, valid.sum(axis=1))
-        # every query's answer in one gather: the first counts[j] of row j of order
-        take = np.arange(order.shape[1]) < counts[:, None]
-        best = order[take]
-        picked = np.repeat(np.arange(len(todo)), counts)
-        found_rows = rows[picked, best]
-        found_scores = scores[picked, best].tolist()  # Python floats: no NumPy scalars
-        words = sim.index_to_key.words(found_rows)  # a SharedVocab: one call for them all
-        ends = np.cumsum(counts).tolist()
+        tops = [queries[i][2] for i in todo]
+        wide = max(top + len(ex) for top, ex in zip(tops, excludes, strict=True))
+        cand = self._candidates(means, min(self.params.oversample * wide, sim.count))
+        # the candidates' vectors in one gather (-1, no candidate: a row scored, not taken)
+        gathered = np.take(sim.vectors, cand, axis=0)  # (a quarter faster than vectors[cand])
+        scores = np.matmul(gathered, means[:, :, None])[:, :, 0] / sim.norms[cand]
+        rows, values, counts = best_candidates(scores, cand, excludes, tops)
+        words = sim.index_to_key.words(rows)  # a SharedVocab: one call for them all
         start = 0
-        for i, end in zip(todo, ends, strict=True):
-            out[i] = list(zip(words[start:end], found_scores[start:end], strict=True))
+        for i, count in zip(todo, counts, strict=True):
+            end = start + count
+            out[i] = list(zip(words[start:end], values[start:end], strict=True))
             start = end
         return out
 
@@ -404,7 +391,7 @@ class AnnIndex:
         bytes) for ``k = max(2 w, w + extra)`` candidates, ``w = topn + len(excluded)``,
         ``extra`` :data:`PROOF_EXTRA` for the index's rows; they are re-scored exactly
         from the snapshot. A stored row's score is within the index's
-        ``score_bound`` of its cosine, so a row outside the candidates scores at
+        ``query_bound`` of its cosine, so a row outside the candidates scores at
         most the ``k``-th stored score + the bound: when that is below the ``w``-th
         exact score, the exact top ``w`` are all candidates and the answer is the
         snapshot's (its words and order; a score may differ from the full scan's in the
@@ -425,7 +412,7 @@ class AnnIndex:
         exact = np.dot(sim.vectors[rows], mean) / sim.norms[rows]
         order = np.argsort(-exact, kind="stable")[: want + 1]
         top = exact[order]
-        bound = self.index.score_bound
+        bound = self.index.query_bound(mean)
         if k < sim.count and not stored[-1] + bound < top[min(want, len(top)) - 1]:
             return None
         if np.any(-np.diff(top) <= 4e-7 * np.abs(top[:-1]) + 1e-9):

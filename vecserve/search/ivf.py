@@ -18,9 +18,11 @@ probed by one query is read as four streams, four rows at a time); a query's sco
 the same floats alone or in a batch. The scan is bound by memory bandwidth, so the fewer
 bytes a row the faster: int8 rows are a quarter of float32's bytes, float16 half. An int8
 row is its unit row ``u`` as codes ``c`` (``round(u / s)``, ``s = max|u| / 127``) and the
-scale ``s``; its score ``s (c . q)`` is within ``|u - s c|`` of ``u . q`` for a unit
-query (Cauchy-Schwarz), and the file records the largest such error of its rows
-(:attr:`IvfIndex.score_bound`); float16 rounding moves a score by under 1e-3. These
+scale ``s``; its score is ``s (c . t c_q)``, the query ``q`` as int16 codes ``c_q`` and a
+power-of-two scale ``t`` (the sum in exact integers), within ``|u - s c| + (1 + |u - s c|)
+|q - t c_q|`` of ``u . q`` for a unit query (Cauchy-Schwarz); the file records the largest
+``|u - s c|`` of its rows (:attr:`IvfIndex.score_bound`, :meth:`IvfIndex.query_bound`);
+float16 rounding moves a score by under 1e-3. These
 scores only decide which rows become candidates: callers re-score candidates exactly
 (:meth:`vecserve.search.ann.AnnIndex.most_similar`). The other approximation is which
 lists are scanned.
@@ -57,7 +59,7 @@ from pathlib import Path
 import numpy as np
 
 from ..fileio import atomic_path
-from ._ivfscan import pack_centroids, search_batch, top_rows
+from ._ivfscan import pack_centroids, query_codes, search_batch, top_rows
 from .exact import scan_pool
 
 __all__ = ["IvfIndex", "default_nlist"]
@@ -206,9 +208,26 @@ class IvfIndex:
 
     @property
     def score_bound(self) -> float:
-        """How far a stored row's score may be from its cosine with a unit query."""
+        """How far a stored row's score may be from its cosine with a unit query, as far
+        as the rows' rounding goes (int8 rows: the file's largest ``|u - s c|``)."""
         bound = self.header.get("score_bound")
         return FLOAT_SCORE_BOUND if bound is None else float(bound)
+
+    def query_bound(self, query: np.ndarray) -> float:
+        """How far a stored row's score for this unit ``query`` may be from its cosine.
+        int8 rows are multiplied by the query's int16 codes ``t c_q``
+        (:func:`~vecserve.search._ivfscan.query_codes`), so to the rows' bound ``b`` adds
+        ``|s c| |q - t c_q| <= (1 + b) |q - t c_q|`` (Cauchy-Schwarz); float rows: the
+        rows' bound. A query with no codes (NaN, infinity) has no bound (``inf``)."""
+        bound = self.score_bound
+        if self.scales is None:
+            return bound
+        coded = query_codes(np.ascontiguousarray(query, dtype=np.float32))
+        if coded is None:
+            return float("inf")
+        codes, t = coded
+        err = float(np.linalg.norm(query.astype(np.float64) - codes * np.float64(t)))
+        return bound + (1 + bound) * err
 
     @classmethod
     def build_arrays(
@@ -363,10 +382,12 @@ class IvfIndex:
         GIL; a query's answer does not depend on its company)."""
         queries = np.ascontiguousarray(queries, dtype=np.float32)
         m = len(queries)
-        rows_a_probe = self.count / max(self.nlist, 1)
-        work = m * (self.nlist + (nprobe * rows_a_probe if k else 0))
-        parts = max(1, min(threads, m, int(work // PARALLEL_WORK)))
         args = (self.packed_centroids, self.nlist, self.rows, self.offsets, self.ids)
+        parts = 1
+        if m > 1:
+            rows_a_probe = self.count / max(self.nlist, 1)
+            work = m * (self.nlist + (nprobe * rows_a_probe if k else 0))
+            parts = max(1, min(threads, m, int(work // PARALLEL_WORK)))
         if parts == 1:
             return search_batch(*args, queries, nprobe, k, self.scales)
         edges = np.linspace(0, m, parts + 1).astype(np.int64)

@@ -368,20 +368,25 @@ class SimilarityIndex:
         """:meth:`query_vector` of each ``(positive, negative)`` of ``asked``: the unit
         means (``len(asked) x dim`` float32, each the same floats) and the excluded rows.
 
-        A query of one word (the common case) is done for all such at once, in gensim's own
-        operations: the word's row divided by its norm, widened to float64, divided by
-        BLAS's ``nrm2`` of it and narrowed back (``matutils.unitvec``); anything else, and
-        a row whose norm is zero, goes through :meth:`query_vector`."""
+        A query of one word or position (the common case) is done for all such at once, in
+        gensim's own operations: the word's row divided by its norm, widened to float64,
+        divided by BLAS's ``nrm2`` of it and narrowed back (``matutils.unitvec``); anything
+        else, and a row whose norm is zero, goes through :meth:`query_vector`."""
         from gensim.matutils import blas_nrm2
 
         means = np.empty((len(asked), self.dim), dtype=np.float32)
         excludes: list[list[int]] = [[] for _ in asked]
         plain, plain_rows = [], []
-        lookup = self.key_to_index.get
+        lookup, count = self.key_to_index.get, self.count
         for j, (positive, negative) in enumerate(asked):
             if not negative and isinstance(positive, (list, tuple)) and len(positive) == 1:
                 word = positive[0]
-                row = lookup(word) if isinstance(word, str) else None
+                if isinstance(word, str):
+                    row = lookup(word)
+                elif isinstance(word, (int, np.integer)) and 0 <= word < count:
+                    row = int(word)  # a position, as get_index takes it
+                else:
+                    row = None
                 if row is not None and self.norms[row] > 0:
                     plain.append(j)
                     plain_rows.append(row)
@@ -390,9 +395,12 @@ class SimilarityIndex:
         if plain:
             idx = np.asarray(plain_rows, dtype=np.int64)
             unit = (self.vectors[idx] / self.norms[idx][:, None]).astype(np.float64)
-            lengths = np.array([blas_nrm2(u) for u in unit])
-            if np.all(lengths > 0):
-                means[plain] = unit * (1.0 / lengths)[:, None]
+            lengths = [blas_nrm2(u) for u in unit]
+            if min(lengths) > 0:
+                if len(plain) == 1:  # the same products, without an indexed assignment
+                    means[plain[0]] = unit[0] * (1.0 / lengths[0])
+                else:
+                    means[plain] = unit * (1.0 / np.asarray(lengths))[:, None]
             else:  # a zero mean: gensim keeps it as it is
                 for j in plain:
                     means[j], _ = self.query_vector(*asked[j])
