@@ -628,18 +628,25 @@ static void vs_ivf_batch(const float *ct, int64_t nlist, const void *rows, int k
     for (int64_t i = 0; kind == VS_I8 && i < m; i++) /* a query that codes nothing scans nothing */
         if (!vs_query_codes(Q + (size_t)i * d, d, qc + (size_t)i * VS_QLD(d), qt + i))
             for (int64_t j = 0; j < nprobe; j++) near[i * nprobe + j] = -1;
-    /* group the (list, query) pairs by list: cnt[l] ends list l's queries in qidx */
-    memset(cnt, 0, (size_t)(nlist + 1) * sizeof *cnt);
-    for (int64_t i = 0; i < m * nprobe; i++)
-        if (near[i] >= 0) cnt[near[i] + 1]++;
-    for (int64_t l = 0; l < nlist; l++) cnt[l + 1] += cnt[l];
-    for (int64_t i = 0; i < m * nprobe; i++)
-        if (near[i] >= 0) qidx[cnt[near[i]]++] = (int32_t)(i / nprobe);
     memset(lens, 0, (size_t)m * sizeof *lens);
-    for (int64_t l = 0, a = 0; l < nlist; a = cnt[l], l++) {
-        if (cnt[l] > a)
-            vs_scan_group(rows, kind, scale, d, offsets[l], offsets[l + 1], qidx + a, cnt[l] - a,
+    if (m == 1) { /* its lists best first: the heap's worst rises soonest, fewer rows offered */
+        const int32_t only = 0;
+        for (int64_t j = 0; j < nprobe && near[j] >= 0; j++)
+            vs_scan_group(rows, kind, scale, d, offsets[near[j]], offsets[near[j] + 1], &only, 1,
                           &queries, k, heaps, lens);
+    } else { /* each list once for all its queries, in the file's order */
+        /* group the (list, query) pairs by list: cnt[l] ends list l's queries in qidx */
+        memset(cnt, 0, (size_t)(nlist + 1) * sizeof *cnt);
+        for (int64_t i = 0; i < m * nprobe; i++)
+            if (near[i] >= 0) cnt[near[i] + 1]++;
+        for (int64_t l = 0; l < nlist; l++) cnt[l + 1] += cnt[l];
+        for (int64_t i = 0; i < m * nprobe; i++)
+            if (near[i] >= 0) qidx[cnt[near[i]]++] = (int32_t)(i / nprobe);
+        for (int64_t l = 0, a = 0; l < nlist; a = cnt[l], l++) {
+            if (cnt[l] > a)
+                vs_scan_group(rows, kind, scale, d, offsets[l], offsets[l + 1], qidx + a,
+                              cnt[l] - a, &queries, k, heaps, lens);
+        }
     }
     for (int64_t i = 0; i < m; i++) {
         int64_t *o = out + (size_t)i * k;
