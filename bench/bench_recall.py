@@ -110,10 +110,8 @@ def run(path: Path, kinds: list[str], queries: int, limit: int | None = None) ->
             runs.append(("fixed nprobe 16", 16))
         for label, value in runs:
             setattr(ann.index, setting, value)
-            got, ms = timed(
-                lambda r, a=ann: [sim.get_index(w) for w, _ in a.most_similar(sim, [r], [], 10)],
-                rows,
-            )
+            answers, ms = timed(lambda r, a=ann: a.most_similar(sim, [r], [], 10), rows)
+            got = [[sim.get_index(w) for w, _ in answer] for answer in answers]
             found = recall.per_query_recall(truth, got).mean()
             got_top = [
                 [sim.get_index(w) for w, _ in ann.most_similar(sim, [int(r)], [], 10)] for r in top

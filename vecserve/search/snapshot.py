@@ -392,15 +392,20 @@ class SimilarityIndex:
                     plain_rows.append(row)
                     continue
             means[j], excludes[j] = self.query_vector(positive, negative)
+        if len(plain) == 1:  # the same operations on one row, without index arrays
+            row = plain_rows[0]
+            unit = (self.vectors[row] / self.norms[row]).astype(np.float64)
+            length = blas_nrm2(unit)
+            if length > 0:
+                means[plain[0]] = unit * (1.0 / length)
+                excludes[plain[0]] = [row]
+                return means, excludes
         if plain:
             idx = np.asarray(plain_rows, dtype=np.int64)
             unit = (self.vectors[idx] / self.norms[idx][:, None]).astype(np.float64)
             lengths = [blas_nrm2(u) for u in unit]
             if min(lengths) > 0:
-                if len(plain) == 1:  # the same products, without an indexed assignment
-                    means[plain[0]] = unit[0] * (1.0 / lengths[0])
-                else:
-                    means[plain] = unit * (1.0 / np.asarray(lengths))[:, None]
+                means[plain] = unit * (1.0 / np.asarray(lengths))[:, None]
             else:  # a zero mean: gensim keeps it as it is
                 for j in plain:
                     means[j], _ = self.query_vector(*asked[j])
