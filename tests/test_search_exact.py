@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from gensim import matutils
 from gensim.models import KeyedVectors
-from vecserve.search._exact import VNNI, Heaps, QuantizedRows, top_k
+from vecserve.search._exact import VNNI, Heaps, QuantizedRows, best_candidates, top_k
 
 from vecserve.search.exact import (
     BATCH_FROM_ROWS,
@@ -68,6 +68,33 @@ def test_top_k_is_a_stable_sort_without_nan(n, k):
 def test_top_k_ranks_infinities_and_signed_zeros():
     x = np.array([0.0, -np.inf, np.inf, -0.0, 1.0, np.nan], dtype=np.float32)
     assert list(top_k(x, 6)[0]) == [2, 4, 0, 3, 1]
+
+
+@pytest.mark.parametrize("k", [1, 7, 22, 300])
+def test_best_candidates_are_numpys_stable_argsort_of_the_kept(k):
+    # an approximate answer: the candidates that are rows and not the query's own words,
+    # best first by score, ties (and NaN, last) in the index's order
+    rng = np.random.default_rng(k)
+    m = 40
+    scores = rng.integers(-5, 5, (m, k)).astype(np.float32)  # many ties
+    scores[rng.random((m, k)) < 0.1] = np.nan
+    scores[0, :] = -0.0
+    scores[0, ::2] = 0.0  # signed zeros tie
+    cand = rng.integers(-1, 50, (m, k))  # -1: no candidate
+    excludes = [rng.choice(50, int(rng.integers(0, 4)), replace=False).tolist() for _ in range(m)]
+    tops = rng.integers(0, k + 3, m).tolist()
+    rows, values, counts = best_candidates(scores, cand, excludes, tops)
+    assert sum(counts) == len(rows) == len(values) and all(type(v) is float for v in values)
+    at = 0
+    for i in range(m):
+        kept = np.flatnonzero((cand[i] >= 0) & ~np.isin(cand[i], excludes[i]))
+        want = kept[np.argsort(-scores[i, kept], kind="stable")][: tops[i]]
+        assert counts[i] == len(want)
+        assert rows[at : at + counts[i]].tolist() == cand[i, want].tolist()
+        np.testing.assert_array_equal(values[at : at + counts[i]], scores[i, want])
+        at += counts[i]
+    with pytest.raises(ValueError, match="candidates"):
+        best_candidates(scores, np.ascontiguousarray(cand[:, :-1]), excludes, tops)
 
 
 def test_heaps_of_a_batch_match_top_k_per_query():

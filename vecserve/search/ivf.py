@@ -13,19 +13,19 @@ How a query runs (:meth:`IvfIndex.candidates`): the query scores the centroids, 
 the ``k`` best rows in a heap. A batch is one C call without the GIL
 (:func:`vecserve.search._ivfscan.search_batch`; a large one split by queries between two
 threads): the centroid scores of four queries at a time, each query's lists, then each
-list read once for all the queries that probe it (four queries a row at a time; a list
-probed by one query is read as four streams, four rows at a time); a query's scores are
-the same floats alone or in a batch. The scan is bound by memory bandwidth, so the fewer
-bytes a row the faster: int8 rows are a quarter of float32's bytes, float16 half. An int8
-row is its unit row ``u`` as codes ``c`` (``round(u / s)``, ``s = max|u| / 127``) and the
-scale ``s``; its score is ``s (c . t c_q)``, the query ``q`` as int16 codes ``c_q`` and a
-power-of-two scale ``t`` (the sum in exact integers), within ``|u - s c| + (1 + |u - s c|)
-|q - t c_q|`` of ``u . q`` for a unit query (Cauchy-Schwarz); the file records the largest
-``|u - s c|`` of its rows (:attr:`IvfIndex.score_bound`, :meth:`IvfIndex.query_bound`);
-float16 rounding moves a score by under 1e-3. These
-scores only decide which rows become candidates: callers re-score candidates exactly
-(:meth:`vecserve.search.ann.AnnIndex.most_similar`). The other approximation is which
-lists are scanned.
+list read once for all the queries that probe it (int8 rows eight at a time, each
+query's eight scores from integer products; a large list read as four streams; a lone
+query's lists best first); a query's scores are the same floats alone or in a batch. A
+large scan is bound by memory bandwidth, so the fewer bytes a row the faster: int8 rows
+are a quarter of float32's bytes, float16 half. An int8 row is its unit row ``u`` as
+codes ``c`` (``round(u / s)``, ``s = max|u| / 127``) and the scale ``s``; its score is
+``s (c . t c_q)``, the query ``q`` as int16 codes ``c_q`` and a power-of-two scale ``t``
+(the sum in exact integers), within ``|u - s c| + (1 + |u - s c|) |q - t c_q|`` of
+``u . q`` for a unit query (Cauchy-Schwarz); the file records the largest ``|u - s c|`` of its
+rows (:attr:`IvfIndex.score_bound`, :meth:`IvfIndex.query_bound`); float16 rounding
+moves a score by under 1e-3. These scores only decide which rows become candidates:
+callers re-score candidates exactly (:meth:`vecserve.search.ann.AnnIndex.most_similar`).
+The other approximation is which lists are scanned.
 
 The file: ``VSIVF001``, a little-endian ``uint64`` header length, a JSON header (dim,
 count, nlist, and each array's offset, dtype and shape), then the arrays, each aligned
