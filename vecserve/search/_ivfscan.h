@@ -305,6 +305,38 @@ VS_AVX2 static VS_INLINE void vs_i8_one(const int8_t *rows, const float *scale, 
 }
 /* A span of at least this many bytes is read as four streams (below). */
 #define VS_STREAMS_FROM 65536
+/* Eight rows' scores for each of the queries qs, offered to their heaps: rows p, p + 1 of
+   p = p0 + u gap for u = 0..3 (gap a constant 2 where the eight are consecutive). */
+VS_AVX2 static VS_INLINE void vs_i8_step(const int8_t *rows, const float *scale, int d, int64_t p0,
+                                         int64_t gap, const int32_t *qs, int64_t nq,
+                                         const int16_t *QC, const float *QT, int64_t k,
+                                         vs_hit *heaps, int64_t *lens) {
+    int64_t p1 = p0 + gap, p2 = p1 + gap, p3 = p2 + gap;
+    __m256 sc = gap == 2 ? _mm256_loadu_ps(scale + p0)
+                         : _mm256_setr_ps(scale[p0], scale[p0 + 1], scale[p1], scale[p1 + 1],
+                                          scale[p2], scale[p2 + 1], scale[p3], scale[p3 + 1]);
+    const int8_t *r0 = rows + (size_t)p0 * d, *r1 = rows + (size_t)p1 * d;
+    const int8_t *r2 = rows + (size_t)p2 * d, *r3 = rows + (size_t)p3 * d;
+    for (int64_t t = 0; t < nq; t++) {
+        int32_t q = qs[t];
+        __m256i dot = vs_i8_dot8(r0, r1, r2, r3, d, QC + (size_t)q * VS_QLD(d));
+        __m256 f = _mm256_mul_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(dot), sc), _mm256_set1_ps(QT[q]));
+        vs_hit *h = heaps + (size_t)q * k;
+        /* a full heap: only the scores at least its worst (NaN never is); else all */
+        int more = lens[q] < k ? 0xff
+                               : _mm256_movemask_ps(_mm256_cmp_ps(
+                                     f, _mm256_set1_ps(vs_unkey(h[0].key)), _CMP_GE_OQ));
+        if (!more) continue;
+        float s[8];
+        _mm256_storeu_ps(s, f);
+        for (; more; more &= more - 1) {
+            int u = __builtin_ctz((unsigned)more);
+            vs_offer(h, lens + q, k, s[u], p0 + (u >> 1) * gap + (u & 1));
+        }
+    }
+}
+/* A span of at least this many bytes is read as four streams (below). */
+#define VS_STREAMS_FROM 65536
 /* The rows [lo, hi) against the queries qs, eight rows a step: a large span (rows coming
    from memory) two rows from each quarter, so that the reads are four sequential streams
    (which the hardware prefetches side by side: one stream of a 3M x 300 file's lists is
@@ -318,38 +350,16 @@ VS_AVX2 static void vs_i8_avx2(const int8_t *rows, const float *scale, int d, in
         vs_i8_portable(rows, scale, d, lo, hi, qs, nq, QC, QT, k, heaps, lens);
         return;
     }
-    /* block b: rows p, p + 1 of p = lo + b step + u gap for u = 0..3 */
     int64_t n = hi - lo, gap = 2, step = 8, blocks = n / 8;
     if ((size_t)n * d >= VS_STREAMS_FROM) {
         gap = n / 4;
         step = 2;
         blocks = gap / 2;
-    }
-    float s[8];
-    for (int64_t i = 0; i < blocks; i++) {
-        int64_t p0 = lo + i * step, p1 = p0 + gap, p2 = p1 + gap, p3 = p2 + gap;
-        int64_t at[8] = {p0, p0 + 1, p1, p1 + 1, p2, p2 + 1, p3, p3 + 1};
-        __m256 sc = _mm256_setr_ps(scale[p0], scale[p0 + 1], scale[p1], scale[p1 + 1], scale[p2],
-                                   scale[p2 + 1], scale[p3], scale[p3 + 1]);
-        const int8_t *r0 = rows + (size_t)p0 * d, *r1 = rows + (size_t)p1 * d;
-        const int8_t *r2 = rows + (size_t)p2 * d, *r3 = rows + (size_t)p3 * d;
-        for (int64_t t = 0; t < nq; t++) {
-            int32_t q = qs[t];
-            __m256i dot = vs_i8_dot8(r0, r1, r2, r3, d, QC + (size_t)q * VS_QLD(d));
-            __m256 f =
-                _mm256_mul_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(dot), sc), _mm256_set1_ps(QT[q]));
-            vs_hit *h = heaps + (size_t)q * k;
-            /* a full heap: only the scores at least its worst (NaN never is); else all */
-            int more = lens[q] < k ? 0xff
-                                   : _mm256_movemask_ps(_mm256_cmp_ps(
-                                         f, _mm256_set1_ps(vs_unkey(h[0].key)), _CMP_GE_OQ));
-            if (!more) continue;
-            _mm256_storeu_ps(s, f);
-            for (; more; more &= more - 1) {
-                int u = __builtin_ctz((unsigned)more);
-                vs_offer(h, lens + q, k, s[u], at[u]);
-            }
-        }
+        for (int64_t i = 0; i < blocks; i++)
+            vs_i8_step(rows, scale, d, lo + 2 * i, gap, qs, nq, QC, QT, k, heaps, lens);
+    } else {
+        for (int64_t i = 0; i < blocks; i++)
+            vs_i8_step(rows, scale, d, lo + 8 * i, 2, qs, nq, QC, QT, k, heaps, lens);
     }
     /* the rows left: four streams, each quarter's odd last row, then the span's last rows */
     int64_t rest = lo + blocks * step;
