@@ -84,13 +84,14 @@ def test_best_candidates_are_numpys_stable_argsort_of_the_kept(k):
     excludes = [rng.choice(50, int(rng.integers(0, 4)), replace=False).tolist() for _ in range(m)]
     tops = rng.integers(0, k + 3, m).tolist()
     rows, values, counts = best_candidates(scores, cand, excludes, tops)
-    assert sum(counts) == len(rows) == len(values) and all(type(v) is float for v in values)
+    assert sum(counts) == len(rows) == len(values)
+    assert all(type(v) is float for v in values) and all(type(r) is int for r in rows)
     at = 0
     for i in range(m):
         kept = np.flatnonzero((cand[i] >= 0) & ~np.isin(cand[i], excludes[i]))
         want = kept[np.argsort(-scores[i, kept], kind="stable")][: tops[i]]
         assert counts[i] == len(want)
-        assert rows[at : at + counts[i]].tolist() == cand[i, want].tolist()
+        assert rows[at : at + counts[i]] == cand[i, want].tolist()
         np.testing.assert_array_equal(values[at : at + counts[i]], scores[i, want])
         at += counts[i]
     with pytest.raises(ValueError, match="candidates"):

@@ -65,8 +65,9 @@ def test_words_of_rows_equal_a_list(size):
     for given in (rows, rows.astype(np.int32), rows.tolist(), rows.reshape(-1, 1)):
         assert vocab.words(given) == want
     for bad in (-1, len(WORDS)):
-        with pytest.raises(IndexError, match="vocabulary index out of range"):
-            vocab.words(np.append(rows, bad))
+        for given in (np.append(rows, bad), [*rows.tolist(), bad]):
+            with pytest.raises(IndexError, match="vocabulary index out of range"):
+                vocab.words(given)
 
 
 def test_lookups_in_a_batch_with_repeats_and_misses():

@@ -88,33 +88,31 @@ def best_candidates(const float[:, ::1] scores, const int64_t[:, ::1] cand, excl
     ``tops[i]`` by ``scores[i]``, best first; ties (and NaN, which ranks last) to the
     earlier candidate, as ``numpy.argsort(-scores, kind="stable")`` orders them.
 
-    Returns ``(rows, values, counts)``: the answers' rows (int64) and scores (Python
+    Returns ``(rows, values, counts)``: the answers' rows and scores (Python ints and
     floats) one query after another, and each query's count.
 
     >>> s = np.array([[0.5, 0.9, 0.5, np.nan, 0.7]], dtype=np.float32)
     >>> best_candidates(s, np.array([[4, 8, 3, 6, -1]]), [[8]], [4])
-    (array([4, 3, 6]), [0.5, 0.5, nan], [3])
+    ([4, 3, 6], [0.5, 0.5, nan], [3])
     """
-    cdef Py_ssize_t m = scores.shape[0], k = scores.shape[1], i, j, t, n, top, at, o = 0
-    cdef Py_ssize_t w
+    cdef Py_ssize_t m = scores.shape[0], k = scores.shape[1], i, j, t, n, top, at, w
     cdef int64_t c
     cdef int32_t key
     if cand.shape[0] != m or cand.shape[1] != k or len(excludes) != m or len(tops) != m:
         raise ValueError(f"{m} x {k} scores against {cand.shape[0]} x {cand.shape[1]} "
                          f"candidates, {len(excludes)} exclusions and {len(tops)} counts")
-    wanted = [max(0, min(int(x), k)) for x in tops]
-    rows = np.empty(sum(wanted), dtype=np.int64)
-    vals = np.empty(sum(wanted), dtype=np.float32)
-    keys = np.empty(max(k, 1), dtype=np.int32)
-    slots = np.empty(max(k, 1), dtype=np.int64)
-    width = max([len(ex) for ex in excludes], default=0)
-    own = np.empty(max(width, 1), dtype=np.int64)
-    cdef int64_t[::1] r = rows, sl = slots, ow = own
-    cdef float[::1] v = vals
-    cdef int32_t[::1] bk = keys
-    counts = []
+    width = 0
+    for ex in excludes:
+        width = max(width, len(ex))
+    # one scratch: the kept candidates' keys and slots, best first, and a query's own rows
+    scratch = np.empty(max(k, 1) * 12 + max(width, 1) * 8, dtype=np.uint8)
+    cdef unsigned char[::1] raw = scratch
+    cdef int64_t *sl = <int64_t *>&raw[0]
+    cdef int64_t *ow = sl + max(k, 1)
+    cdef int32_t *bk = <int32_t *>(ow + max(width, 1))
+    rows, values, counts = [], [], []
     for i in range(m):
-        top = wanted[i]
+        top = max(0, min(<Py_ssize_t>tops[i], k))
         ex = excludes[i]
         w = len(ex)
         for t in range(w):
@@ -141,11 +139,10 @@ def best_candidates(const float[:, ::1] scores, const int64_t[:, ::1] cand, excl
                 if n < top:
                     n += 1
         for t in range(n):
-            r[o] = cand[i, sl[t]]
-            v[o] = scores[i, sl[t]]
-            o += 1
+            rows.append(cand[i, sl[t]])
+            values.append(scores[i, sl[t]])
         counts.append(n)
-    return rows[:o], vals[:o].tolist(), counts
+    return rows, values, counts
 
 
 cdef class Heaps:

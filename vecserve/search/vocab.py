@@ -240,16 +240,18 @@ class SharedVocab(Sequence):
         return self._buf[data + off[row] : data + off[row + 1]].decode("utf-8", "surrogateescape")
 
     def words(self, rows) -> list[str]:
-        """The words of ``rows`` (row numbers, any int array), in one call: what
-        ``[self[r] for r in rows]`` gives, without a method call a word.
+        """The words of ``rows`` (row numbers: a list of ints or any int array), in one
+        call: what ``[self[r] for r in rows]`` gives, without a method call a word.
 
         >>> SharedVocab.from_words(["a", "bb", "ccc"]).words([2, 0, 2])
         ['ccc', 'a', 'ccc']
         """
-        rows = np.asarray(rows, dtype=np.int64).ravel()
+        if not isinstance(rows, list) or len(rows) >= WORDS_VECTORISED_FROM:
+            rows = np.asarray(rows, dtype=np.int64).ravel()
         buf, data, n = self._buf, self._data, self._count
         if len(rows) < WORDS_VECTORISED_FROM:
-            rows = rows.tolist()
+            if not isinstance(rows, list):  # (a short list of ints is taken as it is)
+                rows = rows.tolist()
             if rows and not (min(rows) >= 0 and max(rows) < n):
                 raise IndexError("vocabulary index out of range")
             off = self._off
