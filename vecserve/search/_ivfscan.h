@@ -303,8 +303,6 @@ VS_AVX2 static VS_INLINE void vs_i8_one(const int8_t *rows, const float *scale, 
     int32_t dot = vs_i8_dot1(rows + (size_t)p * d, d, QC + (size_t)q * VS_QLD(d));
     vs_offer_row(heaps, lens, k, q, vs_i8_score(dot, scale, p, QT[q]), p);
 }
-/* A span of at least this many bytes is read as four streams (below). */
-#define VS_STREAMS_FROM 65536
 /* Eight rows' scores for each of the queries qs, offered to their heaps: rows p, p + 1 of
    p = p0 + u gap for u = 0..3 (gap a constant 2 where the eight are consecutive). */
 VS_AVX2 static VS_INLINE void vs_i8_step(const int8_t *rows, const float *scale, int d, int64_t p0,
