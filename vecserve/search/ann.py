@@ -359,10 +359,16 @@ class AnnIndex:
     def most_similar_batch(self, sim: SimilarityIndex, queries) -> list[list]:
         """:meth:`most_similar` of each ``(positive, negative, topn)``: one search of the
         index for all of them (an IVF batch: one C call a thread, each list read once for
-        every query that probes it), then every query's candidates re-scored at once, each
-        exactly as one query's (``dot(vectors[candidates], mean) / norms``), and each
-        answer picked in one C pass (:func:`~vecserve.search._exact.best_candidates`;
-        ties to the index's order): a query's answer is the same alone or in a batch."""
+        every query that probes it), then every query's candidates re-scored at once
+        (:meth:`_best`): a query's answer is the same alone or in a batch."""
+        if len(queries) == 1:  # the common call, without a batch's bookkeeping
+            positive, negative, topn = queries[0]
+            if topn < 1:
+                return [[]]
+            means, excludes = sim.query_vectors([(positive, negative)])
+            k = min(self.params.oversample * (topn + len(excludes[0])), sim.count)
+            rows, values, _ = self._best(sim, means, self._candidates(means, k), excludes, [topn])
+            return [list(zip(sim.index_to_key.words(rows), values, strict=True))]
         out: list[list] = [[] for _ in queries]
         todo = [i for i, q in enumerate(queries) if q[2] >= 1]
         if not todo:
@@ -371,10 +377,7 @@ class AnnIndex:
         tops = [queries[i][2] for i in todo]
         wide = max(top + len(ex) for top, ex in zip(tops, excludes, strict=True))
         cand = self._candidates(means, min(self.params.oversample * wide, sim.count))
-        # the candidates' vectors in one gather (-1, no candidate: a row scored, not taken)
-        gathered = np.take(sim.vectors, cand, axis=0)  # (a quarter faster than vectors[cand])
-        scores = np.matmul(gathered, means[:, :, None])[:, :, 0] / sim.norms[cand]
-        rows, values, counts = best_candidates(scores, cand, excludes, tops)
+        rows, values, counts = self._best(sim, means, cand, excludes, tops)
         words = sim.index_to_key.words(rows)  # a SharedVocab: one call for them all
         start = 0
         for i, count in zip(todo, counts, strict=True):
@@ -382,6 +385,19 @@ class AnnIndex:
             out[i] = list(zip(words[start:end], values[start:end], strict=True))
             start = end
         return out
+
+    @staticmethod
+    def _best(sim: SimilarityIndex, means, cand, excludes, tops) -> tuple[list, list, list]:
+        """Each query's answer from its candidates (``cand``, -1: none): their exact
+        scores (``dot(vectors[candidates], mean) / norms``, the snapshot's arithmetic, the
+        same floats whatever the batch), then the best ``tops[i]`` that are not the
+        query's own words, picked in one C pass
+        (:func:`~vecserve.search._exact.best_candidates`; ties to the index's order):
+        ``(rows, scores, counts)``, one query after another."""
+        # the candidates' vectors in one gather (-1, no candidate: a row scored, not taken)
+        gathered = np.take(sim.vectors, cand, axis=0)  # (a quarter faster than vectors[cand])
+        scores = np.matmul(gathered, means[:, :, None])[:, :, 0] / sim.norms[cand]
+        return best_candidates(scores, cand, excludes, tops)
 
     def exact_most_similar(self, sim: SimilarityIndex, positive, negative, topn: int):
         """``sim.most_similar(positive, negative, topn)`` (exact) through an IVF index's
