@@ -171,111 +171,109 @@ def pack_centroids(centroids):
     return np.ascontiguousarray(padded.reshape(-1, 8, d).transpose(0, 2, 1))
 
 
-@cython.boundscheck(False)
-@cython.wraparound(False)
-def search_batch(const float[:, :, ::1] packed, Py_ssize_t nlist, rows,
-                 const int64_t[::1] offsets, const int64_t[::1] ids,
-                 const float[:, ::1] queries, Py_ssize_t nprobe, Py_ssize_t k, scales=None):
-    """An IVF search of a batch in one C call without the GIL: each query's ``nprobe``
-    lists of the best centroid scores (``packed``: the ``nlist`` centroids as
-    :func:`pack_centroids` gives them), then those lists' rows (list ``l`` is
-    ``rows[offsets[l]:offsets[l + 1]]``) read once for all the queries probing them, and
-    each query's ``k`` best rows by inner product kept (int8 rows: scored as
-    :func:`top_rows` scores them).
-
-    Returns ``(found, near)``: ``found[i]`` the ``ids`` of query ``i``'s ``k`` best rows,
-    best first (ties: the earlier stored row), padded with -1; ``near[i]`` its lists,
-    best first (ties: the lower list), padded with -1 (a query with NaN scores scans
-    nothing). A query's centroid and row scores are the same floats alone or in a batch,
-    so its answer is too.
+cdef class Searcher:
+    """An IVF's arrays, checked once, searched by :meth:`search` in one C call without the
+    GIL: each query's ``nprobe`` lists of the best centroid scores (``packed``: the
+    ``nlist`` centroids as :func:`pack_centroids` gives them), then those lists' rows
+    (list ``l`` is ``rows[offsets[l]:offsets[l + 1]]``) read once for all the queries
+    probing them, and each query's ``k`` best rows by inner product kept (int8 rows:
+    scored as :func:`top_rows` scores them). The arrays must outlive it unchanged (an
+    :class:`~vecserve.search.ivf.IvfIndex` keeps both).
 
     >>> c = np.array([[1, 0], [0, 1]], dtype=np.float32)
     >>> r = np.array([[1, 0], [0.8, 0.6], [0, 1], [0.6, 0.8]], dtype=np.float16)
     >>> offsets, ids = np.array([0, 2, 4]), np.array([10, 11, 12, 13])
     >>> q = np.array([[0.6, 0.8], [1, 0]], dtype=np.float32)
-    >>> found, near = search_batch(pack_centroids(c), 2, r, offsets, ids, q, 1, 3)
+    >>> found, near = Searcher(pack_centroids(c), 2, r, offsets, ids).search(q, 1, 3)
     >>> found.tolist(), near.tolist()
     ([[13, 12, -1], [10, 11, -1]], [[1], [0]])
     """
-    cdef Py_ssize_t m = queries.shape[0], d = queries.shape[1], l
-    kind, scales = _kind(rows, d, scales)
-    cdef Py_ssize_t n_rows = rows.shape[0]
-    if packed.shape[0] != (nlist + 7) // 8 or packed.shape[1] != d or packed.shape[2] != 8:
-        raise ValueError(f"packed centroids of shape {packed.shape[0]} x {packed.shape[1]} x "
-                         f"{packed.shape[2]} are not "
-                         f"{nlist} centroids of {d} dimensions")
-    if offsets.shape[0] != nlist + 1 or ids.shape[0] != n_rows:
-        raise ValueError("offsets must have nlist + 1 entries and ids one per row")
-    if offsets[0] != 0 or offsets[nlist] != n_rows:
-        raise ValueError(f"offsets must run from 0 to the {n_rows} rows")
-    for l in range(nlist):
-        if offsets[l] > offsets[l + 1]:
-            raise ValueError("offsets must not decrease")
-    nprobe = max(0, min(nprobe, nlist))
-    k = max(0, k)
-    if m == 0 or nprobe == 0 or d == 0:
-        return np.full((m, k), -1, dtype=np.int64), np.full((m, nprobe), -1, dtype=np.int64)
-    found = np.empty((m, k), dtype=np.int64)  # the C fills every entry
-    near = np.empty((m, nprobe), dtype=np.int64)
-    # the C's scratch in one allocation: heaps, lens, cnt, qidx, centroid scores and (int8
-    # rows) the queries' codes and scales, each part starting on 64 bytes
-    cdef Py_ssize_t coded = kind == 2, at = 0, i
-    cdef Py_ssize_t[7] size = [
-        m * max(k, nprobe) * sizeof(vs_hit), m * 8, (nlist + 1) * 8, m * nprobe * 4,
-        4 * packed.shape[0] * 8 * 4, coded * m * (d + 16) * 2, coded * m * 4]
-    cdef Py_ssize_t[7] start
-    for i in range(7):
-        start[i] = at
-        at += (size[i] + 63) // 64 * 64
-    scratch = np.empty(at + 64, dtype=np.uint8)
-    cdef unsigned char[::1] raw_scratch = scratch
-    cdef unsigned char *base = &raw_scratch[0]
-    base += (64 - <size_t>base % 64) % 64
-    cdef int64_t[:, ::1] f = found, nr = near
-    cdef const unsigned char[:, ::1] raw = rows.view(np.uint8)
+
+    cdef const float[:, :, ::1] packed
+    cdef const int64_t[::1] offsets, ids
+    cdef const unsigned char[:, ::1] raw
     cdef const float[::1] scv
-    cdef const float *sp = NULL
-    if scales is not None and n_rows:
-        scv = scales
-        sp = &scv[0]
-    cdef int c_kind = kind
-    cdef const void *rp = &raw[0, 0] if n_rows else NULL
-    cdef const int64_t *ip = &ids[0] if n_rows else NULL
-    cdef int64_t *fp = &f[0, 0] if k else NULL
-    with nogil:
-        vs_ivf_batch(&packed[0, 0, 0], nlist, rp, c_kind, sp, <int>d, &offsets[0], ip,
-                     &queries[0, 0], m, nprobe, k, &nr[0, 0], fp, <vs_hit *>(base + start[0]),
-                     <int64_t *>(base + start[1]), <int64_t *>(base + start[2]),
-                     <int32_t *>(base + start[3]), <float *>(base + start[4]),
-                     <int16_t *>(base + start[5]), <float *>(base + start[6]))
-    return found, near
-    heaps = np.empty(m * max(k, nprobe) * sizeof(vs_hit), dtype=np.uint8)
-    lens = np.empty(m, dtype=np.int64)
-    cnt = np.empty(nlist + 1, dtype=np.int64)
-    qidx = np.empty(m * nprobe, dtype=np.int32)
-    sc = np.empty(4 * packed.shape[0] * 8, dtype=np.float32)
-    coded = kind == 2
-    qcodes = np.empty(m * (d + 16) if coded else 1, dtype=np.int16)
-    qscales = np.empty(m if coded else 1, dtype=np.float32)
-    cdef unsigned char[::1] h = heaps
-    cdef int64_t[::1] ln = lens, ct = cnt
-    cdef int32_t[::1] qi = qidx
-    cdef float[::1] s = sc
-    cdef int16_t[::1] qc = qcodes
-    cdef float[::1] qt = qscales
-    cdef int64_t[:, ::1] f = found, nr = near
-    cdef const unsigned char[:, ::1] raw = rows.view(np.uint8)
-    cdef const float[::1] scv
-    cdef const float *sp = NULL
-    if scales is not None and n_rows:
-        scv = scales
-        sp = &scv[0]
-    cdef int c_kind = kind
-    cdef const void *rp = &raw[0, 0] if n_rows else NULL
-    cdef const int64_t *ip = &ids[0] if n_rows else NULL
-    cdef int64_t *fp = &f[0, 0] if k else NULL
-    with nogil:
-        vs_ivf_batch(&packed[0, 0, 0], nlist, rp, c_kind, sp, <int>d, &offsets[0], ip,
-                     &queries[0, 0], m, nprobe, k, &nr[0, 0], fp, <vs_hit *>&h[0], &ln[0],
-                     &ct[0], &qi[0], &s[0], &qc[0], &qt[0])
-    return found, near
+    cdef const float *sp
+    cdef const void *rp
+    cdef const int64_t *ip
+    cdef Py_ssize_t nlist, d, n_rows
+    cdef int kind
+    cdef object keep  # the arrays whose memory the pointers point into
+
+    def __init__(self, const float[:, :, ::1] packed, Py_ssize_t nlist, rows,
+                 const int64_t[::1] offsets, const int64_t[::1] ids, scales=None):
+        cdef Py_ssize_t l, d = packed.shape[1]
+        kind, scales = _kind(rows, d, scales)
+        cdef Py_ssize_t n_rows = rows.shape[0]
+        if packed.shape[0] != (nlist + 7) // 8 or packed.shape[2] != 8:
+            raise ValueError(f"packed centroids of shape {packed.shape[0]} x {packed.shape[1]} x "
+                             f"{packed.shape[2]} are not "
+                             f"{nlist} centroids of {d} dimensions")
+        if offsets.shape[0] != nlist + 1 or ids.shape[0] != n_rows:
+            raise ValueError("offsets must have nlist + 1 entries and ids one per row")
+        if offsets[0] != 0 or offsets[nlist] != n_rows:
+            raise ValueError(f"offsets must run from 0 to the {n_rows} rows")
+        for l in range(nlist):
+            if offsets[l] > offsets[l + 1]:
+                raise ValueError("offsets must not decrease")
+        self.packed, self.offsets, self.ids = packed, offsets, ids
+        self.raw = rows.view(np.uint8)
+        self.nlist, self.d, self.n_rows, self.kind = nlist, d, n_rows, kind
+        self.sp, self.rp, self.ip = NULL, NULL, NULL
+        if scales is not None and n_rows:
+            self.scv = scales
+            self.sp = &self.scv[0]
+        if n_rows:
+            self.rp = &self.raw[0, 0]
+            self.ip = &self.ids[0]
+        self.keep = (rows, scales)
+
+    @cython.boundscheck(False)
+    @cython.wraparound(False)
+    def search(self, const float[:, ::1] queries, Py_ssize_t nprobe, Py_ssize_t k):
+        """``(found, near)`` for the unit query rows: ``found[i]`` the ``ids`` of query
+        ``i``'s ``k`` best rows, best first (ties: the earlier stored row), padded with -1;
+        ``near[i]`` its lists, best first (ties: the lower list), padded with -1 (a query
+        with NaN scores scans nothing). A query's centroid and row scores are the same
+        floats alone or in a batch, so its answer is too (a batch of one reads its lists
+        best first, a batch in the file's order: the same rows come out)."""
+        cdef Py_ssize_t m = queries.shape[0], d = self.d, nlist = self.nlist
+        if queries.shape[1] != d:
+            raise ValueError(f"queries of {queries.shape[1]} dimensions against {d}")
+        nprobe = max(0, min(nprobe, nlist))
+        k = max(0, k)
+        if m == 0 or nprobe == 0 or d == 0:
+            return np.full((m, k), -1, dtype=np.int64), np.full((m, nprobe), -1, dtype=np.int64)
+        found = np.empty((m, k), dtype=np.int64)  # the C fills every entry
+        near = np.empty((m, nprobe), dtype=np.int64)
+        # the C's scratch in one allocation: heaps, lens, cnt, qidx, centroid scores and (int8
+        # rows) the queries' codes and scales, each part starting on 64 bytes
+        cdef Py_ssize_t coded = self.kind == 2, at = 0, i
+        cdef Py_ssize_t[7] size = [
+            m * max(k, nprobe) * sizeof(vs_hit), m * 8, (nlist + 1) * 8, m * nprobe * 4,
+            4 * self.packed.shape[0] * 8 * 4, coded * m * (d + 16) * 2, coded * m * 4]
+        cdef Py_ssize_t[7] start
+        for i in range(7):
+            start[i] = at
+            at += (size[i] + 63) // 64 * 64
+        scratch = np.empty(at + 64, dtype=np.uint8)
+        cdef unsigned char[::1] raw_scratch = scratch
+        cdef unsigned char *base = &raw_scratch[0]
+        base += (64 - <size_t>base % 64) % 64
+        cdef int64_t[:, ::1] f = found, nr = near
+        cdef int64_t *fp = &f[0, 0] if k else NULL
+        with nogil:
+            vs_ivf_batch(&self.packed[0, 0, 0], nlist, self.rp, self.kind, self.sp, <int>d,
+                         &self.offsets[0], self.ip, &queries[0, 0], m, nprobe, k, &nr[0, 0], fp,
+                         <vs_hit *>(base + start[0]), <int64_t *>(base + start[1]),
+                         <int64_t *>(base + start[2]), <int32_t *>(base + start[3]),
+                         <float *>(base + start[4]), <int16_t *>(base + start[5]),
+                         <float *>(base + start[6]))
+        return found, near
+
+
+def search_batch(packed, Py_ssize_t nlist, rows, offsets, ids, queries, Py_ssize_t nprobe,
+                 Py_ssize_t k, scales=None):
+    """:meth:`Searcher.search` of ``queries`` over the arrays given, checked for this one
+    call: ``(found, near)``."""
+    return Searcher(packed, nlist, rows, offsets, ids, scales).search(queries, nprobe, k)

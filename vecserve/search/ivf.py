@@ -11,7 +11,7 @@ contiguous block of the file.
 How a query runs (:meth:`IvfIndex.candidates`): the query scores the centroids, and the
 ``nprobe`` best lists are scanned straight from the memory map in one C pass that keeps
 the ``k`` best rows in a heap. A batch is one C call without the GIL
-(:func:`vecserve.search._ivfscan.search_batch`; a large one split by queries between two
+(:meth:`vecserve.search._ivfscan.Searcher.search`; a large one split by queries between two
 threads): the centroid scores of four queries at a time, each query's lists, then each
 list read once for all the queries that probe it (int8 rows eight at a time, each
 query's eight scores from integer products; a large list read as four streams; a lone
@@ -59,7 +59,7 @@ from pathlib import Path
 import numpy as np
 
 from ..fileio import atomic_path
-from ._ivfscan import pack_centroids, query_codes, search_batch, top_rows
+from ._ivfscan import Searcher, pack_centroids, query_codes, top_rows
 from .exact import scan_pool
 
 __all__ = ["IvfIndex", "default_nlist"]
@@ -368,32 +368,34 @@ class IvfIndex:
         return cls(path, header, arrays)
 
     @property
-    def packed_centroids(self) -> np.ndarray:
-        """The centroids as the C search reads them (:func:`~._ivfscan.pack_centroids`),
-        made on first use."""
-        packed = self.__dict__.get("_packed")
-        if packed is None:
-            packed = self.__dict__["_packed"] = pack_centroids(self.centroids)
-        return packed
+    def searcher(self) -> Searcher:
+        """The C search of this file's arrays (:class:`~._ivfscan.Searcher`: the centroids
+        packed as it reads them, the arrays checked once), made on first use."""
+        searcher = self.__dict__.get("_searcher")
+        if searcher is None:
+            packed = pack_centroids(self.centroids)
+            args = (packed, self.nlist, self.rows, self.offsets, self.ids, self.scales)
+            searcher = self.__dict__["_searcher"] = Searcher(*args)
+        return searcher
 
     def _search(self, queries: np.ndarray, nprobe: int, k: int, threads: int) -> tuple:
-        """:func:`~._ivfscan.search_batch` of the unit query rows: ``(found, near)``. A
+        """:meth:`~._ivfscan.Searcher.search` of the unit query rows: ``(found, near)``. A
         large batch is split by queries between ``threads`` (the C call releases the
         GIL; a query's answer does not depend on its company)."""
         queries = np.ascontiguousarray(queries, dtype=np.float32)
         m = len(queries)
-        args = (self.packed_centroids, self.nlist, self.rows, self.offsets, self.ids)
+        search = self.searcher.search
         parts = 1
         if m > 1:
             rows_a_probe = self.count / max(self.nlist, 1)
             work = m * (self.nlist + (nprobe * rows_a_probe if k else 0))
             parts = max(1, min(threads, m, int(work // PARALLEL_WORK)))
         if parts == 1:
-            return search_batch(*args, queries, nprobe, k, self.scales)
+            return search(queries, nprobe, k)
         edges = np.linspace(0, m, parts + 1).astype(np.int64)
 
         def part(i: int) -> tuple:
-            return search_batch(*args, queries[edges[i] : edges[i + 1]], nprobe, k, self.scales)
+            return search(queries[edges[i] : edges[i + 1]], nprobe, k)
 
         # the calling thread searches the last part itself: one hand-off fewer to wait for
         others = [scan_pool().submit(part, i) for i in range(parts - 1)]
@@ -418,7 +420,7 @@ class IvfIndex:
         product, of the stored rows) in its ``nprobe`` nearest lists, best first:
         ``len(queries) x k`` int64, padded with -1 where the lists hold fewer.
 
-        One C call (:func:`~vecserve.search._ivfscan.search_batch`, without the GIL)
+        One C call (:meth:`~vecserve.search._ivfscan.Searcher.search`, without the GIL)
         scores the centroids, picks each query's lists and reads each list once for all
         the queries of the call that probe it, in the file's order; a large batch is split
         by queries between ``threads``."""
