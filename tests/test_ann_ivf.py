@@ -16,7 +16,7 @@ from vecserve.api import create_app
 from vecserve.loader import load_arrays
 from vecserve.search import ann as ann_module
 from vecserve.search.ann import AnnIndex, AnnManager, AnnParams, disk_status
-from vecserve.search.ivf import IvfIndex
+from vecserve.search.ivf import I8_SLACK, IvfIndex, quantize
 from vecserve.search.snapshot import SimilarityIndex
 from vecserve.service.settings import Settings
 
@@ -320,6 +320,9 @@ def test_stored_rows_score_within_the_files_bound(sim, tmp_path, dtype):
         worst = max(worst, err)
     if dtype == "i8":  # a bound of the rows' own errors: far tighter than the codes' step
         assert 0.1 * index.score_bound < worst and index.score_bound < 0.05
+        # the header holds the rows' largest error (written once the rows are)
+        largest = quantize(unit.astype(np.float32))[2]
+        assert index.score_bound == pytest.approx(largest + I8_SLACK, rel=1e-6)
 
 
 def test_an_int8_file_with_a_bad_score_bound_is_refused(sim, tmp_path):

@@ -174,7 +174,15 @@ def quantize(unit: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
 
 
 def _header_bytes(header: dict) -> bytes:
-    raw = json.dumps(header).encode()
+    """The file's lead: magic, length, JSON header, padding. An int8 file's ``score_bound``
+    is written as a number of fixed width (``1.234567890e-02``): the build writes the header
+    before its rows, and rewrites it in place once the rows' largest error is known."""
+    bound = header.get("score_bound")
+    if bound is None:
+        raw = json.dumps(header).encode()
+    else:
+        marked = json.dumps({**header, "score_bound": "@bound@"})
+        raw = marked.replace('"@bound@"', f"{float(bound):.9e}").encode()
     start = len(MAGIC) + 8 + len(raw)
     pad = -start % ALIGN
     return MAGIC + (len(raw) + pad).to_bytes(8, "little") + raw + b" " * pad
@@ -296,21 +304,18 @@ class IvfIndex:
         del sample
         assign = np.empty(count, dtype=np.int32)
         buf = np.empty((CHUNK, nlist), dtype=np.float32)
-        scaled = stored == ROW_DTYPES["i8"]
-        largest = 0.0  # int8 rows: the largest row error, for the header (written first)
         for lo in range(0, count, step):
             hi = min(lo + step, count)
             block = _unit(rows[lo:hi], None if norms is None else norms[lo:hi])
             assign[lo:hi] = _assign(block, centroids, buf)
-            if scaled:
-                largest = max(largest, quantize(block)[2])
             report(work[0] + hi)
         del buf
         counts = np.bincount(assign, minlength=nlist)
         order = np.argsort(assign, kind="stable")
         del assign
-        bound = float(np.float32(largest + I8_SLACK)) if scaled else None
-        header, size = _layout(nlist, count, dim, stored, bound)
+        scaled = stored == ROW_DTYPES["i8"]
+        largest = 0.0  # int8 rows: the largest row error, into the header once known
+        header, size = _layout(nlist, count, dim, stored, largest if scaled else None)
         head = _header_bytes(header)
         with atomic_path(path, fsync=False) as tmp:  # a cache: rebuilt if damaged
             with open(tmp, "wb") as f:
@@ -328,10 +333,16 @@ class IvfIndex:
                 take = order[lo:hi]
                 unit = _unit(rows[take], None if norms is None else norms[take])
                 if scaled:
-                    out[lo:hi], arrays["scales"][lo:hi], _ = quantize(unit)
+                    out[lo:hi], arrays["scales"][lo:hi], err = quantize(unit)
+                    largest = max(largest, err)
                 else:
                     out[lo:hi] = unit
                 report(work[0] + work[1] + WRITE_COST * hi)
+            if scaled:  # the bound's fixed width: the same header length, rewritten in place
+                header["score_bound"] = largest + I8_SLACK
+                final = _header_bytes(header)
+                assert len(final) == len(head)
+                mapped[: len(final)] = np.frombuffer(final, dtype=np.uint8)
             mapped.flush()
             del arrays, out, mapped
 
