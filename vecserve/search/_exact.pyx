@@ -37,6 +37,9 @@ cdef extern from "_exact.h":
     void vs_topk_stream(const float *x, const float *scale, int64_t n, int64_t base,
                         vs_hit *h, int64_t *len, int64_t k) nogil
     int64_t vs_heap_drain(vs_hit *h, int64_t len, int64_t *pos, float *val) nogil
+    int32_t vs_key(float f) nogil
+    int32_t VS_KEY_PINF
+    int32_t VS_KEY_NINF
     int64_t vs_i8_pack(const float *v, int64_t ld, const float *norms, int64_t n, int d,
                        int64_t row0, uint8_t *codes, float *scale, float *err, float *unorm,
                        int64_t groups) nogil
@@ -72,12 +75,12 @@ def top_k(const float[::1] x, Py_ssize_t k):
 
 
 cdef inline int32_t _rank_key(float f) nogil:
-    """An order-preserving int32 of f's bits (as _topk.h's vs_key); NaN below every number."""
-    cdef int32_t b = (<int32_t *>&f)[0]
-    if (b & 0x7fffffff) > 0x7f800000:
+    """The shared heap's order-preserving key of f (_topk.h's vs_key), NaN below every number
+    (vs_key maps a NaN beyond the infinities' keys)."""
+    cdef int32_t key = vs_key(f)
+    if key > VS_KEY_PINF or key < VS_KEY_NINF:
         return -0x7fffffff - 1
-    cdef int32_t neg = b >> 31
-    return ((b & 0x7fffffff) ^ neg) - neg
+    return key
 
 
 @cython.boundscheck(False)

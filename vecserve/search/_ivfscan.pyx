@@ -196,9 +196,8 @@ cdef class Searcher:
     cdef const float *sp
     cdef const void *rp
     cdef const int64_t *ip
-    cdef Py_ssize_t nlist, d, n_rows
+    cdef Py_ssize_t nlist, d
     cdef int kind
-    cdef object keep  # the arrays whose memory the pointers point into
 
     def __init__(self, const float[:, :, ::1] packed, Py_ssize_t nlist, rows,
                  const int64_t[::1] offsets, const int64_t[::1] ids, scales=None):
@@ -218,15 +217,14 @@ cdef class Searcher:
                 raise ValueError("offsets must not decrease")
         self.packed, self.offsets, self.ids = packed, offsets, ids
         self.raw = rows.view(np.uint8)
-        self.nlist, self.d, self.n_rows, self.kind = nlist, d, n_rows, kind
+        self.nlist, self.d, self.kind = nlist, d, kind
         self.sp, self.rp, self.ip = NULL, NULL, NULL
         if scales is not None and n_rows:
             self.scv = scales
             self.sp = &self.scv[0]
-        if n_rows:
+        if n_rows:  # (the memoryviews keep the arrays the pointers point into alive)
             self.rp = &self.raw[0, 0]
             self.ip = &self.ids[0]
-        self.keep = (rows, scales)
 
     @cython.boundscheck(False)
     @cython.wraparound(False)
