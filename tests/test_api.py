@@ -66,6 +66,17 @@ def assert_error(resp, status: int, error: str | None = None) -> dict:
     return body
 
 
+def assert_slot_error(resp, i: int, error: str, status: int) -> dict:
+    """Query ``i`` of a batch answer failed on its own with ``error`` (the others did not)."""
+    assert resp.status_code == 200, resp.text
+    body = resp.json()
+    slot = body["errors"][i]
+    assert slot["error"] == error and slot["status"] == status and slot["detail"], slot
+    assert body["results"][i] is None and body["approximate"][i] is False
+    assert [j for j, e in enumerate(body["errors"]) if e is not None] == [i]
+    return slot
+
+
 # -- health, docs, models --------------------------------------------------------------------
 
 
@@ -240,8 +251,9 @@ def test_limits(make_client, model):
     assert_error(client.get("/most_similar", params={"positive": "w1", "topn": 6}), 422)
     big = {"words": ["x" * 100] * 30}
     assert_error(client.post("/vectors", json=big), 413, "PayloadTooLarge")
-    wide = {"queries": [{"positive": ["w1", "w2"], "negative": ["w3", "w4"]}]}
-    assert_error(client.post("/most_similar/batch", json=wide), 422, "BadQuery")
+    wide = {"queries": [{"positive": ["w1", "w2"], "negative": ["w3", "w4"], "topn": 5}]}
+    slot = assert_slot_error(client.post("/most_similar/batch", json=wide), 0, "BadQuery", 422)
+    assert "limit is 3" in slot["detail"]
     small_batch = {"queries": [{"positive": ["w1"]}] * 3}
     assert_error(make_client(max_batch=2).post("/most_similar/batch", json=small_batch), 422)
 
@@ -280,12 +292,6 @@ def test_malformed_input_is_422(client, method, url, kwargs):
         ("get", "/similarity", {"params": {"w1": "w1", "w2": "nope"}}, "TokenNotFound"),
         ("get", "/most_similar", {"params": {"positive": "nope"}}, "TokenNotFound"),
         ("post", "/most_similar", {"json": {"positive": [100000]}}, "TokenNotFound"),
-        (
-            "post",
-            "/most_similar/batch",
-            {"json": {"queries": [{"positive": ["w1"]}, {"negative": ["nope"]}]}},
-            "TokenNotFound",
-        ),
         ("get", "/doesnt_match", {"params": {"words": "x,y"}}, "TokenNotFound"),
         ("get", "/nowhere", {}, "HTTPError"),
     ],
@@ -304,9 +310,10 @@ def test_no_default_model_is_422(make_client, model):
     [{"negative": ["w1"], "cosmul": True}, {}, {"positive": [], "negative": []}],
 )
 def test_queries_gensim_rejects_are_400(client, body):
-    assert_error(client.post("/most_similar", json=body), 400, "ValueError")
-    batch = {"queries": [body]}
-    assert_error(client.post("/most_similar/batch", json=batch), 400, "ValueError")
+    single = assert_error(client.post("/most_similar", json=body), 400, "ValueError")
+    batch = {"queries": [{"positive": ["w1"]}, body]}
+    slot = assert_slot_error(client.post("/most_similar/batch", json=batch), 1, "ValueError", 400)
+    assert slot["detail"] == single["detail"]
 
 
 def test_store_down_is_503_with_retry_after(tmp_path, vectors):

@@ -68,6 +68,28 @@ def test_the_querys_errors_come_before_any_search(sim, monkeypatch):
         planner.answer_batch([Query(positive=("w1",))] * 2)
 
 
+def test_a_batch_reports_each_querys_own_error_in_its_slot(sim, monkeypatch):
+    planner = Planner(sim, name="M", limits=Limits(max_topn=20))
+    asked = [
+        Query(positive=("w1",), topn=3),
+        Query(positive=("nope",)),
+        Query(),
+        Query(positive=("w2",), topn=21),
+        Query(positive=("w3",), negative=("w4",)),
+    ]
+    got = planner.answer_batch(asked)
+    assert [type(a) for a in got[1:4]] == [TokenNotFound, QueryRejected, BadQuery]
+    for i in (0, 4):
+        assert [w for w, _ in got[i].results] == [w for w, _ in planner.answer(asked[i]).results]
+
+    def broken(*args, **kwargs):
+        raise ValueError("an internal fault")
+
+    monkeypatch.setattr(sim, "most_similar_batch", broken)  # not a query's: the batch's
+    with pytest.raises(ValueError, match="internal fault"):
+        planner.answer_batch(asked)
+
+
 def test_an_error_inside_a_search_is_not_the_callers(sim, monkeypatch):
     def broken(*args, **kwargs):
         raise ValueError("an internal fault")

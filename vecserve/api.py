@@ -84,6 +84,7 @@ from .service.responses import (
     json_response,
     missing_error,
     negotiate,
+    query_error,
     vectors_response,
 )
 from .service.schemas import (
@@ -239,7 +240,9 @@ def _most_similar_many(items: list[tuple[Planner, SearchQuery]]) -> list:
 
 
 def _most_similar_batch(ctx: AppContext, name: str, body: BatchRequest) -> dict:
-    """Exact queries in one matrix multiply per group; approximate ones in one index call."""
+    """Exact queries in one matrix multiply per group; approximate ones in one index call.
+    A query's own error (unknown word, empty query, ...) fills its slot of ``errors``
+    (``results`` null there); the others are answered."""
     if len(body.queries) > ctx.settings.max_batch:  # before the snapshot is mapped
         raise BadQuery(
             f"{len(body.queries)} queries in one batch; the limit is {ctx.settings.max_batch}"
@@ -247,11 +250,21 @@ def _most_similar_batch(ctx: AppContext, name: str, body: BatchRequest) -> dict:
     info = ctx.model(name)
     index = ctx.search.index(info)
     answers = _planner(ctx, info, index).answer_batch([_typed(q) for q in body.queries])
+    results, approximate, errors = [], [], []
+    for a in answers:
+        failed = isinstance(a, Exception)
+        errors.append(query_error(a) if failed else None)
+        approximate.append(False if failed else a.approximate)
+        if failed:
+            results.append(None)
+        else:
+            results.append(a.similarities if a.similarities is not None else a.results)
     return {
         "model": info.name,
         "generation": index.generation,
-        "results": [a.similarities if a.similarities is not None else a.results for a in answers],
-        "approximate": [a.approximate for a in answers],
+        "results": results,
+        "approximate": approximate,
+        "errors": errors,
     }
 
 

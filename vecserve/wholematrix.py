@@ -17,10 +17,11 @@ import json
 import urllib.error
 import urllib.request
 import warnings
+from numbers import Integral
 
 import numpy as np
 
-from .errors import ModelNotFound, SimilarityServiceError, TokenNotFound
+from .errors import ModelNotFound, SimilarityServiceError, TokenNotFound, VecserveError
 from .search.snapshot import (
     SimilarityIndex,
     ensure_list,
@@ -87,7 +88,25 @@ class WholeMatrixCalls:
             err = {}
         if not isinstance(err, dict):
             err = {}
+        if exc.code in (401, 403):  # not the query's fault: the key (api_key=) is wrong
+            detail = str(err.get("detail", exc))
+            return SimilarityServiceError(
+                f"similarity service {url} refused us (HTTP {exc.code}): {detail}; "
+                "pass api_key= or set VECSERVE_API_KEY",
+                status=exc.code,
+            )
+        if 400 <= exc.code < 500:
+            return self._error_of(err, exc.code, cosmul=cosmul, default=str(exc))
         detail = str(err.get("detail", exc))
+        return SimilarityServiceError(
+            f"similarity service {url}: HTTP {exc.code}: {detail}", status=exc.code
+        )
+
+    def _error_of(self, err: dict, status: int, *, cosmul: bool, default: str = "") -> Exception:
+        """The exception gensim raises for a query the service refused with JSON ``err``
+        (a single call's body or a batch's slot): TokenNotFound, ModelNotFound, or
+        ``ValueError`` for any other 4xx."""
+        detail = str(err.get("detail", default))
         kind = err.get("error", "")
         if kind == "TokenNotFound":
             token = err.get("token")
@@ -96,17 +115,7 @@ class WholeMatrixCalls:
             return TokenNotFound(token, self.name, lookup=cosmul)
         if kind == "ModelNotFound":
             return ModelNotFound(self.name)
-        if exc.code in (401, 403):  # not the query's fault: the key (api_key=) is wrong
-            return SimilarityServiceError(
-                f"similarity service {url} refused us (HTTP {exc.code}): {detail}; "
-                "pass api_key= or set VECSERVE_API_KEY",
-                status=exc.code,
-            )
-        if 400 <= exc.code < 500:
-            return ValueError(detail)
-        return SimilarityServiceError(
-            f"similarity service {url}: HTTP {exc.code}: {detail}", status=exc.code
-        )
+        return ValueError(detail)
 
     def _subword_terms(self, positive, negative):
         """Hook: a fastText model's out-of-vocabulary words as vectors (identity here)."""
@@ -137,7 +146,9 @@ class WholeMatrixCalls:
             positive, negative, topn, clip_start, clip_end, restrict_vocab
         )
 
-    def most_similar_batch(self, queries, topn=10, restrict_vocab=None) -> list:
+    def most_similar_batch(
+        self, queries, topn=10, restrict_vocab=None, *, return_exceptions: bool = False
+    ) -> list:
         """Many ``most_similar`` queries in one call: a list of their answers, each the one
         :meth:`most_similar` gives (words, order and scores).
 
@@ -150,8 +161,17 @@ class WholeMatrixCalls:
         Named apart from :meth:`most_similar` because there a list is already one query
         (``positive=["king", "woman"]`` averages the two words).
 
+        A query that fails on its own raises what :meth:`most_similar` raises for it
+        (``KeyError`` for an unknown word, ``ValueError`` for an empty query), with a note
+        naming its position in the batch; the first such query in order is raised. With
+        ``return_exceptions=True`` (as in :func:`asyncio.gather`) that error takes the
+        query's place in the list instead, and every other query is answered. Errors that
+        are not one query's (the store, the service, a malformed call) always raise.
+
         >>> kv.most_similar_batch(["king", {"positive": ["paris"], "topn": 2}])  # doctest: +SKIP
         [[('queen', 0.71), ...], [('france', 0.68), ('london', 0.66)]]
+        >>> kv.most_similar_batch(["king", "nope"], return_exceptions=True)     # doctest: +SKIP
+        [[('queen', 0.71), ...], KeyError("Key 'nope' not present in vocabulary")]
         """
         asked = [_query_dict(q, topn, restrict_vocab) for q in queries]
         for q in asked:
@@ -159,13 +179,31 @@ class WholeMatrixCalls:
         if not asked:
             return []
         if self.similarity_url:
-            body = {"model": self.name, "queries": [_wire(q) for q in asked]}
-            out = self._post("/most_similar/batch", body, cosmul=any(q["cosmul"] for q in asked))
-            return [
-                np.asarray(r, dtype=REAL) if q["topn"] is None else [(k, float(s)) for k, s in r]
-                for q, r in zip(asked, out["results"], strict=True)
-            ]
-        return self._index().most_similar_batch(asked)
+            answers = self._remote_batch(asked)
+        else:
+            answers = _local_batch(self._index(), asked)
+        if not return_exceptions:
+            for i, a in enumerate(answers):
+                if isinstance(a, Exception):
+                    a.add_note(f"(query {i} of the batch of {len(answers)})")
+                    raise a
+        return answers
+
+    def _remote_batch(self, asked: list[dict]) -> list:
+        """``POST /most_similar/batch``: each query's answer, or the exception its error
+        (the reply's ``errors`` slot) maps to, as :meth:`_http_error` maps a single call's."""
+        body = {"model": self.name, "queries": [_wire(q) for q in asked]}
+        out = self._post("/most_similar/batch", body, cosmul=any(q["cosmul"] for q in asked))
+        errors = out.get("errors") or [None] * len(asked)
+        answers: list = []
+        for q, r, err in zip(asked, out["results"], errors, strict=True):
+            if err is not None:
+                answers.append(self._error_of(err, err.get("status", 400), cosmul=q["cosmul"]))
+            elif q["topn"] is None:
+                answers.append(np.asarray(r, dtype=REAL))
+            else:
+                answers.append([(k, float(s)) for k, s in r])
+        return answers
 
     def most_similar_cosmul(self, positive=None, negative=None, topn=10, restrict_vocab=None):
         """gensim's 3CosMul (``restrict_vocab`` ignored, as in gensim 4.4)."""
@@ -273,6 +311,63 @@ def _answer(out: dict):
     if "similarities" in out:
         return np.asarray(out["similarities"], dtype=REAL)
     return [(k, float(s)) for k, s in out["results"]]
+
+
+def _is_query_error(exc: Exception) -> bool:
+    """An error of one query's own arguments, as :meth:`most_similar` raises it: a
+    ``KeyError`` (an unknown word) or ``ValueError`` (an empty query, a vector of the
+    wrong size); not vecserve's errors of the store, the model or the snapshot."""
+    if isinstance(exc, TokenNotFound):
+        return True
+    return isinstance(exc, (KeyError, ValueError)) and not isinstance(exc, VecserveError)
+
+
+def _local_batch(index: SimilarityIndex, asked: list[dict]) -> list:
+    """Each query's answer from the snapshot, or its own error: the whole batch in one
+    call when every query is good (the common case); else each query checked (a plain
+    one's mean computed, any other answered alone), and the good ones answered together."""
+    try:
+        return index.most_similar_batch(asked)
+    except Exception as exc:
+        if not _is_query_error(exc):
+            raise
+    out: list = [None] * len(asked)
+    together = []
+    for i, q in enumerate(asked):
+        try:
+            if _plain(q):
+                index.query_vector(q["positive"], q["negative"])  # its words, its mean
+                together.append(i)
+            else:
+                out[i] = index.most_similar_batch([q])[0]
+        except Exception as exc:
+            if not _is_query_error(exc):
+                raise
+            out[i] = exc
+    try:
+        answers = index.most_similar_batch([asked[i] for i in together])
+    except Exception as exc:  # a check the mean did not make: each one alone
+        if not _is_query_error(exc):
+            raise
+        answers = []
+        for i in together:
+            try:
+                answers.append(index.most_similar_batch([asked[i]])[0])
+            except Exception as one:
+                if not _is_query_error(one):
+                    raise
+                answers.append(one)
+    for i, a in zip(together, answers, strict=True):
+        out[i] = a
+    return out
+
+
+def _plain(q: dict) -> bool:
+    """A query the snapshot answers in its blocked matrix multiply (top-n, no cosmul, no
+    restrict_vocab)."""
+    topn = q["topn"]
+    plain = isinstance(topn, Integral) and topn >= 1
+    return plain and not q["cosmul"] and not q["restrict_vocab"]
 
 
 def _query_dict(query, topn, restrict_vocab) -> dict:

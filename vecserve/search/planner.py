@@ -13,8 +13,10 @@ their vectors, and answers it by the cheapest path that gives the asked-for answ
 
 Errors of the query are the caller's (:class:`~vecserve.errors.BadQuery` 422,
 :class:`~vecserve.errors.QueryRejected` 400, :class:`~vecserve.errors.TokenNotFound`
-404) and are raised before any search; an error inside a search is not the caller's and
-propagates as it is (a 500, never a 400).
+404; together :data:`QUERY_ERRORS`) and are raised before any search; an error inside a
+search is not the caller's and propagates as it is (a 500, never a 400). A batch
+(:meth:`Planner.answer_batch`) reports each query's own error in that query's slot and
+answers the others.
 
 Vectors of out-of-vocabulary words come from ``vectors(words) -> (info, rows, found,
 built)``, the reader's call (the service's ``fetch_vectors``): the planner never reads
@@ -40,7 +42,11 @@ from ..errors import BadQuery, GenerationChanged, QueryRejected, TokenNotFound
 from ..subwords import swap_oov, unit_rows
 from .wire import parse_item
 
-__all__ = ["Answer", "Limits", "Planner", "Query"]
+__all__ = ["QUERY_ERRORS", "Answer", "Limits", "Planner", "Query"]
+
+#: the errors that are one query's own (its words, items, limits), raised by
+#: :meth:`Planner.plan` before any search: a batch reports them in the query's slot
+QUERY_ERRORS = (BadQuery, QueryRejected, TokenNotFound)
 
 
 @dataclass(frozen=True)
@@ -204,18 +210,28 @@ class Planner:
             out.results = result
         return out
 
-    def answer_batch(self, queries: Sequence[Query]) -> list[Answer]:
+    def answer_batch(self, queries: Sequence[Query]) -> list[Answer | Exception]:
         """Many queries: exact ones in one matrix multiply per group, approximate ones in
-        one index call."""
+        one index call; each query's own error (:data:`QUERY_ERRORS`: an unknown word,
+        an empty query, a malformed item, a limit) in its slot instead of an answer, the
+        others answered. Errors that are not one query's (a batch over the limit, the
+        store, a search) raise."""
         if len(queries) > self.limits.max_batch:
             raise BadQuery(
                 f"{len(queries)} queries in one batch; the limit is {self.limits.max_batch}"
             )
-        plans = [self.plan(q) for q in queries]
-        anns = [self._approximate(q) for q in queries]
-        out = [Answer(self.index.generation, approximate=a is not None) for a in anns]
-        exact = [i for i, a in enumerate(anns) if a is None]
-        approx = [i for i, a in enumerate(anns) if a is not None]
+        out: list[Answer | Exception] = [None] * len(queries)  # type: ignore[list-item]
+        plans: dict[int, _Plan] = {}
+        for i, q in enumerate(queries):
+            try:
+                plans[i] = self.plan(q)
+            except QUERY_ERRORS as exc:
+                out[i] = exc
+        anns = {i: self._approximate(queries[i]) for i in plans}
+        for i, a in anns.items():
+            out[i] = Answer(self.index.generation, approximate=a is not None)
+        exact = [i for i, a in anns.items() if a is None]
+        approx = [i for i, a in anns.items() if a is not None]
         if exact:
             asked = [
                 {
@@ -229,14 +245,14 @@ class Planner:
             ]
             for i, r in zip(exact, self.index.most_similar_batch(asked), strict=True):
                 if isinstance(r, np.ndarray):
-                    out[i].similarities = r.astype(np.float64)
+                    out[i].similarities = r.astype(np.float64)  # type: ignore[union-attr]
                 else:
-                    out[i].results = r
+                    out[i].results = r  # type: ignore[union-attr]
         if approx:
             asked = [(plans[i].positive, plans[i].negative, queries[i].topn) for i in approx]
             got = anns[approx[0]].most_similar_batch(self.index, asked)
             for i, r in zip(approx, got, strict=True):
-                out[i].results = r
+                out[i].results = r  # type: ignore[union-attr]
         return out
 
     def gains_from_batch(self, q: Query) -> bool:

@@ -59,6 +59,7 @@ __all__ = [
     "json_response",
     "missing_error",
     "negotiate",
+    "query_error",
     "vectors_response",
 ]
 
@@ -78,6 +79,29 @@ def json_response(obj, *, status: int = 200, headers: dict | None = None) -> Res
 def error_response(status: int, error: str, detail: str, *, headers=None, **extra) -> Response:
     body = {"error": error, "detail": detail, **extra}
     return json_response(body, status=status, headers=headers)
+
+
+def query_error(exc: Exception) -> dict:
+    """The JSON of one query's own error (an unknown word 404, an item that is not one
+    404/422, a query gensim refuses 400): ``{"error", "detail", "status", ...}``, the body
+    and status a single call answers; in a batch, the failed query's slot.
+
+    >>> query_error(QueryRejected("cannot compute mean with no input"))
+    {'error': 'ValueError', 'detail': 'cannot compute mean with no input', 'status': 400}
+    """
+    if isinstance(exc, TokenNotFound):
+        extra = {"token": exc.token, "model": exc.model, "missing": exc.missing}
+        return {"error": "TokenNotFound", "detail": str(exc), "status": 404, **extra}
+    if isinstance(exc, QueryRejected):  # gensim raises ValueError for these
+        return {"error": "ValueError", "detail": str(exc), "status": 400}
+    if isinstance(exc, BadQuery):
+        return {"error": "BadQuery", "detail": str(exc), "status": 422}
+    raise TypeError(f"{type(exc).__name__} is not a query's own error")
+
+
+def _query_error_response(exc: Exception) -> Response:
+    body = query_error(exc)
+    return json_response(body, status=body.pop("status"))
 
 
 def install_error_handlers(app: FastAPI, settings: Settings, metrics: Metrics) -> None:
@@ -119,14 +143,7 @@ def install_error_handlers(app: FastAPI, settings: Settings, metrics: Metrics) -
         if isinstance(exc, ModelNotFound):
             return error_response(404, "ModelNotFound", str(exc), model=exc.name)
         if isinstance(exc, TokenNotFound):
-            return error_response(
-                404,
-                "TokenNotFound",
-                str(exc),
-                token=exc.token,
-                model=exc.model,
-                missing=exc.missing,
-            )
+            return _query_error_response(exc)
         if isinstance(exc, InvalidModelName):
             return error_response(422, "InvalidModelName", str(exc))
         log.error("%s: %s", type(exc).__name__, exc)
@@ -134,11 +151,11 @@ def install_error_handlers(app: FastAPI, settings: Settings, metrics: Metrics) -
 
     @app.exception_handler(BadQuery)
     async def bad_query(request: Request, exc: BadQuery):
-        return error_response(422, "BadQuery", str(exc))
+        return _query_error_response(exc)
 
     @app.exception_handler(QueryRejected)
     async def query_rejected(request: Request, exc: QueryRejected):
-        return error_response(400, "ValueError", str(exc))
+        return _query_error_response(exc)
 
     @app.exception_handler(RequestValidationError)
     async def validationerror_response(request: Request, exc: RequestValidationError):

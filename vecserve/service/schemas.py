@@ -22,6 +22,7 @@ __all__ = [
     "MostSimilarRequest",
     "MostSimilarResponse",
     "NSimilarityRequest",
+    "QueryError",
     "SimilarityResponse",
     "VectorsRequest",
     "VectorsResponse",
@@ -96,12 +97,38 @@ class MostSimilarResponse(BaseModel):
     subwords: list[str] | None = Field(None, description=SUBWORDS)
 
 
+class QueryError(BaseModel):
+    """One query of a batch that failed: what the single call would have answered."""
+
+    error: str = Field(
+        description="The error's class: TokenNotFound (a word not in the model), "
+        "ValueError (a query gensim refuses: no input, cosmul without positive), "
+        "BadQuery (an item that is no word, position or vector; a limit)."
+    )
+    detail: str = Field(description="The error's message (gensim's, where gensim raises).")
+    status: int = Field(description="The HTTP status the query alone would have got.")
+    token: str | None = Field(None, description="TokenNotFound: the first unknown word.")
+    model: str | None = Field(None, description="TokenNotFound: the model asked.")
+    missing: list[str] | None = Field(None, description="TokenNotFound: every unknown word.")
+
+
 class BatchResponse(BaseModel):
+    """Answers in the order of the queries; a query that failed on its own (an unknown
+    word, an empty query, ...) has ``null`` in ``results`` and its error in ``errors``,
+    and does not fail the others. Errors of the whole request (unknown model, too many
+    queries, a malformed body, the store down) are answered as by every endpoint."""
+
     model: str
     generation: int
-    results: list[list[tuple[str, float]] | list[float]]
+    results: list[list[tuple[str, float]] | list[float] | None] = Field(
+        description="Per query: `[word, cosine]` pairs best first, every similarity "
+        "(`topn` null), or null where the query failed (see `errors`)."
+    )
     approximate: list[bool] = Field(
         description="Per query: answered by the ANN index (asked with `approx` and built)."
+    )
+    errors: list[QueryError | None] = Field(
+        description="Per query: null where answered, else the query's own error."
     )
 
 
