@@ -127,6 +127,31 @@ def test_models(client, model):
     assert_error(client.get("/models/bad name!"), 422, "InvalidModelName")
 
 
+@pytest.mark.parametrize("show_paths", [False, True])
+def test_models_show_file_names_not_server_paths(make_client, store, tmp_path, show_paths):
+    """/models names where a model came from by its file name; the server's full paths
+    (the source file, the snapshot) only with ``show_paths``."""
+    from vecserve.loader import load_file
+
+    from .helpers import write_w2v
+
+    rng = np.random.default_rng(2)
+    (tmp_path / "models").mkdir()
+    path = write_w2v(tmp_path / "models" / "small.bin", TOKENS, rng.standard_normal((200, 8)))
+    load_file(path, name="F", store=store, progress=False)
+    client = make_client(default_model="F", show_paths=show_paths)
+    client.get("/most_similar", params={"positive": "w1"})  # the snapshot is mapped
+    listed = client.get("/models")
+    one = client.get("/models/F")
+    if show_paths:
+        assert one.json()["source"] == listed.json()["models"][0]["source"] == str(path)
+        assert one.json()["index"]["path"].startswith(str(tmp_path))
+        return
+    assert one.json()["source"] == listed.json()["models"][0]["source"] == "small.bin"
+    assert one.json()["index"]["path"] and "/" not in one.json()["index"]["path"]
+    assert str(tmp_path) not in listed.text + one.text
+
+
 # -- /vectors in every format ----------------------------------------------------------------
 
 

@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+from pathlib import PurePath
 from typing import Annotated, Literal, get_args
 
 import numpy as np
@@ -663,15 +664,18 @@ def _add_service_routes(app: FastAPI, metrics: Metrics) -> None:
     @app.get("/models")
     def list_models(ctx: ContextDep):
         """Every committed model's metadata."""
-        return json_response({"models": [_model_dict(m) for m in ctx.stores.get().list_models()]})
+        models = ctx.stores.get().list_models()
+        return json_response({"models": [_model_dict(m, ctx.settings) for m in models]})
 
     @app.get("/models/{name}", responses=_ERRORS)
     def get_model(ctx: ContextDep, name: Annotated[str, Path(description="Model name.")]):
         """A model's metadata (dim, codec, count, generation, source) and index status."""
         resolve_model_name(name, ctx.settings)
         info = ctx.model(name, fresh=True)
-        out = _model_dict(info)
+        out = _model_dict(info, ctx.settings)
         out["index"] = ctx.search.index_status(info)
+        if out["index"].get("path"):
+            out["index"]["path"] = _shown_path(out["index"]["path"], ctx.settings)
         out["ann"] = ctx.search.ann_status(info)
         out["vector_cache"] = ctx.vector_cache_stats().get(info.name)
         return json_response(out)
@@ -713,10 +717,26 @@ def _add_service_routes(app: FastAPI, metrics: Metrics) -> None:
         return Response(metrics.render(), media_type="text/plain; version=0.0.4")
 
 
-def _model_dict(info) -> dict:
+def _model_dict(info, settings: Settings) -> dict:
     from dataclasses import asdict
 
     data = asdict(info)
     data.pop("prefix", None)
     data.pop("buckets", None)
+    if data.get("source"):
+        data["source"] = _shown_path(data["source"], settings)
     return data
+
+
+def _shown_path(path: str, settings: Settings) -> str:
+    """``path`` as /models shows it: its last part (``GoogleNews.bin``), the full server
+    path only with ``settings.show_paths``.
+
+    >>> _shown_path("/srv/models/GoogleNews.bin", Settings())
+    'GoogleNews.bin'
+    >>> _shown_path("/srv/models/GoogleNews.bin", Settings(show_paths=True))
+    '/srv/models/GoogleNews.bin'
+    """
+    if settings.show_paths:
+        return path
+    return PurePath(path).name or path

@@ -83,6 +83,12 @@ class Settings(BaseSettings):
         "`api_keys`, every endpoint but /healthz, /readyz and the explorer page's files then "
         "needs `Authorization: Bearer <key>`.",
     )
+    show_paths: bool = Field(
+        False,
+        description="Show the server's full paths in /models (a model's source file, its "
+        "snapshot); default: their file names only, so a client learns nothing of the "
+        "server's disk.",
+    )
     model_ttl: float = Field(
         DEFAULT_MODEL_TTL,
         ge=0,
