@@ -329,3 +329,69 @@ def test_redis_down_is_a_readable_message(browser, tmp_path, shots):
             page.screenshot(path=shots / "09-redis-down.png", full_page=True)
         finally:
             page.close()
+
+
+# -- the API docs pages (/docs, /redoc), offline ---------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def docs_service(redis_url, tmp_path_factory):
+    """The service's base URL, under uvicorn, with no API key (the docs pages are the API's:
+    with keys on they need one too)."""
+    from vecserve.api import create_app
+    from vecserve.service.settings import Settings
+
+    from .api_support import running_app
+
+    settings = Settings(redis_url=redis_url, cache_dir=tmp_path_factory.mktemp("docs-cache"))
+    with running_app(create_app(settings)) as base:
+        yield base
+
+
+@pytest.mark.parametrize("page_path", ["/docs", "/redoc"])
+def test_the_api_docs_render_with_the_network_off(browser, docs_service, shots, page_path):
+    """Every request but the service's own is aborted, as on a machine with no network:
+    the page still renders every operation of the OpenAPI document, and the browser
+    reports no CSP violation."""
+    own = urlsplit(docs_service).netloc
+    spec = httpx.get(f"{docs_service}/openapi.json").json()
+    operations = [(m.upper(), p) for p, ops in spec["paths"].items() for m in ops]
+    ctx = browser.new_context(viewport={"width": 1280, "height": 1000})
+    asked, blocked, problems = [], [], []
+
+    def route(r):
+        asked.append(r.request.url)
+        if urlsplit(r.request.url).netloc == own or r.request.url.startswith(("data:", "blob:")):
+            r.continue_()
+        else:
+            blocked.append(r.request.url)
+            r.abort("internetdisconnected")
+
+    ctx.route("**/*", route)
+    page = ctx.new_page()
+    page.on("console", lambda m: m.type == "error" and problems.append(m.text))
+    page.on("pageerror", lambda e: problems.append(str(e)))
+    try:
+        page.goto(f"{docs_service}{page_path}")
+        if page_path == "/docs":
+            page.wait_for_selector(".opblock-summary-path", timeout=20_000)
+            methods = page.locator(".opblock-summary-method").all_inner_texts()
+            paths = page.locator(".opblock-summary-path").all_inner_texts()
+            shown = [(m, p.replace("\u200b", "")) for m, p in zip(methods, paths, strict=True)]
+            assert sorted(shown) == sorted(operations)
+        else:
+            page.wait_for_selector("[data-section-id^='operation/']", timeout=20_000)
+            ids = page.locator("[data-section-id^='operation/']").evaluate_all(
+                "els => els.map(e => e.dataset.sectionId)"
+            )
+            assert len(set(ids)) == len(operations)
+            assert "vecserve" in page.locator("h1").first.inner_text()
+        page.screenshot(path=shots / f"docs{page_path.replace('/', '-')}.png", full_page=False)
+    finally:
+        ctx.close()
+    assert not blocked, blocked
+    assert {urlsplit(u).netloc for u in asked if u.startswith("http")} == {own}
+    # ReDoc's sidebar asks for Redocly's logo from its CDN: the CSP refuses it (the request
+    # never leaves the browser) and ReDoc hides the image; nothing else is refused
+    refused = [p for p in problems if "Content Security Policy" in p]
+    assert not [p for p in refused if "cdn.redoc.ly/redoc/logo-mini.svg" not in p], refused

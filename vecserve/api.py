@@ -72,6 +72,7 @@ from .service.deps import (
     fetch_vectors,
     resolve_model_name,
 )
+from .service.docs import add_docs_routes
 from .service.explorer import add_explorer_routes
 from .service.indexes import SearchState
 from .service.metrics import Metrics, MetricsMiddleware
@@ -344,6 +345,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         version=_version(),
         description="Word vectors served out of Redis: vectors, similarity, most_similar.",
         lifespan=lifespan,
+        docs_url=None,  # served by add_docs_routes, from vecserve's own files
+        redoc_url=None,
     )
     install_error_handlers(app, settings, metrics)
     app.add_middleware(BodyLimitMiddleware, limit=settings.max_body_bytes)
@@ -354,6 +357,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     _add_similarity_routes(app)
     _add_service_routes(app, metrics)
     add_explorer_routes(app)
+    add_docs_routes(app)
     if keys:
         plain_openapi = app.openapi
 
