@@ -54,10 +54,11 @@ class AppClient:
 
 
 @contextlib.contextmanager
-def running_app(app, *, host: str = "127.0.0.1"):
+def running_app(app, *, host: str = "127.0.0.1", **config):
     """``app`` under a real uvicorn server in a thread, on a listening socket bound here
     and handed to uvicorn (port 0: the kernel picks a port nobody holds); yields its base
-    URL once it serves, and stops it after. The fixture ``live_server`` wraps this."""
+    URL once it serves, and stops it after. ``config``: more of uvicorn's ``Config``
+    arguments. The fixture ``live_server`` wraps this."""
     import socket
     import threading
 
@@ -67,7 +68,7 @@ def running_app(app, *, host: str = "127.0.0.1"):
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((host, 0))
     sock.listen(128)
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", ws="none"))
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", ws="none", **config))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     try:

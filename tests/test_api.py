@@ -104,6 +104,82 @@ def test_health_ready_docs(client, model):
         assert p in paths
 
 
+# -- the OpenAPI document is the contract ------------------------------------------------------
+# (tests/test_openapi_fuzz.py fuzzes the whole document; these pin what it declares)
+
+
+def test_405_lists_every_method_of_the_path(client):
+    for path, methods in {
+        "/most_similar": {"GET", "POST"},
+        "/vectors": {"GET", "POST"},
+        "/most_similar/batch": {"POST"},
+        "/models": {"GET"},
+    }.items():
+        resp = client.request("PATCH", path)
+        assert_error(resp, 405, "HTTPError")
+        assert set(resp.headers["allow"].split(", ")) == methods, path
+
+
+def test_openapi_declares_what_the_service_enforces(make_client, model):
+    client = make_client(max_words=7, max_topn=9, max_batch=5)
+    doc = client.get("/openapi.json").json()
+    schemas = doc["components"]["schemas"]
+
+    def param(path, method, name):
+        ops = doc["paths"][path][method]["parameters"]
+        return next(p for p in ops if p["name"] == name)
+
+    # the settings' limits
+    assert schemas["VectorsRequest"]["properties"]["words"]["maxItems"] == 7
+    assert schemas["MostSimilarRequest"]["properties"]["topn"]["maximum"] == 9
+    assert schemas["MostSimilarQuery"]["properties"]["negative"]["maxItems"] == 7
+    assert schemas["BatchRequest"]["properties"]["queries"]["maxItems"] == 5
+    assert param("/most_similar", "get", "topn")["schema"]["maximum"] == 9
+    assert param("/vectors", "get", "words")["schema"]["maxItems"] == 7
+    # model names, word lists, a query's input, the errors of a body
+    name = param("/vectors", "get", "model")["schema"]["pattern"]
+    assert name == schemas["VectorsRequest"]["properties"]["model"]["pattern"]
+    assert param("/models/{name}", "get", "name")["schema"]["minLength"] == 1
+    words = param("/vectors", "get", "words")
+    assert words["required"] and words["schema"]["minItems"] == 1
+    assert words["schema"]["items"]["pattern"] == "[^,]"
+    assert param("/most_similar", "get", "positive")["required"]
+    assert len(schemas["MostSimilarRequest"]["anyOf"]) == 3
+    assert "anyOf" not in schemas["MostSimilarQuery"]  # a batch reports an empty query
+    assert {"400", "413"} <= set(doc["paths"]["/vectors"]["post"]["responses"])
+    assert "errors" in schemas["BatchResponse"]["required"]
+
+
+@pytest.mark.parametrize(
+    ("method", "url", "kwargs"),
+    [
+        ("get", "/most_similar", {"params": {"negative": "w1"}}),  # positive is required
+        ("get", "/most_similar", {"params": {"positive": "w1", "negative": ","}}),
+        ("get", "/vectors", {"params": [("words", "w1"), ("words", ",")]}),
+        ("post", "/vectors?model=bad%20name", {"json": {"words": ["w1"], "model": "M"}}),
+        ("post", "/most_similar", {"json": {"positive": [-1]}}),
+        ("post", "/most_similar", {"json": {"positive": [{"vector": [7e4] * 16, "dtype": "<f2"}]}}),
+        ("post", "/most_similar", {"json": {"positive": [[]]}}),
+        ("post", "/most_similar/batch", {"json": {"queries": [{"positive": [True]}]}}),
+        ("post", "/doesnt_match", {"json": {"words": ["w1"] * 1001}}),
+    ],
+)
+def test_what_the_document_calls_invalid_is_a_422(client, method, url, kwargs):
+    assert_error(getattr(client, method)(url, **kwargs), 422)
+
+
+def test_what_the_document_calls_valid_is_answered(client):
+    # "" is a word (TOKENS has none: a 404, not a 400 for "no input")
+    assert_error(client.post("/most_similar", json={"negative": ""}), 404, "TokenNotFound")
+    got = client.post("/most_similar", json={"positive": [3.0], "topn": 2}).json()
+    want = client.post("/most_similar", json={"positive": [3], "topn": 2}).json()
+    assert got["results"] == want["results"]  # JSON's 3.0 is the integer 3: a position
+    huge = {"positive": [{"vector": [1e300] * 16}], "topn": 2}  # float32 overflows: NaN
+    resp = client.post("/most_similar", json=huge)
+    assert resp.status_code == 200, resp.text
+    assert resp.json()["results"][0][1] is None, resp.text
+
+
 def test_readyz_without_default_model(make_client, store):
     body = assert_error(make_client(default_model="NOPE").get("/readyz"), 503, "NotReady")
     assert "NOPE" in body["detail"]
@@ -276,9 +352,21 @@ def test_limits(make_client, model):
     assert_error(client.get("/most_similar", params={"positive": "w1", "topn": 6}), 422)
     big = {"words": ["x" * 100] * 30}
     assert_error(client.post("/vectors", json=big), 413, "PayloadTooLarge")
-    wide = {"queries": [{"positive": ["w1", "w2"], "negative": ["w3", "w4"], "topn": 5}]}
-    slot = assert_slot_error(client.post("/most_similar/batch", json=wide), 0, "BadQuery", 422)
-    assert "limit is 3" in slot["detail"]
+    # the limits are the schema's (maxItems, maximum): past them the whole request is a 422
+    wide = {"positive": ["w1", "w2", "w3", "w4"], "topn": 5}
+    body = assert_error(client.post("/most_similar", json=wide), 422, "BadQuery")
+    assert "4 positive items; the limit is 3" in body["detail"]
+    ok = {"positive": ["w1"], "topn": 5}
+    for bad in (
+        wide,
+        {"positive": ["w1"], "negative": ["w2"] * 4},
+        {"positive": ["w1"], "topn": 6},
+    ):
+        batch = {"queries": [ok, bad]}
+        body = assert_error(client.post("/most_similar/batch", json=batch), 422, "BadQuery")
+        assert body["detail"].startswith("queries[1]: ")
+    both = {"positive": ["w1", "w2", "w3"], "negative": ["w4", "w5", "w6"], "topn": 5}
+    assert client.post("/most_similar", json=both).status_code == 200  # each list is within
     small_batch = {"queries": [{"positive": ["w1"]}] * 3}
     assert_error(make_client(max_batch=2).post("/most_similar/batch", json=small_batch), 422)
 

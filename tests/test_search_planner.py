@@ -12,7 +12,7 @@ import pytest
 from vecserve.errors import BadQuery, GenerationChanged, QueryRejected, TokenNotFound
 from vecserve.search.planner import Limits, Planner, Query
 from vecserve.search.snapshot import SimilarityIndex
-from vecserve.search.wire import encode_items, parse_item
+from vecserve.search.wire import check_form, encode_items, parse_item
 
 
 @pytest.fixture
@@ -29,7 +29,13 @@ def test_the_wire_format_round_trips(sim):
     assert parsed[1].dtype == np.float32 and np.array_equal(parsed[1], items[1])
     assert parsed[4][1] == -1.0 and parsed[4][0].dtype == np.float64
     with pytest.raises(BadQuery, match="components"):
-        parse_item([1.0, 2.0], dim=8)
+        parse_item([1.5, 2.0], dim=8)
+    # JSON's 3.0 is the integer 3 (as the OpenAPI schema's "integer" says): a position
+    assert parse_item(3.0, dim=8) == 3 and parse_item([3.0, 2.0], dim=8) == (3, 2.0)
+    assert check_form({"vector": [1.0] * 8, "dtype": "<f2"}) and check_form([[1.0, 2.0], 0.5])
+    for bad in (-1, True, [], [1.0, True], {"vector": [7e4], "dtype": "<f2"}, ["w", "x"]):
+        with pytest.raises(BadQuery, match="is not a word"):
+            check_form(bad)
 
 
 def test_answers_are_the_snapshots(sim):
@@ -56,7 +62,7 @@ def test_the_querys_errors_come_before_any_search(sim, monkeypatch):
         planner.answer(Query(positive=("nope",)))
     with pytest.raises(BadQuery, match="topn=21"):
         planner.answer(Query(positive=("w1",), topn=21))
-    with pytest.raises(BadQuery, match="4 query items"):
+    with pytest.raises(BadQuery, match="4 positive items"):
         planner.answer(Query(positive=("w1", "w2", "w3", "w4")))
     with pytest.raises(QueryRejected, match="no input"):
         planner.answer(Query())

@@ -90,6 +90,9 @@ from .service.responses import (
     vectors_response,
 )
 from .service.schemas import (
+    MODEL_NAME,
+    MODEL_PATH,
+    WORDS_ITEM,
     AnalogyResponse,
     BatchRequest,
     BatchResponse,
@@ -104,8 +107,10 @@ from .service.schemas import (
     SimilarityResponse,
     VectorsRequest,
     VectorsResponse,
+    declare_limits,
 )
 from .service.settings import Settings
+from .store import validate_model_name
 
 __all__ = ["JSON", "NPY", "OCTET", "MostSimilarFastRoute", "VectorsFastRoute", "create_app"]
 
@@ -130,9 +135,16 @@ def _check_words(words: list[str], settings: Settings) -> list[str]:
     return words
 
 
-def _split(values: list[str] | None) -> list[str]:
-    """``?words=a,b&words=c`` -> ``['a', 'b', 'c']`` (empty items dropped)."""
-    return [w for v in values or () for w in v.split(",") if w]
+def _split(values: list[str] | None, name: str = "words") -> list[str]:
+    """``?words=a,b&words=c`` -> ``['a', 'b', 'c']`` (empty words between commas dropped);
+    a repeat of the parameter with no word at all (``?words=a&words=,``) is refused."""
+    out = []
+    for v in values or ():
+        words = [w for w in v.split(",") if w]
+        if not words:
+            raise BadQuery(f"{name}={v!r:.40} holds no word")
+        out += words
+    return out
 
 
 def _vectors(ctx: AppContext, name: str, words: list[str], policy: str, media: str) -> Response:
@@ -159,11 +171,19 @@ def _vectors(ctx: AppContext, name: str, words: list[str], policy: str, media: s
     )
 
 
+def _model_of(body_model: str | None, query_model: str | None, settings: Settings) -> str:
+    """The model a POST asks: its body's ``model``, else the ``model`` parameter, else the
+    default; a name given in either place is checked (InvalidModelName), used or not."""
+    if query_model:
+        validate_model_name(query_model)
+    return resolve_model_name(body_model or query_model, settings)
+
+
 def _typed(q: MostSimilarQuery) -> SearchQuery:
     """The request body's query as the planner's typed query."""
-    return SearchQuery(
-        positive=q.positive or (),
-        negative=q.negative or (),
+    return SearchQuery(  # a string, even "", is one word (gensim's _ensure_list)
+        positive=q.positive if q.positive is not None else (),
+        negative=q.negative if q.negative is not None else (),
         topn=q.topn,
         restrict_vocab=q.restrict_vocab,
         cosmul=q.cosmul,
@@ -245,10 +265,18 @@ def _most_similar_batch(ctx: AppContext, name: str, body: BatchRequest) -> dict:
     """Exact queries in one matrix multiply per group; approximate ones in one index call.
     A query's own error (unknown word, empty query, ...) fills its slot of ``errors``
     (``results`` null there); the others are answered."""
-    if len(body.queries) > ctx.settings.max_batch:  # before the snapshot is mapped
-        raise BadQuery(
-            f"{len(body.queries)} queries in one batch; the limit is {ctx.settings.max_batch}"
-        )
+    s = ctx.settings
+    if len(body.queries) > s.max_batch:  # before the snapshot is mapped
+        raise BadQuery(f"{len(body.queries)} queries in one batch; the limit is {s.max_batch}")
+    for i, q in enumerate(body.queries):  # the schema's limits: the whole request's error
+        if q.topn is not None and q.topn > s.max_topn:
+            raise BadQuery(f"queries[{i}]: topn={q.topn} is over the limit of {s.max_topn}")
+        for field in ("positive", "negative"):
+            items = getattr(q, field)
+            if isinstance(items, list) and len(items) > s.max_words:
+                raise BadQuery(
+                    f"queries[{i}]: {len(items)} {field} items; the limit is {s.max_words}"
+                )
     info = ctx.model(name)
     index = ctx.search.index(info)
     answers = _planner(ctx, info, index).answer_batch([_typed(q) for q in body.queries])
@@ -270,11 +298,14 @@ def _most_similar_batch(ctx: AppContext, name: str, body: BatchRequest) -> dict:
     }
 
 
-def _small_kv(ctx: AppContext, name: str, words: list[str]):
-    """A gensim KeyedVectors of just ``words`` (as stored), for exact-parity small queries."""
+def _small_kv(ctx: AppContext, name: str, words: list[str], *, checked: bool = False):
+    """A gensim KeyedVectors of just ``words`` (as stored), for exact-parity small queries
+    (``words`` checked against the limits here unless ``checked``)."""
     from gensim.models import KeyedVectors
 
-    unique = list(dict.fromkeys(_check_words(words, ctx.settings)))
+    if not checked:
+        _check_words(words, ctx.settings)
+    unique = list(dict.fromkeys(words))
     info, matrix, found, built = fetch_vectors(ctx, name, unique)
     kv = KeyedVectors(info.dim, count=0)
     present = [w for w, ok in zip(unique, found, strict=True) if ok]
@@ -358,15 +389,15 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     _add_service_routes(app, metrics)
     add_explorer_routes(app)
     add_docs_routes(app)
-    if keys:
-        plain_openapi = app.openapi
+    plain_openapi = app.openapi
 
-        def openapi() -> dict:
-            if app.openapi_schema is None:
-                app.openapi_schema = declare_bearer(plain_openapi())
-            return app.openapi_schema
+    def openapi() -> dict:
+        if app.openapi_schema is None:
+            schema = declare_limits(plain_openapi(), settings)
+            app.openapi_schema = declare_bearer(schema) if keys else schema
+        return app.openapi_schema
 
-        app.openapi = openapi  # type: ignore[method-assign]
+    app.openapi = openapi  # type: ignore[method-assign]
     return app
 
 
@@ -377,10 +408,19 @@ def _version() -> str:
 
 
 ModelQuery = Annotated[
-    str | None, Query(description="Model name; default: the service's default model.")
+    str | None,
+    Query(
+        description="Model name; default: the service's default model.",
+        json_schema_extra=MODEL_NAME,
+    ),
 ]
 WordsQuery = Annotated[
-    list[str], Query(description="Comma-separated words (repeat the parameter for more).")
+    list[str],
+    Query(
+        description="Comma-separated words (repeat the parameter for more).",
+        min_length=1,
+        json_schema_extra=WORDS_ITEM,
+    ),
 ]
 _VECTOR_RESPONSES = {
     200: {
@@ -392,6 +432,14 @@ _VECTOR_RESPONSES = {
     **_ERRORS,
 }
 
+
+NegativeQuery = Annotated[
+    list[str],
+    Query(
+        description="Comma-separated words to subtract (repeat the parameter for more).",
+        json_schema_extra=WORDS_ITEM,
+    ),
+]
 
 _FORMAT = Literal["json", "binary", "npy"]
 
@@ -419,7 +467,7 @@ def _add_vector_routes(app: FastAPI) -> None:
         format: _FORMAT | None = None,
     ):
         """Vectors of a JSON list of words (any characters, commas included)."""
-        name = resolve_model_name(body.model or model, ctx.settings)
+        name = _model_of(body.model, model, ctx.settings)
         media = negotiate(request.headers.get("accept"), format)
         return await ctx.run(_vectors, ctx, name, body.words, body.missing, media)
 
@@ -518,17 +566,19 @@ class MostSimilarFastRoute(_FastRoute):
             return None
         if params.get("approx", "").lower() not in ("true", "1"):
             return None
+        if not params.getlist("positive"):  # required: the FastAPI route answers the 422
+            return None
         topn = params.get("topn", "10")
         if not (topn.isascii() and topn.isdigit()):
             return None
         try:
             return MostSimilarQuery(
-                positive=_split(params.getlist("positive")),
-                negative=_split(params.getlist("negative")),
+                positive=_split(params.getlist("positive"), "positive"),
+                negative=_split(params.getlist("negative"), "negative"),
                 topn=int(topn),
                 approx=True,
             )
-        except ValidationError:  # the FastAPI route words the 422
+        except (ValidationError, BadQuery):  # the FastAPI route words the 422
             return None
 
     async def handle(self, scope, receive, send) -> None:
@@ -573,8 +623,10 @@ def _add_similarity_routes(app: FastAPI) -> None:
     @app.post("/n_similarity", response_model=SimilarityResponse, responses=responses)
     def n_similarity(ctx: ContextDep, body: NSimilarityRequest, model: ModelQuery = None):
         """Cosine of the means of two word lists; missing words are skipped, as gensim does."""
-        name = resolve_model_name(body.model or model, ctx.settings)
-        info, kv, missing, _ = _small_kv(ctx, name, body.ws1 + body.ws2)
+        name = _model_of(body.model, model, ctx.settings)
+        _check_words(body.ws1, ctx.settings)  # each list within the limit
+        _check_words(body.ws2, ctx.settings)
+        info, kv, missing, _ = _small_kv(ctx, name, body.ws1 + body.ws2, checked=True)
         if not any(w in kv for w in body.ws1) or not any(w in kv for w in body.ws2):
             raise missing_error(name, missing)
         value = float(kv.n_similarity(body.ws1, body.ws2))
@@ -591,17 +643,18 @@ def _add_similarity_routes(app: FastAPI) -> None:
     def most_similar_get(
         ctx: ContextDep,
         name: ModelName,
-        positive: WordsQuery = (),
-        negative: WordsQuery = (),
+        positive: WordsQuery,
+        negative: NegativeQuery = (),
         topn: Annotated[int, Query(ge=0)] = 10,
         restrict_vocab: Annotated[int | None, Query(ge=0)] = None,
         cosmul: bool = False,
         approx: bool = False,
     ):
-        """Words most similar to ``positive`` minus ``negative`` (gensim ``most_similar``)."""
+        """Words most similar to ``positive`` minus ``negative`` (gensim ``most_similar``);
+        a query of ``negative`` words only: ``POST /most_similar``."""
         q = MostSimilarQuery(
-            positive=_split(list(positive)),
-            negative=_split(list(negative)),
+            positive=_split(list(positive), "positive"),
+            negative=_split(list(negative), "negative"),
             topn=topn,
             restrict_vocab=restrict_vocab,
             cosmul=cosmul,
@@ -615,14 +668,14 @@ def _add_similarity_routes(app: FastAPI) -> None:
     @app.post("/most_similar", response_model=MostSimilarResponse, responses=responses)
     def most_similar_post(ctx: ContextDep, body: MostSimilarRequest, model: ModelQuery = None):
         """most_similar with words, positions, vectors and ``[item, weight]`` pairs."""
-        name = resolve_model_name(body.model or model, ctx.settings)
+        name = _model_of(body.model, model, ctx.settings)
         return json_response(_most_similar(ctx, name, body))
 
     @app.post("/most_similar/batch", response_model=BatchResponse, responses=responses)
     def most_similar_batch(ctx: ContextDep, body: BatchRequest, model: ModelQuery = None):
         """Many most_similar queries answered together (one matrix multiply per group;
         ``approx`` queries in one approximate-index search)."""
-        name = resolve_model_name(body.model or model, ctx.settings)
+        name = _model_of(body.model, model, ctx.settings)
         return json_response(_most_similar_batch(ctx, name, body))
 
     def _doesnt_match(ctx: AppContext, name: str, words: list[str]) -> Response:
@@ -643,7 +696,7 @@ def _add_similarity_routes(app: FastAPI) -> None:
     @app.post("/doesnt_match", response_model=DoesntMatchResponse, responses=responses)
     def doesnt_match_post(ctx: ContextDep, body: DoesntMatchRequest, model: ModelQuery = None):
         """The word that does not go with the others, words in a JSON body."""
-        return _doesnt_match(ctx, resolve_model_name(body.model or model, ctx.settings), body.words)
+        return _doesnt_match(ctx, _model_of(body.model, model, ctx.settings), body.words)
 
     @app.get("/analogy", response_model=AnalogyResponse, responses=responses)
     def analogy(
@@ -672,7 +725,10 @@ def _add_service_routes(app: FastAPI, metrics: Metrics) -> None:
         return json_response({"models": [_model_dict(m, ctx.settings) for m in models]})
 
     @app.get("/models/{name}", responses=_ERRORS)
-    def get_model(ctx: ContextDep, name: Annotated[str, Path(description="Model name.")]):
+    def get_model(
+        ctx: ContextDep,
+        name: Annotated[str, Path(description="Model name.", json_schema_extra=MODEL_PATH)],
+    ):
         """A model's metadata (dim, codec, count, generation, source) and index status."""
         resolve_model_name(name, ctx.settings)
         info = ctx.model(name, fresh=True)

@@ -14,6 +14,7 @@ gensim's exact results. Kept apart from the lookups so each module stays one con
 from __future__ import annotations
 
 import json
+import math
 import urllib.error
 import urllib.request
 import warnings
@@ -200,9 +201,9 @@ class WholeMatrixCalls:
             if err is not None:
                 answers.append(self._error_of(err, err.get("status", 400), cosmul=q["cosmul"]))
             elif q["topn"] is None:
-                answers.append(np.asarray(r, dtype=REAL))
+                answers.append(_scores(r))
             else:
-                answers.append([(k, float(s)) for k, s in r])
+                answers.append(_pairs(r))
         return answers
 
     def most_similar_cosmul(self, positive=None, negative=None, topn=10, restrict_vocab=None):
@@ -309,8 +310,18 @@ class WholeMatrixCalls:
 def _answer(out: dict):
     """A ``/most_similar`` reply as gensim returns it: pairs, or the similarity array."""
     if "similarities" in out:
-        return np.asarray(out["similarities"], dtype=REAL)
-    return [(k, float(s)) for k, s in out["results"]]
+        return _scores(out["similarities"])
+    return _pairs(out["results"])
+
+
+def _scores(values: list) -> np.ndarray:
+    """The service's similarities as gensim's array (its null: NaN, JSON has none)."""
+    return np.array([math.nan if v is None else v for v in values], dtype=REAL)
+
+
+def _pairs(results: list) -> list:
+    """The service's ``[word, cosine]`` pairs as gensim's tuples (null: NaN)."""
+    return [(k, math.nan if s is None else float(s)) for k, s in results]
 
 
 def _is_query_error(exc: Exception) -> bool:

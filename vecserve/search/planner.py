@@ -32,6 +32,7 @@ Redis itself. The snapshot (``index``) and the approximate indexes (``ann``, an
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -47,6 +48,19 @@ __all__ = ["QUERY_ERRORS", "Answer", "Limits", "Planner", "Query"]
 #: the errors that are one query's own (its words, items, limits), raised by
 #: :meth:`Planner.plan` before any search: a batch reports them in the query's slot
 QUERY_ERRORS = (BadQuery, QueryRejected, TokenNotFound)
+
+
+def _quiet_overflow(method):
+    """Run ``method`` with NumPy's floating-point warnings off: a caller's vector whose
+    components overflow float32 makes gensim's arithmetic give NaN scores (the answer
+    holds them: null in JSON), not a warning per query in the service's log."""
+
+    @functools.wraps(method)
+    def quiet(*args, **kwargs):
+        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+            return method(*args, **kwargs)
+
+    return quiet
 
 
 @dataclass(frozen=True)
@@ -149,10 +163,9 @@ class Planner:
         neg = self._items(q.negative, q, oov)
         if oov:
             pos, neg = self._subword_items(oov, pos, neg)
-        if len(pos) + len(neg) > self.limits.max_words:
-            raise BadQuery(
-                f"{len(pos) + len(neg)} query items; the limit is {self.limits.max_words}"
-            )
+        for name, items in (("positive", pos), ("negative", neg)):
+            if len(items) > self.limits.max_words:  # each list: what the schema declares
+                raise BadQuery(f"{len(items)} {name} items; the limit is {self.limits.max_words}")
         if not pos and not neg:
             raise QueryRejected("cannot compute mean with no input: give positive and/or negative")
         if q.cosmul and not pos:
@@ -183,6 +196,7 @@ class Planner:
 
     # -- answering ------------------------------------------------------------------------
 
+    @_quiet_overflow
     def answer(self, q: Query) -> Answer:
         """One query's answer (raises the query's errors before searching)."""
         plan = self.plan(q)
@@ -210,6 +224,7 @@ class Planner:
             out.results = result
         return out
 
+    @_quiet_overflow
     def answer_batch(self, queries: Sequence[Query]) -> list[Answer | Exception]:
         """Many queries: exact ones in one matrix multiply per group, approximate ones in
         one index call; each query's own error (:data:`QUERY_ERRORS`: an unknown word,
@@ -265,6 +280,7 @@ class Planner:
             return True
         return self.ann is None or self.ann.ready_index(self.index) is None
 
+    @_quiet_overflow
     def answer_many(self, queries: Sequence[Query]) -> list[Answer | Exception]:
         """Each query's :meth:`answer`, the same answer (fields, words, scores to the bit)
         or the error it raises, as if asked alone; unrelated callers' queries coalesced

@@ -27,28 +27,61 @@ import numpy as np
 
 from ..errors import BadQuery
 
-__all__ = ["ITEM_SCHEMA", "encode_items", "parse_item"]
+__all__ = ["COSMUL_ITEM_SCHEMA", "ITEM_SCHEMA", "check_form", "encode_items", "parse_item"]
 
+_F2_MAX, _F4_MAX = 65504.0, 3.4028234663852886e38
 _VECTOR_SCHEMA = {
     "type": "object",
     "properties": {
-        "vector": {"type": "array", "items": {"type": "number"}},
+        "vector": {"type": "array", "items": {"type": "number"}, "minItems": 1},
         "dtype": {"type": "string", "enum": ["<f2", "<f4", "<f8"]},
     },
     "required": ["vector"],
     "additionalProperties": False,
-    "description": "a vector of dim numbers",
+    "description": "a vector of dim numbers (each within its dtype's range)",
+    "anyOf": [
+        {"not": {"required": ["dtype"]}},
+        {"properties": {"dtype": {"const": "<f8"}}},
+        {
+            "properties": {
+                "dtype": {"const": "<f4"},
+                "vector": {"items": {"minimum": -_F4_MAX, "maximum": _F4_MAX}},
+            }
+        },
+        {
+            "properties": {
+                "dtype": {"const": "<f2"},
+                "vector": {"items": {"minimum": -_F2_MAX, "maximum": _F2_MAX}},
+            }
+        },
+    ],
 }
+_WORD_SCHEMA = {"type": "string", "description": "a word"}
+_BARE_VECTOR_SCHEMA = {
+    "type": "array",
+    "items": {"type": "number"},
+    "minItems": 1,
+    "description": "a bare vector of dim numbers (<f8)",
+}
+#: what most_similar_cosmul takes: words and vectors (no positions, no weights)
+COSMUL_ITEM_SCHEMA = {"anyOf": [_WORD_SCHEMA, _VECTOR_SCHEMA, _BARE_VECTOR_SCHEMA]}
 ITEM_SCHEMA = {
     "anyOf": [
-        {"type": "string", "description": "a word"},
+        _WORD_SCHEMA,
         {"type": "integer", "minimum": 0, "description": "a position in the vocabulary"},
         _VECTOR_SCHEMA,
-        {"type": "array", "items": {"type": "number"}, "description": "a bare vector (<f8)"},
+        _BARE_VECTOR_SCHEMA,
         {
             "type": "array",
             "prefixItems": [
-                {"anyOf": [{"type": "string"}, {"type": "integer", "minimum": 0}, _VECTOR_SCHEMA]},
+                {
+                    "anyOf": [
+                        {"type": "string"},
+                        {"type": "integer", "minimum": 0},
+                        _VECTOR_SCHEMA,
+                        _BARE_VECTOR_SCHEMA,
+                    ]
+                },
                 {"type": "number"},
             ],
             "minItems": 2,
@@ -61,6 +94,61 @@ ITEM_SCHEMA = {
 
 def _is_number(x: Any) -> bool:
     return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+
+#: the largest component of a vector of each dtype (finite)
+_LARGEST = {"<f2": _F2_MAX, "<f4": _F4_MAX, "<f8": math.inf}
+
+
+def _vector_form(values: Any, dtype: Any = "<f8") -> bool:
+    return (
+        isinstance(values, list)
+        and len(values) > 0
+        and dtype in _LARGEST
+        and all(_is_number(x) and abs(x) <= _LARGEST[dtype] for x in values)
+    )
+
+
+def check_form(item: Any, *, head: bool = False) -> Any:
+    """``item`` if it has one of the forms of :data:`ITEM_SCHEMA` (whatever the model:
+    a vector's length is checked by :func:`parse_item`), else :class:`BadQuery`.
+
+    >>> check_form(["king", 2.0])
+    ['king', 2.0]
+    """
+    ok = False
+    if isinstance(item, str) or _is_position(item):
+        ok = True
+    elif isinstance(item, dict):
+        ok = set(item) <= {"vector", "dtype"} and _vector_form(
+            item.get("vector"), item.get("dtype", "<f8")
+        )
+    elif isinstance(item, list):
+        ok = _vector_form(item) or (
+            not head and len(item) == 2 and _is_number(item[1]) and _is_ok(item[0], head=True)
+        )
+    if not ok:
+        raise BadQuery(
+            f"query item {item!r:.80} is not a word, a vocabulary position, a vector, "
+            "or [item, weight]"
+        )
+    return item
+
+
+def _is_position(x: Any) -> bool:
+    """A vocabulary position: an int >= 0, or a float with an integer value (JSON's
+    ``3.0`` is the integer 3)."""
+    if isinstance(x, bool):
+        return False
+    return (isinstance(x, int) or (isinstance(x, float) and x.is_integer())) and x >= 0
+
+
+def _is_ok(item: Any, *, head: bool) -> bool:
+    try:
+        check_form(item, head=head)
+    except BadQuery:
+        return False
+    return True
 
 
 _DTYPES = {"<f2": np.float16, "<f4": np.float32, "<f8": np.float64}
@@ -89,6 +177,8 @@ def parse_item(item: Any, *, dim: int, weighted_ok: bool = True):
         return item
     if isinstance(item, int) and not isinstance(item, bool):
         return item
+    if isinstance(item, float) and _is_position(item):  # JSON's 3.0 is the integer 3
+        return int(item)
     if isinstance(item, dict) and set(item) <= {"vector", "dtype"} and "vector" in item:
         return _vector(item["vector"], dim, item.get("dtype", "<f8"))
     if isinstance(item, list) and item:
@@ -97,10 +187,7 @@ def parse_item(item: Any, *, dim: int, weighted_ok: bool = True):
             weighted_ok
             and len(item) == 2
             and _is_number(item[1])
-            and (
-                isinstance(first, (str, list, dict))
-                or (isinstance(first, int) and not isinstance(first, bool) and dim != 2)
-            )
+            and (isinstance(first, (str, list, dict)) or (_is_position(first) and dim != 2))
         )
         if pair:
             if not math.isfinite(item[1]):

@@ -33,6 +33,7 @@ from ..errors import ModelNotFound, StoreUnavailable
 from ..reader import Lookup, Reader
 from ..store import ModelInfo, Store, validate_model_name
 from .metrics import Metrics
+from .schemas import MODEL_NAME
 from .settings import Settings
 
 __all__ = [
@@ -251,7 +252,10 @@ async def get_model_name(
     settings: SettingsDep,
     model: Annotated[
         str | None,
-        Query(description="Model name; default: the service's configured default model."),
+        Query(
+            description="Model name; default: the service's configured default model.",
+            json_schema_extra=MODEL_NAME,
+        ),
     ] = None,
 ) -> str:
     return resolve_model_name(model, settings)

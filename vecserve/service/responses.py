@@ -30,6 +30,7 @@ from fastapi import FastAPI, HTTPException, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Match
 
 from ..errors import (
     BadQuery,
@@ -173,12 +174,28 @@ def install_error_handlers(app: FastAPI, settings: Settings, metrics: Metrics) -
     @app.exception_handler(StarletteHTTPException)
     async def httperror_response(request: Request, exc: StarletteHTTPException):
         detail = exc.detail if isinstance(exc.detail, str) else str(exc.detail)
-        return error_response(exc.status_code, "HTTPError", detail, headers=exc.headers)
+        headers = exc.headers
+        if exc.status_code == 405:  # the router names the first route's methods only
+            headers = {**(headers or {}), "Allow": ", ".join(allowed_methods(request))}
+        return error_response(exc.status_code, "HTTPError", detail, headers=headers)
 
     @app.exception_handler(Exception)
     async def internalerror_response(request: Request, exc: Exception):
         log.exception("unhandled error on %s %s", request.method, request.url.path)
         return error_response(500, "InternalError", "internal server error (see the service log)")
+
+
+def allowed_methods(request: Request) -> list[str]:
+    """Every method some route of the app answers on ``request``'s path (a path taken by
+    a GET route and a POST route answers 405 with both in ``Allow``), in a fixed order."""
+    scope = {**request.scope, "method": "GET"}
+    methods: set[str] = set()
+    for route in request.app.router.routes:
+        route_methods = getattr(route, "methods", None)
+        if route_methods and route.matches(scope)[0] is not Match.NONE:
+            methods |= set(route_methods)
+    order = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
+    return sorted(methods, key=lambda m: (order.index(m) if m in order else len(order), m))
 
 
 class BodyLimitMiddleware:

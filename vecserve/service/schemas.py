@@ -6,11 +6,14 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, WithJsonSchema
 
-from ..search.wire import ITEM_SCHEMA
+from ..search.wire import COSMUL_ITEM_SCHEMA, ITEM_SCHEMA, check_form
 
 __all__ = [
+    "MODEL_NAME",
+    "MODEL_PATH",
+    "WORDS_ITEM",
     "AnalogyResponse",
     "BatchRequest",
     "BatchResponse",
@@ -26,6 +29,7 @@ __all__ = [
     "SimilarityResponse",
     "VectorsRequest",
     "VectorsResponse",
+    "declare_limits",
 ]
 
 #: what a response's ``subwords`` lists
@@ -36,13 +40,135 @@ SUBWORDS = (
 
 MissingPolicy = Literal["omit", "zeros", "error"]
 
-QueryItem = Annotated[Any, WithJsonSchema(ITEM_SCHEMA)]
+# What the service enforces, declared in the OpenAPI document so that a client generated
+# from it sends nothing the service refuses. Limits that are settings (``max_words``,
+# ``max_topn``, ``max_batch``) are written into the document by :func:`declare_limits`.
+
+_NAME = r"(?![Vv][Ee][Cc][Ss][Ee][Rr][Vv][Ee]$)[A-Za-z0-9][A-Za-z0-9_.-]{0,127}"
+#: a model name (``validate_model_name``: 1-128 letters, digits, ``_.-``, not the reserved
+#: ``vecserve``), or empty for the service's default model
+MODEL_NAME = {"pattern": f"^(?:{_NAME})?$", "maxLength": 128}
+#: a model name in a path (never empty)
+MODEL_PATH = {"pattern": f"^{_NAME}$", "minLength": 1, "maxLength": 128}
+#: one repeat of a comma-separated query parameter: at least one word
+WORDS_ITEM = {"items": {"type": "string", "pattern": "[^,]"}}
+
+_SOME = {"anyOf": [{"type": "string"}, {"type": "array", "minItems": 1}]}
+#: a most_similar query needs input: ``positive`` or ``negative`` not empty (gensim:
+#: "cannot compute mean with no input"); cosmul needs ``positive`` and takes words and
+#: vectors only (an absent ``cosmul`` is false)
+QUERY_NEEDS_INPUT = [
+    {"required": ["positive"], "properties": {"positive": _SOME, "cosmul": {"const": False}}},
+    {"required": ["negative"], "properties": {"negative": _SOME, "cosmul": {"const": False}}},
+    {
+        "required": ["positive", "cosmul"],
+        "properties": {
+            "cosmul": {"const": True},
+            "positive": {
+                "anyOf": [
+                    {"type": "string"},
+                    {"type": "array", "minItems": 1, "items": COSMUL_ITEM_SCHEMA},
+                ]
+            },
+            "negative": {
+                "anyOf": [
+                    {"type": "string"},
+                    {"type": "null"},
+                    {"type": "array", "items": COSMUL_ITEM_SCHEMA},
+                ]
+            },
+        },
+    },
+]
+
+#: where the settings' limits apply: component schema -> {property: setting}
+_BODY_LIMITS = {
+    "VectorsRequest": {"words": "max_words"},
+    "DoesntMatchRequest": {"words": "max_words"},
+    "NSimilarityRequest": {"ws1": "max_words", "ws2": "max_words"},
+    "MostSimilarQuery": {"positive": "max_words", "negative": "max_words", "topn": "max_topn"},
+    "MostSimilarRequest": {"positive": "max_words", "negative": "max_words", "topn": "max_topn"},
+    "BatchRequest": {"queries": "max_batch"},
+}
+#: query parameters: name -> setting
+_PARAM_LIMITS = {
+    "words": "max_words",
+    "positive": "max_words",
+    "negative": "max_words",
+    "topn": "max_topn",
+}
+
+
+def declare_limits(openapi: dict, settings) -> dict:
+    """``openapi`` with the service's limits (``settings.max_words``: ``maxItems`` of each
+    word or item list; ``max_topn``: ``maximum`` of ``topn``; ``max_batch``: ``maxItems``
+    of a batch's queries) written where they apply; what the service refuses past them is
+    a 422 for the whole request. Operations with a body also declare its 400 (unreadable)
+    and 413 (too large)."""
+
+    def limit(schema: dict, setting: str) -> None:
+        key = "maximum" if setting == "max_topn" else "maxItems"
+        schema[key] = getattr(settings, setting)
+
+    components = openapi.get("components", {}).get("schemas", {})
+    for name, fields in _BODY_LIMITS.items():
+        props = components.get(name, {}).get("properties", {})
+        for field, setting in fields.items():
+            if field in props:
+                limit(props[field], setting)
+    error = {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorBody"}}}
+    body_errors = {
+        "400": "The body cannot be read (not JSON, not UTF-8).",
+        "413": f"The body is over {settings.max_body_bytes} bytes.",
+    }
+    for operations in openapi.get("paths", {}).values():
+        for op in operations.values():
+            if "requestBody" in op:
+                for status, text in body_errors.items():
+                    op["responses"].setdefault(status, {"description": text, "content": error})
+            for param in op.get("parameters", ()):
+                setting = _PARAM_LIMITS.get(param["name"])
+                if setting and param.get("in") == "query":
+                    limit(param["schema"], setting)
+    return openapi
+
+
+#: a query item: its form checked when the request is read (a malformed item is the whole
+#: request's 422, also in a batch); its fit to the model (a vector's length) when planned
+QueryItem = Annotated[Any, AfterValidator(check_form), WithJsonSchema(ITEM_SCHEMA)]
+NOT_A_NUMBER = (
+    "null where the arithmetic gives no number (NaN or infinity: a zero vector, a query "
+    "vector whose components overflow float32), as gensim's answer holds it"
+)
+#: a score: gensim's float, or null for NaN and infinities (JSON has neither)
+Score = Annotated[
+    float | None,
+    WithJsonSchema({"type": ["number", "null"], "description": f"A cosine; {NOT_A_NUMBER}."}),
+]
+#: ``[word, cosine]`` (declared without ``prefixItems``: Schemathesis 4.32 cannot check a
+#: response against a tuple schema)
+Pair = Annotated[
+    tuple[str, float | None],
+    WithJsonSchema(
+        {
+            "type": "array",
+            "items": {"anyOf": [{"type": "string"}, {"type": "number"}, {"type": "null"}]},
+            "minItems": 2,
+            "maxItems": 2,
+            "description": f"[word, cosine]; the cosine {NOT_A_NUMBER}",
+        }
+    ),
+]
 
 
 class _Body(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    model: str | None = Field(None, description="Model name; default: the service's default.")
+    model: str | None = Field(
+        None,
+        description="Model name; default: the service's default.",
+        json_schema_extra=MODEL_NAME,
+    )
 
 
 class VectorsRequest(_Body):
@@ -76,7 +202,12 @@ class MostSimilarQuery(BaseModel):
 
 
 class MostSimilarRequest(MostSimilarQuery):
-    model: str | None = None
+    """One most_similar query: ``positive`` and/or ``negative`` not empty; with
+    ``cosmul``, ``positive`` not empty and every item a word or a vector."""
+
+    model_config = ConfigDict(json_schema_extra={"anyOf": QUERY_NEEDS_INPUT})
+
+    model: str | None = Field(None, json_schema_extra=MODEL_NAME)
 
 
 class BatchRequest(_Body):
@@ -86,8 +217,8 @@ class BatchRequest(_Body):
 class MostSimilarResponse(BaseModel):
     model: str
     generation: int
-    results: list[tuple[str, float]] | None = None
-    similarities: list[float] | None = None
+    results: list[Pair] | None = None
+    similarities: list[Score] | None = None
     approximate: bool = False
     approximate_status: str | None = Field(
         None,
@@ -120,7 +251,7 @@ class BatchResponse(BaseModel):
 
     model: str
     generation: int
-    results: list[list[tuple[str, float]] | list[float] | None] = Field(
+    results: list[list[Pair] | list[Score] | None] = Field(
         description="Per query: `[word, cosine]` pairs best first, every similarity "
         "(`topn` null), or null where the query failed (see `errors`)."
     )
@@ -135,7 +266,7 @@ class BatchResponse(BaseModel):
 class SimilarityResponse(BaseModel):
     model: str
     generation: int
-    similarity: float
+    similarity: Score
     missing: list[str] = []
     subwords: list[str] | None = Field(None, description=SUBWORDS)
 
