@@ -5,11 +5,15 @@ document calls valid is accepted and every one it calls invalid refused, answers
 their declared status codes, content types, headers and schemas, ``405`` answers list
 the path's methods in ``Allow``.
 
-Phases: examples and fuzzing, a fixed seed and a bounded number of cases per operation
-(about 30 s on the 2-core box). The coverage phase is left out: in Schemathesis 4.32 it
-crashes inside the tool on this document (DESIGN.md). What the document cannot say, this
+Phases: examples, coverage (every keyword's boundary and violation) and fuzzing, a fixed
+seed and a bounded number of cases per operation (about 20 s on the 2-core box). One
+worker: with two, the coverage phase of Schemathesis 4.32.5 crashes inside the tool now
+and then (a race in Hypothesis' lambda-source cache: "AST constructor recursion depth
+mismatch"), which is what DESIGN.md saw. What the document cannot say, this
 test pins for its own service: a vector's length is the model's dimension (``DIM``,
-written into the document the tool reads); the transport's limits are set out of the way:
+written into the single query's schema of the document the tool reads: in a batch, a
+vector of another length is that query's error, reported in its slot, so there any length
+is valid); the transport's limits are set out of the way:
 the request body (``max_body_bytes``, answered 413) and the request line (uvicorn's
 httptools refuses one over 64 KiB with a plain-text 400 before the app sees it; the tool
 sends up to ``max_words`` long words in a GET, so the server here is uvicorn's h11 with a
@@ -75,7 +79,7 @@ def pin_vector_length(node, dim: int) -> None:
 
 def test_the_service_keeps_its_openapi_contract(base_url, tmp_path):
     doc = httpx.get(f"{base_url}/openapi.json").json()
-    pin_vector_length(doc, DIM)
+    pin_vector_length(doc["components"]["schemas"]["MostSimilarRequest"], DIM)
     schema = tmp_path / "openapi.json"
     schema.write_text(json.dumps(doc))
     st = shutil.which("schemathesis", path=str(sys.prefix) + "/bin") or "schemathesis"
@@ -88,13 +92,13 @@ def test_the_service_keeps_its_openapi_contract(base_url, tmp_path):
         "--checks",
         "all",
         "--phases",
-        "examples,fuzzing",
+        "examples,coverage,fuzzing",
         "--max-examples",
         str(MAX_EXAMPLES),
         "--seed",
         str(SEED),
         "--workers",
-        "2",
+        "1",
         "--generation-database",
         "none",
         "--no-color",

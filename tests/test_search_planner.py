@@ -33,7 +33,15 @@ def test_the_wire_format_round_trips(sim):
     # JSON's 3.0 is the integer 3 (as the OpenAPI schema's "integer" says): a position
     assert parse_item(3.0, dim=8) == 3 and parse_item([3.0, 2.0], dim=8) == (3, 2.0)
     assert check_form({"vector": [1.0] * 8, "dtype": "<f2"}) and check_form([[1.0, 2.0], 0.5])
-    for bad in (-1, True, [], [1.0, True], {"vector": [7e4], "dtype": "<f2"}, ["w", "x"]):
+    for bad in (
+        -1,
+        True,
+        [],
+        [1.0, True],
+        {"vector": [7e4], "dtype": "<f2"},
+        ["w", "x"],
+        {"vector": [1.0], "dtype": {}},
+    ):
         with pytest.raises(BadQuery, match="is not a word"):
             check_form(bad)
 

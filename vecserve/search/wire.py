@@ -104,6 +104,7 @@ def _vector_form(values: Any, dtype: Any = "<f8") -> bool:
     return (
         isinstance(values, list)
         and len(values) > 0
+        and isinstance(dtype, str)
         and dtype in _LARGEST
         and all(_is_number(x) and abs(x) <= _LARGEST[dtype] for x in values)
     )

@@ -6,7 +6,15 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, WithJsonSchema
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    StrictBool,
+    WithJsonSchema,
+)
 
 from ..search.wire import COSMUL_ITEM_SCHEMA, ITEM_SCHEMA, check_form
 
@@ -188,6 +196,20 @@ class VectorsResponse(BaseModel):
     subwords: list[str] | None = Field(None, description=SUBWORDS)
 
 
+def _json_integer(value: Any) -> Any:
+    """A JSON integer as the schema's ``integer`` means it (``10`` or ``10.0``), not a
+    string or a boolean (which pydantic's lax mode would take)."""
+    if isinstance(value, (bool, str)):
+        raise ValueError("must be an integer")
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+#: an integer >= 0 in a JSON body: exactly what the schema's ``integer`` accepts
+Count = Annotated[int, Field(ge=0), BeforeValidator(_json_integer)]
+
+
 class MostSimilarQuery(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -195,10 +217,10 @@ class MostSimilarQuery(BaseModel):
         None, description="Items to add: words, positions, vectors, [item, weight]."
     )
     negative: list[QueryItem] | str | None = Field(None, description="Items to subtract.")
-    topn: int | None = Field(10, ge=0, description="null = similarities of every key.")
-    restrict_vocab: int | None = Field(None, ge=0)
-    cosmul: bool = Field(False, description="3CosMul (most_similar_cosmul).")
-    approx: bool = Field(False, description="Use the ANN index when one is built.")
+    topn: Count | None = Field(10, description="null = similarities of every key.")
+    restrict_vocab: Count | None = None
+    cosmul: StrictBool = Field(False, description="3CosMul (most_similar_cosmul).")
+    approx: StrictBool = Field(False, description="Use the ANN index when one is built.")
 
 
 class MostSimilarRequest(MostSimilarQuery):
