@@ -14,13 +14,15 @@ endpoint                                 answers
 ``GET /similarity``                      cosine of two words (gensim ``similarity``)
 ``POST /n_similarity``                   cosine of two word-set means
 ``GET|POST /most_similar``               gensim ``most_similar`` / ``_cosmul``
-``POST /most_similar/batch``             many most_similar queries, one matrix multiply
+``POST /most_similar/batch``             many queries, one matrix multiply; each its answer
+                                         or its own error
 ``GET|POST /doesnt_match``               the odd word out
 ``GET /analogy``                         a is to b as c is to ?
 ``GET /models``, ``GET /models/{name}``  registry metadata, index and ANN status
 ``GET /healthz``, ``/readyz``            process up; store reachable + default model
 ``GET /metrics``                         Prometheus text format
 ``GET /``, ``GET /static/{name}``        the explorer page (no API key needed)
+``GET /docs``, ``GET /redoc``            the OpenAPI document's pages, offline
 =======================================  ===============================================
 
 ``GET /vectors`` is answered by :class:`VectorsFastRoute`, a plain route ahead of the
@@ -31,7 +33,12 @@ Every error is a JSON body ``{"error": <class>, "detail": <message>}``: unknown 
 word 404, malformed input 422, a query that cannot be answered 400, Redis down 503 with
 ``Retry-After``, never a stack trace. The query planning (exact or approximate, the IVF
 shortcut, fastText subword items) is :mod:`vecserve.search.planner`'s; this module only
-speaks HTTP. An internal error is a 500, never a 400.
+speaks HTTP. An internal error is a 500, never a 400. In a batch, a query's own error
+(unknown word, empty query) is reported in its slot and the others are answered.
+
+``/openapi.json`` is the contract: what the service refuses, it declares (the settings'
+limits are written into it by :func:`~vecserve.service.schemas.declare_limits`), and a
+request it calls valid is answered.
 
 >>> app = create_app(Settings(redis_url="redis://localhost:6379/0"))   # doctest: +SKIP
 >>> with TestClient(app) as client:                                     # doctest: +SKIP
