@@ -23,6 +23,7 @@ from numbers import Integral
 import numpy as np
 
 from .errors import ModelNotFound, SimilarityServiceError, TokenNotFound, VecserveError
+from .search.planner import QUERY_ERRORS
 from .search.snapshot import (
     SimilarityIndex,
     ensure_list,
@@ -328,7 +329,7 @@ def _is_query_error(exc: Exception) -> bool:
     """An error of one query's own arguments, as :meth:`most_similar` raises it: a
     ``KeyError`` (an unknown word) or ``ValueError`` (an empty query, a vector of the
     wrong size); not vecserve's errors of the store, the model or the snapshot."""
-    if isinstance(exc, TokenNotFound):
+    if isinstance(exc, QUERY_ERRORS):  # vecserve's own: a word, an empty query, an item
         return True
     return isinstance(exc, (KeyError, ValueError)) and not isinstance(exc, VecserveError)
 
