@@ -98,13 +98,13 @@ class WholeMatrixCalls:
                 status=exc.code,
             )
         if 400 <= exc.code < 500:
-            return self._error_of(err, exc.code, cosmul=cosmul, default=str(exc))
+            return self._error_of(err, cosmul=cosmul, default=str(exc))
         detail = str(err.get("detail", exc))
         return SimilarityServiceError(
             f"similarity service {url}: HTTP {exc.code}: {detail}", status=exc.code
         )
 
-    def _error_of(self, err: dict, status: int, *, cosmul: bool, default: str = "") -> Exception:
+    def _error_of(self, err: dict, *, cosmul: bool, default: str = "") -> Exception:
         """The exception gensim raises for a query the service refused with JSON ``err``
         (a single call's body or a batch's slot): TokenNotFound, ModelNotFound, or
         ``ValueError`` for any other 4xx."""
@@ -200,7 +200,7 @@ class WholeMatrixCalls:
         answers: list = []
         for q, r, err in zip(asked, out["results"], errors, strict=True):
             if err is not None:
-                answers.append(self._error_of(err, err.get("status", 400), cosmul=q["cosmul"]))
+                answers.append(self._error_of(err, cosmul=q["cosmul"]))
             elif q["topn"] is None:
                 answers.append(_scores(r))
             else:
