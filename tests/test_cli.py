@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -42,7 +43,10 @@ def test_load_models_info_get_delete(env, small_bin):
     assert info["count"] == 500 and info["dim"] == 20 and info["prefix"] == "SMALL"
     got = json.loads(run("get", "w1", "café", "--key", "SMALL", "--json", env=env).stdout)
     assert np.allclose(got["w1"], vectors[1]) and np.allclose(got["café"], vectors[497])
-    assert "deleted SMALL (500 vectors)" in run("models", "delete", "SMALL", env=env).stdout
+    refused = run("models", "delete", "SMALL", env=env, check=False)  # stdin is no terminal
+    assert refused.returncode == 1 and "pass --yes" in refused.stderr
+    assert "SMALL" in run("models", env=env).stdout
+    assert "deleted SMALL (500 vectors)" in run("models", "delete", "SMALL", "-y", env=env).stdout
     assert "no models" in run("models", env=env).stdout
 
 
@@ -152,19 +156,28 @@ def test_a_killed_load_resumes_at_once(env, store, tmp_path):
     def under_way() -> bool:
         assert proc.poll() is None, "the load ended before it could be killed"
         state = store.get_load("KILLED")
-        return state is not None and state.written >= 5_000
+        return state is not None and state.written >= 80_000
 
-    wait_until(under_way, interval=0.005, what="the load to write 5,000 vectors")
+    wait_until(under_way, interval=0.005, what="the load to write 80,000 vectors")
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
     with pytest.raises(ModelNotFound):
         store.get_model("KILLED")
-    assert 5_000 <= store.get_load("KILLED").written < n
+    assert 80_000 <= store.get_load("KILLED").written < n
     assert store.lock_holder("KILLED") is not None  # the dead process's lease is still there
-    listing = run("models", env=env).stdout
-    assert "KILLED" in listing and "loading now" in listing
-    out = run("load", str(path), "--key", "KILLED", "--resume", env=env).stdout
-    assert "KILLED: 200,000 vectors x 20" in out
+    listing = run("models", env=env).stdout  # but its process is known dead on this host
+    assert "KILLED" in listing and "INCOMPLETE" in listing and "loading now" not in listing
+    (state,) = json.loads(run("models", "--json", env=env).stdout)["loads"]
+    assert state["name"] == "KILLED" and state["state"] == "incomplete"
+    proc = run("load", str(path), "--key", "KILLED", "--resume", env=env)
+    assert "KILLED: 200,000 vectors x 20" in proc.stdout
+    # the rate is this run's: the vectors it wrote over its own time
+    line = next(x for x in proc.stderr.splitlines() if "loaded KILLED" in x)
+    took, rate = re.search(r"in ([\d.]+)s, ([\d,]+) vec/s", line).groups()
+    written_now = n - state["written"]
+    assert f"resumed after {state['written']:,} vectors" in line
+    # (counting the earlier run's vectors too would make it >= 1.6x too high)
+    assert 0.75 < float(rate.replace(",", "")) * float(took) / written_now < 1.3, line
     info = store.get_model("KILLED")
     assert store.vocab(info) == tokens
     got, found = info.codec_obj.decode_values(store.fetch(info, tokens), 20)

@@ -20,19 +20,31 @@ prefix), validated by pydantic; these are the ones the library and the CLI need.
 
 >>> redis_url("redis://localhost:6379/0")
 'redis://localhost:6379/0'
+>>> redis_url("localhost:6379")  # doctest: +ELLIPSIS
+Traceback (most recent call last):
+...
+vecserve.errors.InvalidSetting: redis_url='localhost:6379' has no scheme: ... (try redis://localhost:6379)
+
+A bad value is an :class:`~vecserve.errors.InvalidSetting` naming where it came from (the
+variable, or the argument ``redis_url`` / the flag ``--redis-url``) and what is expected.
 """
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
+from urllib.parse import urlsplit
+
+from .errors import InvalidSetting
 
 __all__ = [
     "api_key",
     "cache_dir",
+    "check_redis_url",
     "data_dir",
     "env",
     "keep_generations",
+    "make_dir",
     "model_ttl",
     "pin_lease",
     "redis_url",
@@ -53,8 +65,58 @@ def env(name: str) -> str | None:
 
 
 def redis_url(explicit: str | None = None) -> str | None:
-    """``explicit``, else ``$VECSERVE_REDIS_URL``, else None (= the embedded server)."""
-    return explicit or env("REDIS_URL")
+    """``explicit``, else ``$VECSERVE_REDIS_URL``, else None (= the embedded server);
+    a URL that redis-py could not use raises :class:`~vecserve.errors.InvalidSetting`."""
+    if explicit:
+        return check_redis_url(explicit, "redis_url")
+    url = env("REDIS_URL")
+    return None if url is None else check_redis_url(url, PREFIX + "REDIS_URL")
+
+
+#: the URL schemes redis-py connects with
+REDIS_SCHEMES = ("redis", "rediss", "unix")
+_URL_FORMS = "redis://HOST[:PORT][/DB], rediss://... (TLS) or unix:///PATH"
+
+
+def check_redis_url(url: str, source: str = "redis_url") -> str:
+    """``url`` if redis-py can connect with it, else an
+    :class:`~vecserve.errors.InvalidSetting` naming ``source`` (a variable, an argument,
+    a flag; empty: the value alone) and the forms expected.
+
+    >>> check_redis_url("unix:///tmp/valkey.sock")
+    'unix:///tmp/valkey.sock'
+    >>> check_redis_url("redis://r:port", "--redis-url")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    vecserve.errors.InvalidSetting: --redis-url='redis://r:port': the port is not a number ...
+    """
+    where = f"{source}={url!r}" if source else repr(url)
+    if "://" not in url:
+        guess = f" (try redis://{url})" if url and "/" not in url and " " not in url else ""
+        raise InvalidSetting(f"{where} has no scheme: expected {_URL_FORMS}{guess}")
+    try:
+        parts = urlsplit(url)
+        scheme = parts.scheme.lower()
+        if scheme not in REDIS_SCHEMES:
+            why = f"unknown scheme {parts.scheme + '://'!r}"
+        elif scheme == "unix":
+            why = "" if parts.path else "no socket path"
+        elif not parts.hostname:
+            why = "no host"
+        else:
+            try:
+                parts.port  # noqa: B018  (raises ValueError when it is not a port number)
+                why = ""
+            except ValueError:
+                why = "the port is not a number 0-65535"
+            db = parts.path.strip("/")
+            if not why and db and not db.isdigit():
+                why = f"the database {db!r} is not a number"
+    except ValueError as exc:  # urlsplit's own refusals (a bad IPv6 literal)
+        why = str(exc)
+    if why:
+        raise InvalidSetting(f"{where}: {why}; expected {_URL_FORMS}")
+    return url
 
 
 def similarity_url(explicit: str | None = None) -> str | None:
@@ -83,9 +145,9 @@ def model_ttl(explicit: float | None = None) -> float:
     try:
         value = float(raw)
     except ValueError:
-        raise ValueError(f"VECSERVE_MODEL_TTL={raw!r} is not a number of seconds") from None
+        raise InvalidSetting(f"VECSERVE_MODEL_TTL={raw!r} is not a number of seconds") from None
     if value < 0:
-        raise ValueError(f"VECSERVE_MODEL_TTL={raw!r} is negative")
+        raise InvalidSetting(f"VECSERVE_MODEL_TTL={raw!r} is negative")
     return value
 
 
@@ -109,6 +171,31 @@ def cache_dir(explicit: str | os.PathLike | None = None) -> Path:
     return Path(user_cache_dir("vecserve", appauthor=False))
 
 
+def make_dir(path: Path, what: str, setting: str) -> Path:
+    """Make directory ``path`` (and its parents) if need be; one that cannot be made or is
+    not a directory raises :class:`~vecserve.errors.InvalidSetting` naming ``what`` it is,
+    why, and the ``setting`` that chooses it.
+
+    >>> make_dir(Path("/dev/null/x"), "data dir", "--data-dir")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    vecserve.errors.InvalidSetting: the data dir /dev/null/x cannot be made: /dev/null is not ...
+    """
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+    except OSError as exc:
+        why = exc.strerror or str(exc)
+        if isinstance(exc, (NotADirectoryError, FileExistsError)):
+            blocker = next((p for p in (path, *path.parents) if p.exists()), path)
+            why = f"{blocker} is not a directory"
+        elif isinstance(exc, PermissionError):
+            why = f"permission denied ({exc.filename or path})"
+        raise InvalidSetting(
+            f"the {what} {path} cannot be made: {why}; set {setting} to a directory you can write"
+        ) from exc
+
+
 def keep_generations(explicit: int | None = None) -> int:
     """``explicit``, else ``$VECSERVE_KEEP_GENERATIONS``, else 0: how many retired
     generations of a model a load keeps without pins, for rollback.
@@ -130,7 +217,8 @@ def pin_lease(explicit: float | None = None) -> float:
 
 
 def _number(name, explicit, default, kind, what, *, lo):
-    """A numeric setting; a bad value raises ValueError naming the variable."""
+    """A numeric setting; a bad value raises InvalidSetting (a ValueError) naming the
+    variable."""
     raw = explicit if explicit is not None else env(name)
     if raw is None:
         return default
@@ -140,5 +228,5 @@ def _number(name, explicit, default, kind, what, *, lo):
         value = None
     if value is None or value < lo or value != value:
         source = name.lower() if explicit is not None else PREFIX + name
-        raise ValueError(f"{source} must be {what}, got {raw!r}")
+        raise InvalidSetting(f"{source} must be {what}, got {raw!r}")
     return value
