@@ -251,6 +251,8 @@ def load(file, resume, restart, retries, ann, ann_recall, redis_url, **options):
         except StoreUnavailable as exc:
             if attempt == retries or not exc.transient:  # OOM, READONLY...: retrying won't help
                 raise
+            if not isinstance(exc, LoadInterrupted):  # unreachable from the start: say so now
+                raise
             wait = 2 ** (attempt + 1)
             why = exc.reason if isinstance(exc, LoadInterrupted) else str(exc)
             click.echo(
@@ -759,13 +761,19 @@ def similar(words, name, negative, topn, approx, as_json, redis_url):
 
     positive, negative = list(words), list(negative)
     with open_store(redis_url) as store:
-        if approx:
-            result = _similar_approx(store, name, positive, negative, topn)
-        else:
-            from .keyedvectors import RedisKeyedVectors
+        store.get_model(name)  # an unknown model before a word: ModelNotFound
+        try:
+            if approx:
+                result = _similar_approx(store, name, positive, negative, topn)
+            else:
+                from .keyedvectors import RedisKeyedVectors
 
-            with RedisKeyedVectors(name, store=store) as kv:
-                result = kv.most_similar(positive=positive, negative=negative, topn=topn)
+                with RedisKeyedVectors(name, store=store) as kv:
+                    result = kv.most_similar(positive=positive, negative=negative, topn=topn)
+        except VecserveError:
+            raise
+        except (KeyError, ValueError) as exc:  # gensim's errors for an unknown word
+            raise click.ClickException(f"{name}: {exc.args[0] if exc.args else exc}") from exc
     if as_json:
         click.echo(json.dumps([[w, float(s)] for w, s in result]))
         return

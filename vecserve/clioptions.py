@@ -118,8 +118,7 @@ def add_global_options(command: click.Command) -> click.Command:
         if not taken & set(flags):
             command.params.append(
                 click.Option(
-                    flags,
-                    name,
+                    [*flags, name],
                     is_flag=True,
                     expose_value=False,
                     callback=set_verbosity,

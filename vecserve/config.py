@@ -32,6 +32,7 @@ variable, or the argument ``redis_url`` / the flag ``--redis-url``) and what is 
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -92,7 +93,7 @@ def check_redis_url(url: str, source: str = "redis_url") -> str:
     """
     where = f"{source}={url!r}" if source else repr(url)
     if "://" not in url:
-        guess = f" (try redis://{url})" if url and "/" not in url and " " not in url else ""
+        guess = f" (try redis://{url})" if re.fullmatch(r"[\w.-]+(:\d+)?", url) else ""
         raise InvalidSetting(f"{where} has no scheme: expected {_URL_FORMS}{guess}")
     try:
         parts = urlsplit(url)
