@@ -86,12 +86,17 @@ def check_redis_url(url: str, source: str = "redis_url") -> str:
 
     >>> check_redis_url("unix:///tmp/valkey.sock")
     'unix:///tmp/valkey.sock'
+    >>> check_redis_url("redis://u:secret@h:x/0")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    vecserve.errors.InvalidSetting: redis_url='redis://u:***@h:x/0': the port is not a number ...
     >>> check_redis_url("redis://r:port", "--redis-url")  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
     vecserve.errors.InvalidSetting: --redis-url='redis://r:port': the port is not a number ...
     """
-    where = f"{source}={url!r}" if source else repr(url)
+    shown = re.sub(r"(//[^/@]*?:)[^/@]*@", r"\1***@", url)  # never a password
+    where = f"{source}={shown!r}" if source else repr(shown)
     if "://" not in url:
         guess = f" (try redis://{url})" if re.fullmatch(r"[\w.-]+(:\d+)?", url) else ""
         raise InvalidSetting(f"{where} has no scheme: expected {_URL_FORMS}{guess}")

@@ -28,7 +28,7 @@ try:
 except ImportError:  # the api extra is not installed: `serve` says so when run
     Settings = None
 
-__all__ = ["FLAGS", "env_name", "serve", "settings_env"]
+__all__ = ["FLAGS", "env_name", "flag_of", "serve", "settings_env"]
 
 #: The :class:`.settings.Settings` fields that are ``vecserve serve`` flags besides
 #: ``--redis-url`` (the option every command shares). The others are set in the
@@ -46,6 +46,20 @@ FLAGS = (
     "vector_cache",
     "api_keys_file",
 )
+
+
+#: fields whose flag is not their name: the model is ``--key`` in every command (the old
+#: ``--default-model`` stays, hidden)
+RENAMED = {"default_model": "--key"}
+
+
+def flag_of(field: str) -> str:
+    """The flag of a settings field.
+
+    >>> flag_of("max_words"), flag_of("default_model")
+    ('--max-words', '--key')
+    """
+    return RENAMED.get(field, "--" + field.replace("_", "-"))
 
 
 def env_name(field: str) -> str:
@@ -77,10 +91,10 @@ def _option(name: str):
     kind = field.annotation
     if isinstance(kind, types.UnionType) or typing.get_origin(kind) is typing.Union:
         kind = next(t for t in typing.get_args(kind) if t is not type(None))
-    flag = "--" + name.replace("_", "-")
+    flag = flag_of(name)
     if name == "default_model":  # the model is --key in every command
         return click.option(
-            "--key",
+            flag,
             "-k",
             name,
             default=None,
