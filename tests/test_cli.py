@@ -219,3 +219,36 @@ def test_load_options_are_the_library_s():
     for name in ("codec", "unicode_errors", "encoding", "limit", "batch_size", "progress"):
         assert params[name].default == library[name].default, name
     assert params["format"].default == library["format"].default
+
+
+def test_the_commit_s_proof_is_shown_at_v_only(env, small_bin):
+    """A clean load says that it committed; what the commit checked is for -v (given
+    before or after the command)."""
+    path = str(small_bin[0])
+    quiet = run("load", path, "--key", "PROOF", env=env)
+    assert "rows present" not in quiet.stderr and "committed as generation 1" in quiet.stdout
+    for argv in (["-v", "load", path, "--key", "PROOF"], ["load", path, "-k", "PROOF", "-v"]):
+        assert "500 rows present" in run(*argv, env=env).stderr
+    silent = run("load", path, "--key", "PROOF", "-q", env=env)
+    assert silent.stderr == "" and "committed as generation 4" in silent.stdout
+
+
+def test_train_threads_and_its_old_spelling(tmp_path):
+    """`train --threads` (-j); `--workers` (processes in `serve`) still works, with a note."""
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("the quick brown fox jumps over the lazy dog\n" * 20)
+    base = ["train", str(corpus), "--min-count", "1", "--vector-size", "4", "--epochs", "1"]
+    new = run(*base, "--threads", "1", "--save", str(tmp_path / "a.bin"))
+    assert "saved 8 vectors" in new.stdout and "deprecated" not in new.stderr
+    old = run(*base, "--workers", "1", "--save", str(tmp_path / "b.bin"), "-q")
+    assert "saved 8 vectors" in old.stdout
+    assert old.stderr.strip() == (
+        "vecserve: `vecserve train --workers` is now --threads (-j): --workers means "
+        "processes (as in `vecserve serve`)"
+    )
+    both = run(*base, "--workers", "1", "-j", "2", "--save", str(tmp_path / "c.bin"), check=False)
+    assert both.returncode == 2 and "old spelling" in both.stderr
+    bad = run(*base, "--min-count", "99", "--save", str(tmp_path / "d.bin"), check=False)
+    assert (
+        bad.returncode == 1 and "lower --min-count" in bad.stderr and "min_count" not in bad.stderr
+    )
