@@ -88,6 +88,7 @@ def test_embedded_default_persists_between_commands(tmp_path, small_bin):
     path, _, _ = small_bin
     e = {k: v for k, v in os.environ.items() if k != "VECSERVE_REDIS_URL"}
     e["VECSERVE_DATA_DIR"] = str(tmp_path / "data")
+    e["VECSERVE_CACHE_DIR"] = str(tmp_path / "cache")  # the demo's snapshot: never the user's
     try:
         run("load", str(path), "--key", "EMB", env=e)
         assert "EMB" in run("models", env=e).stdout  # a new process, the same server

@@ -19,6 +19,8 @@ import click
 import numpy as np
 
 from .clioptions import (
+    QUIET_HELP,
+    VERBOSE_HELP,
     add_global_options,
     alias_option,
     json_option,
@@ -118,10 +120,8 @@ class LazyGroup(click.Group):
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="vecserve")
-@click.option("-q", "--quiet", is_flag=True, help="Only print warnings and errors.")
-@click.option(
-    "-v", "--verbose", is_flag=True, help="Also print the details (what a commit checked)."
-)
+@click.option("-q", "--quiet", is_flag=True, help=QUIET_HELP)
+@click.option("-v", "--verbose", is_flag=True, help=VERBOSE_HELP)
 @redis_url_option
 def cli(quiet: bool, verbose: bool, redis_url: str | None) -> None:
     """Serve word vectors out of Redis; train word2vec into it.
@@ -144,7 +144,7 @@ def cli(quiet: bool, verbose: bool, redis_url: str | None) -> None:
 
 @cli.command()
 @click.argument("file", type=click.Path(dir_okay=False, path_type=str))
-@click.option("--key", "-k", "name", required=True, help="Model name: keys are NAME:token.")
+@model_option(help="The model's name: its keys are NAME:token.")
 @click.option(
     "--format",
     "format",
@@ -242,6 +242,10 @@ def load(file, resume, restart, retries, ann, ann_recall, redis_url, **options):
 
     if resume and restart:
         raise click.UsageError("--resume and --restart exclude each other")
+    if ann:  # where the index goes must be usable before the load, not after it
+        from . import config
+
+        config.make_dir(config.cache_dir(), "cache dir", "$VECSERVE_CACHE_DIR")
     started = time.monotonic()
     for attempt in range(retries + 1):
         try:
@@ -679,7 +683,7 @@ def models_rollback(ctx, name, generation, redis_url):
 
 @cli.command()
 @click.argument("words", nargs=-1, required=True)
-@click.option("--key", "-k", "name", required=True, help="Model name.")
+@model_option(help="The model.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON {word: vector}.")
 @redis_url_option
 @friendly_errors

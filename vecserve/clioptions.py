@@ -22,6 +22,8 @@ from .config import check_redis_url
 from .errors import InvalidSetting
 
 __all__ = [
+    "QUIET_HELP",
+    "VERBOSE_HELP",
     "add_global_options",
     "alias_option",
     "json_option",
@@ -100,8 +102,8 @@ def set_verbosity(ctx: click.Context, param: click.Parameter, value: bool) -> No
         logging.getLogger("vecserve").setLevel(level)
 
 
-_QUIET_HELP = "Only print warnings and errors."
-_VERBOSE_HELP = "Also print the details (what a commit checked, timings)."
+QUIET_HELP = "Only print warnings and errors."
+VERBOSE_HELP = "Also print the details (what a commit checked, timings)."
 
 
 def add_global_options(command: click.Command) -> click.Command:
@@ -112,8 +114,8 @@ def add_global_options(command: click.Command) -> click.Command:
     command._vecserve_global = True  # type: ignore[attr-defined]
     taken = {o for p in command.params for o in (*p.opts, *p.secondary_opts)}
     for flags, name, text in (
-        (("-q", "--quiet"), "quiet", _QUIET_HELP),
-        (("-v", "--verbose"), "verbose", _VERBOSE_HELP),
+        (("-q", "--quiet"), "quiet", QUIET_HELP),
+        (("-v", "--verbose"), "verbose", VERBOSE_HELP),
     ):
         if not taken & set(flags):
             command.params.append(

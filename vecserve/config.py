@@ -126,8 +126,29 @@ def check_redis_url(url: str, source: str = "redis_url") -> str:
 
 
 def similarity_url(explicit: str | None = None) -> str | None:
-    """``explicit``, else ``$VECSERVE_SIMILARITY_URL``, else None (= a local snapshot)."""
-    return explicit or env("SIMILARITY_URL")
+    """``explicit``, else ``$VECSERVE_SIMILARITY_URL``, else None (= a local snapshot);
+    anything but an http(s) URL raises :class:`~vecserve.errors.InvalidSetting`.
+
+    >>> similarity_url("vecserve-api:8000")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    vecserve.errors.InvalidSetting: similarity_url='vecserve-api:8000' is not an http(s) URL ...
+    """
+    url, source = (explicit, "similarity_url") if explicit else (env("SIMILARITY_URL"), None)
+    if url is None:
+        return None
+    try:
+        parts = urlsplit(url)
+        ok = parts.scheme in ("http", "https") and bool(parts.hostname)
+        parts.port  # noqa: B018  (a port that is not a number raises ValueError)
+    except ValueError:
+        ok = False
+    if not ok:
+        raise InvalidSetting(
+            f"{source or PREFIX + 'SIMILARITY_URL'}={url!r} is not an http(s) URL of the "
+            "vecserve service (expected http://HOST:PORT)"
+        )
+    return url
 
 
 def api_key(explicit: str | None = None) -> str | None:
@@ -161,20 +182,39 @@ def data_dir(explicit: str | os.PathLike | None = None) -> Path:
     """``explicit``, else ``$VECSERVE_DATA_DIR``, else ``<user data dir>/vecserve``."""
     chosen = explicit or env("DATA_DIR")
     if chosen:
-        return Path(chosen).expanduser()
+        return _dir_path(chosen, "data dir", "--data-dir or $VECSERVE_DATA_DIR")
     from platformdirs import user_data_dir
 
     return Path(user_data_dir("vecserve", appauthor=False))
 
 
 def cache_dir(explicit: str | os.PathLike | None = None) -> Path:
-    """``explicit``, else ``$VECSERVE_CACHE_DIR``, else ``<user cache dir>/vecserve``."""
+    """``explicit``, else ``$VECSERVE_CACHE_DIR``, else ``<user cache dir>/vecserve``.
+
+    >>> cache_dir("/dev/null/cache")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    vecserve.errors.InvalidSetting: the cache dir /dev/null/cache cannot be made: /dev/null is ...
+    """
     chosen = explicit or env("CACHE_DIR")
     if chosen:
-        return Path(chosen).expanduser()
+        return _dir_path(chosen, "cache dir", "$VECSERVE_CACHE_DIR")
     from platformdirs import user_cache_dir
 
     return Path(user_cache_dir("vecserve", appauthor=False))
+
+
+def _dir_path(chosen: str | os.PathLike, what: str, setting: str) -> Path:
+    """``chosen`` as a path, refused (naming ``setting``) when it, or the nearest part of it
+    that exists, is not a directory: it could never be made. Nothing is created here."""
+    path = Path(chosen).expanduser()
+    existing = next((p for p in (path, *path.parents) if p.exists()), None)
+    if existing is not None and not existing.is_dir():
+        raise InvalidSetting(
+            f"the {what} {path} cannot be made: {existing} is not a directory; set {setting} "
+            "to a directory you can write"
+        )
+    return path
 
 
 def make_dir(path: Path, what: str, setting: str) -> Path:

@@ -102,7 +102,9 @@ def flagged(message: str) -> str:
 
 @click.command("train")
 @click.argument("corpus", type=click.Path(path_type=str))
-@click.option("--key", "-k", "name", default=None, help="Model name to commit in Redis.")
+@click.option(
+    "--key", "-k", "name", default=None, metavar="NAME", help="Model name to commit in Redis."
+)
 @click.option(
     "--save",
     type=click.Path(dir_okay=False, path_type=str),
