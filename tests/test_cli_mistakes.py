@@ -307,3 +307,30 @@ def test_similar_answers_like_gensim(redis_url, store, tmp_path):
     lines = text.stdout.splitlines()
     assert len(lines) == 3 and all(line.split("  ", 1)[1].startswith('"') for line in lines)
     one_line_error(run("similar", "zzz", "-k", "SIM", env=env), "zzz")
+
+
+def test_delete_asks_on_a_terminal(redis_url, store, small_bin):
+    """On a terminal, `models delete` asks; "n" keeps the model, "y" deletes it."""
+    import pty
+
+    from vecserve.loader import load_file
+
+    load_file(small_bin[0], name="ASKED", store=store, progress=False)
+    env = {**os.environ, "VECSERVE_REDIS_URL": redis_url}
+    for answer, kept in (("n", True), ("y", False)):
+        leader, follower = pty.openpty()
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "vecserve.cli", "models", "delete", "--key", "ASKED"],
+            stdin=follower,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=env,
+        )
+        os.close(follower)
+        os.write(leader, f"{answer}\n".encode())
+        out, err = proc.communicate(timeout=60)
+        os.close(leader)
+        assert b"delete model ASKED (500 vectors x 20)" in err, err
+        assert (b"deleted ASKED" in out) is not kept
+        assert ("ASKED" in {m.name for m in store.list_models()}) is kept
+        assert proc.returncode == (1 if kept else 0) and b"Traceback" not in err
