@@ -92,10 +92,16 @@ def flagged(message: str) -> str:
     'no word occurs at least --min-count=5 times; lower --min-count'
     >>> flagged("workers=0: must be a positive integer")
     '--threads=0: must be a positive integer'
+    >>> flagged("lower alpha or sync_cap; the negative samples")
+    'lower --alpha or --sync-cap; the negative samples'
     """
     for f in option_fields():
-        plain = "_" not in f.name  # "window", "negative": only where written name=value
-        pattern = rf"(?<![\w-]){f.name}(?==)" if plain else rf"(?<![\w-]){f.name}\b"
+        plain = "_" not in f.name  # "window", "alpha": only as name=value or "lower alpha"
+        pattern = (
+            rf"(?<![\w-]){f.name}(?==)|(?<=lower ){f.name}\b|(?<=raise ){f.name}\b"
+            if plain
+            else rf"(?<![\w-]){f.name}\b"
+        )
         message = re.sub(pattern, _flag(f.name), message)
     return message
 
