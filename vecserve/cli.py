@@ -144,7 +144,7 @@ def cli(quiet: bool, verbose: bool, redis_url: str | None) -> None:
 
 @cli.command()
 @click.argument("file", type=click.Path(dir_okay=False, path_type=str))
-@model_option(help="The model's name: its keys are NAME:token.")
+@click.option("--key", "-k", "name", required=True, help="Model name: keys are NAME:token.")
 @click.option(
     "--format",
     "format",
