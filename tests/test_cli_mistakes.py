@@ -334,3 +334,27 @@ def test_delete_asks_on_a_terminal(redis_url, store, small_bin):
         assert (b"deleted ASKED" in out) is not kept
         assert ("ASKED" in {m.name for m in store.list_models()}) is kept
         assert proc.returncode == (1 if kept else 0) and b"Traceback" not in err
+
+
+def test_serve_s_default_model_from_the_environment_may_come_later(
+    redis_url, store, monkeypatch, tmp_path
+):
+    """`--key NOPE` is refused at start; the same model from $VECSERVE_DEFAULT_MODEL (a
+    deployment whose loader runs after the API starts) is a one-line warning, and the
+    service starts."""
+    import uvicorn
+
+    started = []
+    monkeypatch.setattr(uvicorn, "run", lambda *a, **kw: started.append(kw["port"]))
+    for var in ("VECSERVE_DEFAULT_MODEL", "VECSERVE_METRICS_DIR"):  # serve() sets these:
+        monkeypatch.setenv(var, "placeholder")  # recorded, so put back as they were
+        monkeypatch.delenv(var)
+    env = {"VECSERVE_REDIS_URL": redis_url, "VECSERVE_CACHE_DIR": str(tmp_path)}
+    refused = CliRunner().invoke(cli, ["serve", "--key", "LATER", "--port", "0"], env=env)
+    assert refused.exit_code == 1 and "--key LATER: no such model" in refused.output
+    assert started == []
+    env["VECSERVE_DEFAULT_MODEL"] = "LATER"
+    warned = CliRunner().invoke(cli, ["serve", "--port", "0"], env=env)
+    assert warned.exit_code == 0, warned.output
+    assert "$VECSERVE_DEFAULT_MODEL=LATER is not loaded yet" in warned.output
+    assert started == [0]

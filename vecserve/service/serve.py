@@ -153,8 +153,10 @@ def port_taken(host: str, port: int) -> str | None:
     return None
 
 
-def _check_default_model(settings) -> None:
-    """``--key NAME`` must name a model that exists (listing those that do); an unreachable
+def _check_default_model(settings, *, flag: bool) -> None:
+    """``--key NAME`` (``flag``) must name a model that exists (listing those that do).
+    From ``$VECSERVE_DEFAULT_MODEL`` (a deployment, whose loader may come later) it is a
+    warning: requests without ``model=`` answer 404 until it is loaded. An unreachable
     Redis is not refused here: the service answers 503 until it is up."""
     from ..connect import open_store
     from ..errors import ModelNotFound, VecserveError
@@ -176,9 +178,15 @@ def _check_default_model(settings) -> None:
         match = next((n for n in names if near and n.upper() == near[0]), None)
         guess = f"; did you mean {match}?" if match else ""
         there = f"models: {', '.join(names)}" if names else "no models yet"
-        raise click.ClickException(
-            f"--key {settings.default_model}: no such model{guess} ({there})"
-        ) from None
+        if flag:
+            raise click.ClickException(
+                f"--key {settings.default_model}: no such model{guess} ({there})"
+            ) from None
+        click.echo(
+            f"vecserve: ${env_name('default_model')}={settings.default_model} is not loaded "
+            f"yet{guess} ({there}); requests without model= answer 404 until it is",
+            err=True,
+        )
     except VecserveError:
         return
 
@@ -287,7 +295,7 @@ def serve(host, port, workers, log_level, ssl_certfile, ssl_keyfile, **options):
     taken = port_taken(host, port)  # before uvicorn's start-up lines, in one line
     if taken:
         raise click.ClickException(f"cannot serve on {host}:{port}: {taken}")
-    _check_default_model(settings)
+    _check_default_model(settings, flag=options.get("default_model") is not None)
     click.echo(f"vecserve: {redis_memory_line(settings.redis_url)}", err=True)
     with contextlib.ExitStack() as stack:
         if workers > 1 and settings.metrics_dir is None:  # /metrics answers for every worker
