@@ -25,6 +25,18 @@ from tests.helpers import write_w2v
 from vecserve.cli import cli
 
 REFUSING = "redis://127.0.0.1:1"  # nothing listens on port 1
+
+
+@pytest.fixture(autouse=True)
+def _environment_kept():
+    """`serve` run in-process turns its flags into VECSERVE_* variables (for its uvicorn
+    workers): put the environment back after each test."""
+    saved = dict(os.environ)
+    yield
+    os.environ.clear()
+    os.environ.update(saved)
+
+
 NO_SCHEME = "localhost:6379"
 
 
