@@ -537,7 +537,7 @@ def codecs(table: Table, env: dict, path: Path, n: int) -> None:
     client = redis.Redis.from_url(f"unix://{status(env)['socket']}")
     try:
         before = client.info("memory")["used_memory"]
-        vecserve(env, "models", "delete", MODEL)
+        vecserve(env, "models", "delete", MODEL, "--yes")
         freed = before - client.info("memory")["used_memory"]
         for codec in ("f32", "f16", "i8"):
             before = client.info("memory")["used_memory"]
@@ -554,7 +554,7 @@ def codecs(table: Table, env: dict, path: Path, n: int) -> None:
                 note,
             )
             wait_saved(env)  # its background save, before the next load forks another
-            vecserve(env, "models", "delete", f"{MODEL}_{codec}")
+            vecserve(env, "models", "delete", f"{MODEL}_{codec}", "--yes")
     finally:
         client.close()
 

@@ -199,4 +199,4 @@ def test_acl_command_prints_a_line_per_role():
     out = cli("acl", "worker", "--user", "celery", url="redis://unused").stdout.split()
     assert out[:3] == ["ACL", "SETUSER", "celery"] and "-@dangerous" in out and "%R~*" in out
     proc = cli("acl", "loader", url="redis://unused", check=False)
-    assert proc.returncode == 1 and "--model" in proc.stderr
+    assert proc.returncode == 1 and "--key NAME" in proc.stderr

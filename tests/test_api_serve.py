@@ -10,7 +10,7 @@ from click.testing import CliRunner
 pytest.importorskip("uvicorn")
 
 from tests.helpers import argv, wait_until
-from vecserve.service.serve import FLAGS, env_name, serve
+from vecserve.service.serve import FLAGS, env_name, flag_of, serve
 from vecserve.service.settings import Settings
 
 
@@ -70,7 +70,7 @@ def test_bad_setting_is_one_line_error(captured, monkeypatch):
 
 def test_help_has_example():
     out = CliRunner().invoke(serve, ["--help"]).output
-    assert "Example:" in out and "vecserve serve --default-model" in out
+    assert "Example:" in out and "vecserve serve --key" in out
 
 
 def test_two_workers_answer_metrics_for_both(store, redis_url, tmp_path):
@@ -103,7 +103,7 @@ def test_flags_are_made_from_the_settings_fields():
     out = " ".join(CliRunner().invoke(serve, ["--help"], terminal_width=10_000).output.split())
     for name in FLAGS:
         field = Settings.model_fields[name]
-        assert f"--{name.replace('_', '-')}" in out
+        assert flag_of(name) in out
         assert " ".join(field.description.split()) in out
         assert env_name(name) in out
         if field.default is not None:

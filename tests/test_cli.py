@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -42,7 +43,10 @@ def test_load_models_info_get_delete(env, small_bin):
     assert info["count"] == 500 and info["dim"] == 20 and info["prefix"] == "SMALL"
     got = json.loads(run("get", "w1", "café", "--key", "SMALL", "--json", env=env).stdout)
     assert np.allclose(got["w1"], vectors[1]) and np.allclose(got["café"], vectors[497])
-    assert "deleted SMALL (500 vectors)" in run("models", "delete", "SMALL", env=env).stdout
+    refused = run("models", "delete", "SMALL", env=env, check=False)  # stdin is no terminal
+    assert refused.returncode == 1 and "pass --yes" in refused.stderr
+    assert "SMALL" in run("models", env=env).stdout
+    assert "deleted SMALL (500 vectors)" in run("models", "delete", "SMALL", "-y", env=env).stdout
     assert "no models" in run("models", env=env).stdout
 
 
@@ -84,6 +88,7 @@ def test_embedded_default_persists_between_commands(tmp_path, small_bin):
     path, _, _ = small_bin
     e = {k: v for k, v in os.environ.items() if k != "VECSERVE_REDIS_URL"}
     e["VECSERVE_DATA_DIR"] = str(tmp_path / "data")
+    e["VECSERVE_CACHE_DIR"] = str(tmp_path / "cache")  # the demo's snapshot: never the user's
     try:
         run("load", str(path), "--key", "EMB", env=e)
         assert "EMB" in run("models", env=e).stdout  # a new process, the same server
@@ -152,19 +157,28 @@ def test_a_killed_load_resumes_at_once(env, store, tmp_path):
     def under_way() -> bool:
         assert proc.poll() is None, "the load ended before it could be killed"
         state = store.get_load("KILLED")
-        return state is not None and state.written >= 5_000
+        return state is not None and state.written >= 80_000
 
-    wait_until(under_way, interval=0.005, what="the load to write 5,000 vectors")
+    wait_until(under_way, interval=0.005, what="the load to write 80,000 vectors")
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
     with pytest.raises(ModelNotFound):
         store.get_model("KILLED")
-    assert 5_000 <= store.get_load("KILLED").written < n
+    assert 80_000 <= store.get_load("KILLED").written < n
     assert store.lock_holder("KILLED") is not None  # the dead process's lease is still there
-    listing = run("models", env=env).stdout
-    assert "KILLED" in listing and "loading now" in listing
-    out = run("load", str(path), "--key", "KILLED", "--resume", env=env).stdout
-    assert "KILLED: 200,000 vectors x 20" in out
+    listing = run("models", env=env).stdout  # but its process is known dead on this host
+    assert "KILLED" in listing and "INCOMPLETE" in listing and "loading now" not in listing
+    (state,) = json.loads(run("models", "--json", env=env).stdout)["loads"]
+    assert state["name"] == "KILLED" and state["state"] == "incomplete"
+    proc = run("load", str(path), "--key", "KILLED", "--resume", env=env)
+    assert "KILLED: 200,000 vectors x 20" in proc.stdout
+    # the rate is this run's: the vectors it wrote over its own time
+    line = next(x for x in proc.stderr.splitlines() if "loaded KILLED" in x)
+    took, rate = re.search(r"in ([\d.]+)s, ([\d,]+) vec/s", line).groups()
+    written_now = n - state["written"]
+    assert f"resumed after {state['written']:,} vectors" in line
+    # (counting the earlier run's vectors too would make it >= 1.6x too high)
+    assert 0.75 < float(rate.replace(",", "")) * float(took) / written_now < 1.3, line
     info = store.get_model("KILLED")
     assert store.vocab(info) == tokens
     got, found = info.codec_obj.decode_values(store.fetch(info, tokens), 20)
@@ -206,3 +220,36 @@ def test_load_options_are_the_library_s():
     for name in ("codec", "unicode_errors", "encoding", "limit", "batch_size", "progress"):
         assert params[name].default == library[name].default, name
     assert params["format"].default == library["format"].default
+
+
+def test_the_commit_s_proof_is_shown_at_v_only(env, small_bin):
+    """A clean load says that it committed; what the commit checked is for -v (given
+    before or after the command)."""
+    path = str(small_bin[0])
+    quiet = run("load", path, "--key", "PROOF", env=env)
+    assert "rows present" not in quiet.stderr and "committed as generation 1" in quiet.stdout
+    for argv in (["-v", "load", path, "--key", "PROOF"], ["load", path, "-k", "PROOF", "-v"]):
+        assert "500 rows present" in run(*argv, env=env).stderr
+    silent = run("load", path, "--key", "PROOF", "-q", env=env)
+    assert silent.stderr == "" and "committed as generation 4" in silent.stdout
+
+
+def test_train_threads_and_its_old_spelling(tmp_path):
+    """`train --threads` (-j); `--workers` (processes in `serve`) still works, with a note."""
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("the quick brown fox jumps over the lazy dog\n" * 20)
+    base = ["train", str(corpus), "--min-count", "1", "--vector-size", "4", "--epochs", "1"]
+    new = run(*base, "--threads", "1", "--save", str(tmp_path / "a.bin"))
+    assert "saved 8 vectors" in new.stdout and "deprecated" not in new.stderr
+    old = run(*base, "--workers", "1", "--save", str(tmp_path / "b.bin"), "-q")
+    assert "saved 8 vectors" in old.stdout
+    assert old.stderr.strip() == (
+        "vecserve: `vecserve train --workers` is now --threads (-j): --workers means "
+        "processes (as in `vecserve serve`)"
+    )
+    both = run(*base, "--workers", "1", "-j", "2", "--save", str(tmp_path / "c.bin"), check=False)
+    assert both.returncode == 2 and "old spelling" in both.stderr
+    bad = run(*base, "--min-count", "99", "--save", str(tmp_path / "d.bin"), check=False)
+    assert (
+        bad.returncode == 1 and "lower --min-count" in bad.stderr and "min_count" not in bad.stderr
+    )

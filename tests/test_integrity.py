@@ -185,7 +185,7 @@ def test_rows_missing_before_the_commit_leave_nothing_visible(store, caplog):
         session.write(tokens[lo : lo + 500], rng.random((500, 8), np.float32))
     store.client.delete(*store.vector_keys(session.state.prefix, ["x7", "x2999"]))
     with (
-        caplog.at_level(logging.INFO, "vecserve.load"),
+        caplog.at_level(logging.DEBUG, "vecserve.load"),
         pytest.raises(LoadIncomplete, match=r"missing 2 of its 3,000 rows \('x7', 'x2999'"),
     ):
         session.commit()
@@ -210,7 +210,7 @@ def test_a_fresh_load_is_proven_whole_by_the_servers_counters(store, caplog):
     asks only a sample of the keys, and stores the word hashes a key-by-key check gives."""
     tokens = [f"x{i}" for i in range(2994)] + ["é", "日本語", "a b", "", "x" * 300, "_"]
     session = write_batches(store, tokens)
-    with caplog.at_level(logging.INFO, "vecserve.load"):
+    with caplog.at_level(logging.DEBUG, "vecserve.load"):
         info = session.commit()
     assert "3,000 rows present, the server's INFO shows nothing removed a key" in caplog.text
     full = store.check_rows(info, hashes=True)
@@ -228,7 +228,7 @@ def test_the_sample_catches_what_the_counters_miss(store, caplog, monkeypatch):
     session = write_batches(store, [f"x{i}" for i in range(3000)])
     store.client.delete(*store.vector_keys(session.state.prefix, ["x500"]))
     with (
-        caplog.at_level(logging.INFO, "vecserve.load"),
+        caplog.at_level(logging.DEBUG, "vecserve.load"),
         pytest.raises(LoadIncomplete, match=r"missing 1 of its 3,000 rows \('x500'"),
     ):
         session.commit()
@@ -257,7 +257,7 @@ def test_a_loader_without_info_checks_every_key(valkey, caplog):
     admin.execute_command(*line.split())
     store = Store.from_url(f"redis://l:pw@127.0.0.1:{p.port}/0")
     session = write_batches(store, [f"x{i}" for i in range(1000)])
-    with caplog.at_level(logging.INFO, "vecserve.load"):
+    with caplog.at_level(logging.DEBUG, "vecserve.load"):
         session.commit()
     assert "every key asked (the Redis user may not run INFO)" in caplog.text
     store.close()

@@ -179,7 +179,7 @@ def test_cli_history_and_rollback(store, redis_url, monkeypatch):
     missing = cli(redis_url, "models", "history", "NOPE", check=False)
     assert missing.returncode == 1 and "model 'NOPE' not found" in missing.stderr
     # deleting the model ends its pins and deletes every generation
-    assert "and 2 retired generations" in cli(redis_url, "models", "delete", "M").stdout
+    assert "and 2 retired generations" in cli(redis_url, "models", "delete", "M", "--yes").stdout
     assert not pin.renew()
     assert store.client.dbsize() == 1  # vecserve:generation, the counter
 

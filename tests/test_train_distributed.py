@@ -363,7 +363,7 @@ def test_sync_schemes_learn_within_their_byte_budget(ranks):
 def _train_args(corpus: Path, *extra: str) -> list[str]:
     return vecserve_args(
         *argv(
-            "train {} --min-count 1 --vector-size 16 --window 3 --sample 0 --workers 1 --seed 7",
+            "train {} --min-count 1 --vector-size 16 --window 3 --sample 0 --threads 1 --seed 7",
             corpus,
         ),
         *extra,

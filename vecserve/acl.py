@@ -83,7 +83,7 @@ def setuser_line(
     head = ["ACL", "SETUSER", user, "reset", "on", f">{password}", "resetchannels"]
     if role == "loader":
         if not model:
-            raise VecserveError("a loader writes one model: name it with --model NAME")
+            raise VecserveError("a loader writes one model: name it with --key NAME")
         # the scratch keys a commit writes before WAIT (Store.wait_for_replicas)
         markers = replication_marker("*")
         keys = [f"~{p}" for p in (*model_key_patterns(model), *SHARED_METADATA, markers)]

@@ -7,6 +7,7 @@ non-zero exit; a traceback means a bug.
 
 from __future__ import annotations
 
+import difflib
 import functools
 import importlib
 import json
@@ -17,9 +18,17 @@ import time
 import click
 import numpy as np
 
-from .clioptions import redis_url_option
+from .clioptions import (
+    QUIET_HELP,
+    VERBOSE_HELP,
+    add_global_options,
+    alias_option,
+    json_option,
+    model_option,
+    redis_url_option,
+)
 from .codec import CODECS
-from .errors import LoadInterrupted, StoreUnavailable, VecserveError
+from .errors import LoadInterrupted, ModelNotFound, StoreUnavailable, VecserveError
 
 log = logging.getLogger("vecserve")
 
@@ -35,6 +44,8 @@ def friendly_errors(f):
     def wrapper(*args, **kwargs):
         try:
             return f(*args, **kwargs)
+        except ModelNotFound as exc:
+            raise click.ClickException(f"{exc}{_models_hint(exc.name)}") from exc
         except VecserveError as exc:
             raise click.ClickException(str(exc)) from exc
         except KeyboardInterrupt:
@@ -42,6 +53,38 @@ def friendly_errors(f):
             sys.exit(130)
 
     return wrapper
+
+
+def _models_hint(name: str) -> str:
+    """What to say after "model 'X' not found": the near match and the models there are
+    (asked of the same server the command used; nothing when it cannot be asked)."""
+    ctx = click.get_current_context(silent=True)
+    url = None
+    while ctx is not None and url is None:
+        url = ctx.params.get("redis_url")
+        ctx = ctx.parent
+    try:
+        from .connect import open_store
+
+        with open_store(url) as store:
+            names = sorted(m.name for m in store.list_models())
+    except VecserveError:
+        return ""
+    if not names:
+        return "; there are no models yet (vecserve load FILE --key NAME)"
+    exc_name = str(name)
+    if exc_name in names:
+        return ""
+    near = {n.lower(): n for n in names}
+    match = near.get(exc_name.lower()) or next(
+        iter(difflib.get_close_matches(exc_name, names, n=1, cutoff=0.6)), None
+    )
+    if match is None:
+        low = difflib.get_close_matches(exc_name.lower(), list(near), n=1, cutoff=0.6)
+        match = near[low[0]] if low else None
+    shown = ", ".join(names[:20]) + (f" and {len(names) - 20} more" if len(names) > 20 else "")
+    guess = f"; did you mean {match}?" if match else ""
+    return f"{guess} (models: {shown})"
 
 
 class _Formatter(logging.Formatter):
@@ -70,32 +113,46 @@ class LazyGroup(click.Group):
                     raise
                 return None  # that part of vecserve is not installed/built here
             self.add_command(getattr(mod, attr), name)
-        return super().get_command(ctx, name)
+        command = super().get_command(ctx, name)
+        # -q and -v after the subcommand too, on every command, lazy ones included
+        return None if command is None else add_global_options(command)
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="vecserve")
-@click.option("-q", "--quiet", is_flag=True, help="Only print errors.")
-def cli(quiet: bool) -> None:
+@click.option("-q", "--quiet", is_flag=True, help=QUIET_HELP)
+@click.option("-v", "--verbose", is_flag=True, help=VERBOSE_HELP)
+@redis_url_option
+def cli(quiet: bool, verbose: bool, redis_url: str | None) -> None:
     """Serve word vectors out of Redis; train word2vec into it.
+
+    -q, -v and --redis-url may come before or after the command.
 
     \b
     Example:
         vecserve load GoogleNews-vectors-negative300.bin --key GOOGLE_W2V
+        vecserve similar king queen --key GOOGLE_W2V
         vecserve models
     """
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(_Formatter())
     root = logging.getLogger("vecserve")
     root.handlers[:] = [handler]
-    root.setLevel(logging.WARNING if quiet else logging.INFO)
+    root.setLevel(logging.WARNING if quiet else logging.DEBUG if verbose else logging.INFO)
     root.propagate = False
 
 
 @cli.command()
 @click.argument("file", type=click.Path(dir_okay=False, path_type=str))
 @click.option("--key", "-k", "name", required=True, help="Model name: keys are NAME:token.")
-@click.option("--format", "format", type=click.Choice(FORMATS), default="auto", show_default=True)
+@click.option(
+    "--format",
+    "format",
+    type=click.Choice(FORMATS),
+    default="auto",
+    show_default=True,
+    help="The file's format; auto: sniffed from its name and first bytes.",
+)
 @click.option(
     "--codec",
     type=click.Choice(list(CODECS)),
@@ -185,6 +242,11 @@ def load(file, resume, restart, retries, ann, ann_recall, redis_url, **options):
 
     if resume and restart:
         raise click.UsageError("--resume and --restart exclude each other")
+    if ann:  # where the index goes must be usable before the load, not after it
+        from . import config
+
+        config.make_dir(config.cache_dir(), "cache dir", "$VECSERVE_CACHE_DIR")
+    started = time.monotonic()
     for attempt in range(retries + 1):
         try:
             # the other options are load_file's keyword arguments, named alike
@@ -192,6 +254,8 @@ def load(file, resume, restart, retries, ann, ann_recall, redis_url, **options):
             break
         except StoreUnavailable as exc:
             if attempt == retries or not exc.transient:  # OOM, READONLY...: retrying won't help
+                raise
+            if not isinstance(exc, LoadInterrupted):  # unreachable from the start: say so now
                 raise
             wait = 2 ** (attempt + 1)
             why = exc.reason if isinstance(exc, LoadInterrupted) else str(exc)
@@ -201,9 +265,11 @@ def load(file, resume, restart, retries, ann, ann_recall, redis_url, **options):
             )
             time.sleep(wait)
             resume, restart = True, False  # what was written is kept (and checked)
+    took = time.monotonic() - started
+    began = f" ({info.load_seconds:.1f}s since the load began)" if resume else ""
     click.echo(
         f"{info.name}: {info.count:,} vectors x {info.dim} ({info.codec}, {info.source_format}) "
-        f"committed as generation {info.generation} in {info.load_seconds:.1f}s"
+        f"committed as generation {info.generation} in {took:.1f}s{began}"
         + (f"; {info.duplicates} duplicate tokens skipped" if info.duplicates else "")
     )
     if ann:
@@ -249,51 +315,108 @@ def _build_ann(info, redis_url, recall: float) -> None:
 
 @cli.group(invoke_without_command=True)
 @redis_url_option
+@json_option('Print JSON: {"models": [...], "loads": [...]}.')
 @click.pass_context
 @friendly_errors
-def models(ctx, redis_url):
+def models(ctx, redis_url, as_json):
     """List models and unfinished loads (subcommands: info, check, delete, cleanup,
     history, rollback).
 
     \b
     Example:
         vecserve models
-        vecserve models info GOOGLE_W2V
-        vecserve models check GOOGLE_W2V
-        vecserve models delete OLD_MODEL
+        vecserve models info --key GOOGLE_W2V
+        vecserve models check --key GOOGLE_W2V
+        vecserve models delete --key OLD_MODEL
         vecserve models cleanup
-        vecserve models history GOOGLE_W2V
+        vecserve models history --key GOOGLE_W2V
     """
     ctx.ensure_object(dict)
     ctx.obj["redis_url"] = redis_url
     if ctx.invoked_subcommand is not None:
         return
     from .connect import open_store
+    from .store.lease import holder_is_dead
 
     with open_store(redis_url) as store:
         rows = store.list_models()
-        loads = store.list_loads()
-        if not rows and not loads:
-            click.echo("no models")
-            return
-        if rows:
-            click.echo(f"{'MODEL':<24} {'VECTORS':>12} {'DIM':>5} {'CODEC':<5} {'GEN':>4}  SOURCE")
-        for m in rows:
-            click.echo(
-                f"{m.name:<24} {m.count:>12,} {m.dim:>5} {m.codec:<5} {m.generation:>4}  {m.source}"
+        loads = [(s, store.lock_holder(s.name)) for s in store.list_loads()]
+    # a loader that is a dead process of this host no longer loads, lease or not
+    loads = [(s, None if h is None or holder_is_dead(h) else h) for s, h in loads]
+    if as_json:
+        click.echo(
+            json.dumps(
+                {
+                    "models": [_model_json(m) for m in rows],
+                    "loads": [_load_json(s, holder) for s, holder in loads],
+                },
+                sort_keys=True,
             )
-        for s in loads:
-            running = store.lock_holder(s.name)
-            status = f"loading now ({running})" if running else "INCOMPLETE (interrupted)"
-            total = f"/{s.declared_count:,}" if s.declared_count else ""
-            click.echo(
-                f"{s.name:<24} {s.written:>12,}{total} vectors written, {status}; source {s.source}"
-            )
-        if any(not store.lock_holder(s.name) for s in loads):
-            click.echo(
-                "resume with `vecserve load FILE --key NAME --resume`, "
-                "or drop with `vecserve models cleanup`"
-            )
+        )
+        return
+    if not rows and not loads:
+        click.echo("no models")
+        return
+    if rows:
+        click.echo(f"{'MODEL':<24} {'VECTORS':>12} {'DIM':>5} {'CODEC':<5} {'GEN':>4}  SOURCE")
+    for m in rows:
+        click.echo(
+            f"{m.name:<24} {m.count:>12,} {m.dim:>5} {m.codec:<5} {m.generation:>4}  {m.source}"
+        )
+    for s, holder in loads:
+        status = f"loading now ({holder})" if holder else "INCOMPLETE (interrupted)"
+        total = f"/{s.declared_count:,}" if s.declared_count else ""
+        click.echo(
+            f"{s.name:<24} {s.written:>12,}{total} vectors written, {status}; source {s.source}"
+        )
+    if any(holder is None for _, holder in loads):
+        click.echo(
+            "resume with `vecserve load FILE --key NAME --resume`, "
+            "or drop with `vecserve models cleanup`"
+        )
+
+
+def _model_json(m) -> dict:
+    return {
+        "name": m.name,
+        "count": m.count,
+        "dim": m.dim,
+        "codec": m.codec,
+        "generation": m.generation,
+        "source": m.source,
+        "source_format": m.source_format,
+    }
+
+
+def _load_json(s, holder: str | None) -> dict:
+    return {
+        "name": s.name,
+        "written": s.written,
+        "declared_count": s.declared_count,
+        "state": "loading" if holder else "incomplete",
+        "loader": holder,
+        "source": s.source,
+    }
+
+
+def model_name(command):
+    """The model a ``models`` subcommand works on: ``--key NAME`` (as everywhere), or the
+    positional NAME its first version took (still accepted, for scripts)."""
+
+    @functools.wraps(command)
+    def wrapper(*args, name=None, name_arg=None, **kwargs):
+        if name is not None and name_arg is not None and name_arg != name:
+            if "generation" in kwargs and kwargs["generation"] is None and name_arg.isdigit():
+                kwargs["generation"] = int(name_arg)  # `rollback --key M 7`
+            else:
+                raise click.UsageError(f"two models given: --key {name} and {name_arg}")
+        name = name or name_arg
+        if name is None:
+            raise click.UsageError("which model? give --key NAME")
+        return command(*args, name=name, **kwargs)
+
+    wrapper = click.argument("name_arg", metavar="[NAME]", required=False)(wrapper)
+    return model_option(required=False, help="The model (or give it as NAME).")(wrapper)
 
 
 def _store_url(ctx, redis_url):
@@ -301,16 +424,17 @@ def _store_url(ctx, redis_url):
 
 
 @models.command("info")
-@click.argument("name")
+@model_name
 @redis_url_option
+@json_option("Print JSON (the default: this listing is JSON either way).")
 @click.pass_context
 @friendly_errors
-def models_info(ctx, name, redis_url):
+def models_info(ctx, name, redis_url, as_json):
     """Show a model's metadata as JSON.
 
     \b
     Example:
-        vecserve models info GOOGLE_W2V
+        vecserve models info --key GOOGLE_W2V
     """
     from dataclasses import asdict
 
@@ -334,7 +458,7 @@ def _iso(t: float) -> str:
 
 
 @models.command("check")
-@click.argument("name")
+@model_name
 @redis_url_option
 @click.pass_context
 @friendly_errors
@@ -348,7 +472,7 @@ def models_check(ctx, name, redis_url):
 
     \b
     Example:
-        vecserve models check GOOGLE_W2V
+        vecserve models check --key GOOGLE_W2V
     """
     from dataclasses import replace
 
@@ -404,21 +528,37 @@ def _ann_on_disk(info) -> dict:
 
 
 @models.command("delete")
-@click.argument("name")
+@model_name
+@click.option("--yes", "-y", is_flag=True, help="Delete without asking.")
 @redis_url_option
 @click.pass_context
 @friendly_errors
-def models_delete(ctx, name, redis_url):
+def models_delete(ctx, name, yes, redis_url):
     """Delete a model: it disappears for readers at once, then its keys are removed.
+
+    Asks first on a terminal; elsewhere (a script) it deletes only with --yes.
 
     \b
     Example:
-        vecserve models delete OLD_MODEL
+        vecserve models delete --key OLD_MODEL
+        vecserve models delete --key OLD_MODEL --yes
     """
     from .connect import open_store
     from .store.pins import drop_history
 
     with open_store(_store_url(ctx, redis_url)) as store:
+        if not yes:
+            info = store.get_model(name)  # an unknown model is said before any question
+            if not sys.stdin.isatty():
+                raise click.ClickException(
+                    f"not deleting {name} without a terminal to ask on: pass --yes"
+                )
+            click.confirm(
+                f"delete model {name} ({info.count:,} vectors x {info.dim}) and its "
+                "retired generations?",
+                abort=True,
+                err=True,
+            )
         retired = drop_history(store, name)  # its pins end first: pinned views stop reading
         info = store.delete_model(name)
     more = f" and {len(retired)} retired generations" if retired else ""
@@ -450,7 +590,7 @@ def models_cleanup(ctx, redis_url):
 
 
 @models.command("history")
-@click.argument("name")
+@model_name
 @click.option("--json", "as_json", is_flag=True, help="Print JSON, one object per generation.")
 @redis_url_option
 @click.pass_context
@@ -465,8 +605,8 @@ def models_history(ctx, name, as_json, redis_url):
 
     \b
     Example:
-        vecserve models history GOOGLE_W2V
-        vecserve models rollback GOOGLE_W2V
+        vecserve models history --key GOOGLE_W2V
+        vecserve models rollback --key GOOGLE_W2V
     """
     from .connect import open_store
     from .errors import LoadInProgress, PermissionDenied
@@ -509,7 +649,7 @@ def _generation_json(g) -> dict:
 
 
 @models.command("rollback")
-@click.argument("name")
+@model_name
 @click.argument("generation", type=click.IntRange(min=1), required=False)
 @redis_url_option
 @click.pass_context
@@ -525,8 +665,8 @@ def models_rollback(ctx, name, generation, redis_url):
     \b
     Example:
         VECSERVE_KEEP_GENERATIONS=2 vecserve load new.bin --key GOOGLE_W2V
-        vecserve models rollback GOOGLE_W2V
-        vecserve models rollback GOOGLE_W2V 7
+        vecserve models rollback --key GOOGLE_W2V
+        vecserve models rollback --key GOOGLE_W2V 7
     """
     from .connect import open_store
     from .store.pins import history, rollback
@@ -543,7 +683,7 @@ def models_rollback(ctx, name, generation, redis_url):
 
 @cli.command()
 @click.argument("words", nargs=-1, required=True)
-@click.option("--key", "-k", "name", required=True, help="Model name.")
+@model_option(help="The model.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON {word: vector}.")
 @redis_url_option
 @friendly_errors
@@ -579,6 +719,94 @@ def get(words, name, as_json, redis_url):
                 click.echo(f"{w}\t[{shown}{more}] ({info.dim} dims{note})")
     if missing:
         raise click.ClickException(f"not in {name}: {', '.join(missing)}")
+
+
+@cli.command()
+@click.argument("words", nargs=-1, required=True)
+@model_option(help="The model to search.")
+@click.option(
+    "--negative",
+    "-n",
+    multiple=True,
+    metavar="WORD",
+    help="A word to move away from (repeat for more), as gensim's negative=.",
+)
+@click.option(
+    "--topn",
+    type=click.IntRange(min=1),
+    default=10,
+    show_default=True,
+    help="How many neighbours.",
+)
+@click.option(
+    "--approx",
+    is_flag=True,
+    help="Answer from the approximate index (built into the cache dir first if need be, "
+    "as `load --ann` does); exact when the index cannot meet its recall target.",
+)
+@json_option('Print JSON: [["word", similarity], ...], gensim\'s answer.')
+@redis_url_option
+@friendly_errors
+def similar(words, name, negative, topn, approx, as_json, redis_url):
+    """Print the nearest neighbours of WORDS (their mean) in model --key: gensim's
+    most_similar(positive=WORDS, negative=--negative, topn=--topn), exact by default.
+
+    One line per neighbour: the similarity, then the token in quotes (a token may end in
+    punctuation). The first call on a model builds its similarity snapshot in the cache
+    dir ($VECSERVE_CACHE_DIR); later calls map it.
+
+    \b
+    Example:
+        vecserve similar king --key GOOGLE_W2V
+        vecserve similar king woman --negative man --topn 3 --key GOOGLE_W2V
+        vecserve similar paris --key GOOGLE_W2V --approx --json
+    """
+    from .connect import open_store
+
+    positive, negative = list(words), list(negative)
+    with open_store(redis_url) as store:
+        store.get_model(name)  # an unknown model before a word: ModelNotFound
+        try:
+            if approx:
+                result = _similar_approx(store, name, positive, negative, topn)
+            else:
+                from .keyedvectors import RedisKeyedVectors
+
+                with RedisKeyedVectors(name, store=store) as kv:
+                    result = kv.most_similar(positive=positive, negative=negative, topn=topn)
+        except VecserveError:
+            raise
+        except (KeyError, ValueError) as exc:  # gensim's errors for an unknown word
+            raise click.ClickException(f"{name}: {exc.args[0] if exc.args else exc}") from exc
+    if as_json:
+        click.echo(json.dumps([[w, float(s)] for w, s in result]))
+        return
+    for w, s in result:
+        click.echo(f"{s:.4f}  {json.dumps(w, ensure_ascii=False)}")
+
+
+def _similar_approx(store, name, positive, negative, topn):
+    """The approximate index's answer (as the service's ``approx=true``), built if need be."""
+    try:
+        from .search.ann import AnnManager, AnnParams
+        from .search.planner import Planner, Query
+        from .search.snapshot import IndexManager
+    except ImportError as exc:
+        raise click.ClickException(
+            f"--approx needs the api extra: pip install 'vecserve[api]' ({exc})"
+        ) from exc
+    indexes = IndexManager(store)
+    try:
+        sim = indexes.get(name)
+        manager = AnnManager(enabled=True, params=AnnParams())
+        manager.get(sim, wait=True)
+        query = Query(positive=tuple(positive), negative=tuple(negative), topn=topn, approx=True)
+        answer = Planner(sim, name=name, ann=manager).answer(query)
+    finally:
+        indexes.close()
+    if not answer.approximate:
+        click.echo(f"vecserve: answered exactly ({answer.approximate_status})", err=True)
+    return answer.results
 
 
 @cli.group()
@@ -701,25 +929,26 @@ def server_status(data_dir, as_json):
 @cli.command()
 @click.argument("role", type=click.Choice(["worker", "api", "loader"]))
 @click.option("--user", default=None, help="Redis user name (default vecserve-ROLE).")
-@click.option("--model", "-k", default=None, help="The model (required for a loader).")
+@model_option(required=False, help="The model a loader may write (required for a loader).")
+@alias_option("--model", "name")
 @friendly_errors
-def acl(role, user, model):
+def acl(role, user, name):
     """Print the ACL SETUSER line of a least-privilege Redis user for ROLE.
 
     worker and api are read-only (no INFO, no @dangerous commands), but a worker may hold
     pins (`kv.pin()`: SET, SADD, SREM, DEL on vecserve's pin keys only); a loader writes
-    only the keys of its --model and vecserve's registry. The password is a fresh random one:
+    only the keys of its --key model and vecserve's registry. The password is a fresh random one:
     run the line with redis-cli, then put the user and password in the URL.
 
     \b
     Example:
         vecserve acl worker --user celery | redis-cli
-        vecserve acl loader --model GOOGLE_W2V
+        vecserve acl loader --key GOOGLE_W2V
         export VECSERVE_REDIS_URL=redis://celery:PASSWORD@redis:6379/0
     """
     from .acl import setuser_line
 
-    click.echo(setuser_line(role, user=user, model=model))
+    click.echo(setuser_line(role, user=user, model=name))
 
 
 @cli.command()
@@ -745,7 +974,8 @@ def demo(redis_url):
 
     path = datapath("lee_fasttext.vec")
     with open_store(redis_url) as store:
-        click.echo(f"loading {path}\n  into {store.url} as model DEMO")
+        click.echo(f"loading gensim's test vectors lee_fasttext.vec ({path})")
+        click.echo(f"  into {store.url} as model DEMO")
         info = load_file(path, name="DEMO", store=store, progress=False, restart=True)
         click.echo(f"DEMO: {info.count:,} vectors x {info.dim}, generation {info.generation}")
         ref = KeyedVectors.load_word2vec_format(path)
@@ -756,7 +986,7 @@ def demo(redis_url):
             batch = kv[["police", "court", "minister"]]
             click.echo(f"kv[['police', 'court', 'minister']].shape = {batch.shape}  (one MGET)")
             sims = kv.most_similar("government", topn=5)
-            shown = ", ".join(f"{w} {s:.3f}" for w, s in sims)
+            shown = ", ".join(f"{w!r} {s:.3f}" for w, s in sims)  # a token may end in ","
             click.echo(f"kv.most_similar('government', topn=5) = {shown}")
             same = [w for w, _ in sims] == [w for w, _ in ref.most_similar("government", topn=5)]
             click.echo(f"  same as gensim: {same}")

@@ -39,7 +39,7 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from . import config
-from .errors import EmbeddedServerError
+from .errors import EmbeddedServerError, InvalidSetting
 from .procs import pid_alive
 
 __all__ = [
@@ -306,8 +306,15 @@ class EmbeddedServer:
 
     @contextlib.contextmanager
     def _locked(self) -> Iterator[None]:
-        self.data_dir.mkdir(parents=True, exist_ok=True)
-        with open(self.data_dir / "vecserve.lock", "a+") as f:
+        config.make_dir(self.data_dir, "data dir", "--data-dir or $VECSERVE_DATA_DIR")
+        try:
+            f = open(self.data_dir / "vecserve.lock", "a+")  # noqa: SIM115 (closed below)
+        except OSError as exc:
+            raise InvalidSetting(
+                f"the data dir {self.data_dir} cannot be used: {exc.strerror}; set "
+                "--data-dir or $VECSERVE_DATA_DIR to a directory you can write"
+            ) from exc
+        with f:
             fcntl.flock(f, fcntl.LOCK_EX)
             try:
                 yield

@@ -4,6 +4,7 @@ The hierarchy::
 
     VecserveError                    root: ``except VecserveError`` catches them all
     ├── InvalidModelName             a model name that cannot be a key prefix
+    ├── InvalidSetting               a setting (flag, VECSERVE_* variable) that cannot be used
     ├── ModelNotFound                no committed model of that name (also a KeyError)
     ├── TokenNotFound                a word missing from a model (also a KeyError)
     ├── VectorFileError              a problem with an input vector file
@@ -51,6 +52,7 @@ __all__ = [
     "EmbeddedServerError",
     "GenerationChanged",
     "InvalidModelName",
+    "InvalidSetting",
     "LoadInProgress",
     "LoadIncomplete",
     "LoadInterrupted",
@@ -85,6 +87,12 @@ class VecserveError(Exception):
 
 class InvalidModelName(VecserveError, ValueError):
     """A model name that cannot be used as a Redis key prefix."""
+
+
+class InvalidSetting(VecserveError, ValueError):
+    """A setting that cannot be used: a flag, a ``VECSERVE_*`` variable or an argument
+    (a Redis URL without a scheme, a data dir that cannot be made); the message names the
+    setting, its value and what is expected."""
 
 
 class ModelNotFound(VecserveError, KeyError):

@@ -145,6 +145,7 @@ class Progress:
         self.total = total
         self.desc = desc
         self.done = 0
+        self.base = 0  # written before this run (a resumed load): not this run's rate
         self.start = time.monotonic()
         self._last_log = self.start
         tty = sys.stderr.isatty()
@@ -165,7 +166,7 @@ class Progress:
         now = time.monotonic()
         if self.enabled and now - self._last_log >= 5:
             self._last_log = now
-            rate = self.done / max(now - self.start, 1e-9)
+            rate = self.rate
             pct = eta = ""
             if self.total:
                 pct = f" ({100 * self.done / self.total:.0f}%)"
@@ -187,7 +188,8 @@ class Progress:
 
     @property
     def rate(self) -> float:
-        return self.done / max(time.monotonic() - self.start, 1e-9)
+        """Vectors per second written by this run (a resumed load's earlier ones left out)."""
+        return (self.done - self.base) / max(time.monotonic() - self.start, 1e-9)
 
 
 class _Writer:
@@ -369,7 +371,7 @@ def load_file(
     batch = batch_size or max(64, DEFAULT_BATCH_BYTES // (4 * dim))
     total = None if declared is None else declared + ngrams
     prog = Progress(total=total, desc=f"loading {name}", enabled=progress)
-    prog.done = session.written
+    prog.done = prog.base = session.written
     try:
         with open_vectors(
             path,
@@ -417,14 +419,16 @@ def load_file(
         raise
     finally:
         prog.close()
+    took = time.monotonic() - prog.start
     log.info(
-        "loaded %s: %s vectors x %d (%s) in %.1fs, %s vec/s",
+        "loaded %s: %s vectors x %d (%s) in %.1fs, %s vec/s%s",
         name,
         f"{info.count:,}",
         info.dim,
         info.codec,
-        info.load_seconds,
+        took,
         f"{prog.rate:,.0f}",
+        f" (resumed after {prog.base:,} vectors)" if prog.base else "",
     )
     return info
 

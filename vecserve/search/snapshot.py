@@ -297,7 +297,7 @@ class SimilarityIndex:
                 else:
                     shutil.rmtree(final, ignore_errors=True)
         if not (final / "vectors.npy").exists():
-            root.mkdir(parents=True, exist_ok=True)
+            config.make_dir(root, "cache dir", "$VECSERVE_CACHE_DIR")  # one line if it cannot be
             with atomic_dir(final) as tmp:  # another builder's, if first, is used
                 _write_snapshot(store, info, tmp, chunk)
             _remove_older(root, info)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import socket
 import tempfile
 import types
 import typing
@@ -20,14 +21,14 @@ from pathlib import Path
 
 import click
 
-from ..clioptions import redis_url_option
+from ..clioptions import alias_option, redis_url_option
 
 try:
     from .settings import Settings
 except ImportError:  # the api extra is not installed: `serve` says so when run
     Settings = None
 
-__all__ = ["FLAGS", "env_name", "serve", "settings_env"]
+__all__ = ["FLAGS", "env_name", "flag_of", "serve", "settings_env"]
 
 #: The :class:`.settings.Settings` fields that are ``vecserve serve`` flags besides
 #: ``--redis-url`` (the option every command shares). The others are set in the
@@ -45,6 +46,20 @@ FLAGS = (
     "vector_cache",
     "api_keys_file",
 )
+
+
+#: fields whose flag is not their name: the model is ``--key`` in every command (the old
+#: ``--default-model`` stays, hidden)
+RENAMED = {"default_model": "--key"}
+
+
+def flag_of(field: str) -> str:
+    """The flag of a settings field.
+
+    >>> flag_of("max_words"), flag_of("default_model")
+    ('--max-words', '--key')
+    """
+    return RENAMED.get(field, "--" + field.replace("_", "-"))
 
 
 def env_name(field: str) -> str:
@@ -76,7 +91,16 @@ def _option(name: str):
     kind = field.annotation
     if isinstance(kind, types.UnionType) or typing.get_origin(kind) is typing.Union:
         kind = next(t for t in typing.get_args(kind) if t is not type(None))
-    flag = "--" + name.replace("_", "-")
+    flag = flag_of(name)
+    if name == "default_model":  # the model is --key in every command
+        return click.option(
+            flag,
+            "-k",
+            name,
+            default=None,
+            metavar="NAME",
+            help=f"{field.description} [${env_name(name)}]",
+        )
     help = f"{field.description} [${env_name(name)}"
     help += "]" if field.default is None else f"; default: {field.default!r}]"
     if kind is bool:
@@ -109,6 +133,64 @@ def _settings_options(f):
     return f
 
 
+def port_taken(host: str, port: int) -> str | None:
+    """Why ``host:port`` cannot be served on (as uvicorn would bind it), or None."""
+    if port == 0:
+        return None
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except OSError as exc:
+        return f"--host {host!r} is not an address of this machine ({exc.strerror or exc})"
+    family, kind, proto, _, address = infos[0]
+    with socket.socket(family, kind, proto) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(address)
+        except OSError as exc:
+            if exc.errno == 98:  # EADDRINUSE
+                return "the port is in use (another server runs there: stop it or pick --port)"
+            return exc.strerror or str(exc)
+    return None
+
+
+def _check_default_model(settings, *, flag: bool) -> None:
+    """``--key NAME`` (``flag``) must name a model that exists (listing those that do).
+    From ``$VECSERVE_DEFAULT_MODEL`` (a deployment, whose loader may come later) it is a
+    warning: requests without ``model=`` answer 404 until it is loaded. An unreachable
+    Redis is not refused here: the service answers 503 until it is up."""
+    from ..connect import open_store
+    from ..errors import ModelNotFound, VecserveError
+
+    if not settings.default_model:
+        return
+    try:
+        with open_store(settings.redis_url) as store:
+            names = sorted(m.name for m in store.list_models())
+            if settings.default_model in names:
+                return
+            raise ModelNotFound(settings.default_model)
+    except ModelNotFound:
+        import difflib
+
+        near = difflib.get_close_matches(
+            settings.default_model.upper(), [n.upper() for n in names], n=1
+        )
+        match = next((n for n in names if near and n.upper() == near[0]), None)
+        guess = f"; did you mean {match}?" if match else ""
+        there = f"models: {', '.join(names)}" if names else "no models yet"
+        if flag:
+            raise click.ClickException(
+                f"--key {settings.default_model}: no such model{guess} ({there})"
+            ) from None
+        click.echo(
+            f"vecserve: ${env_name('default_model')}={settings.default_model} is not loaded "
+            f"yet{guess} ({there}); requests without model= answer 404 until it is",
+            err=True,
+        )
+    except VecserveError:
+        return
+
+
 def redis_memory_line(redis_url: str | None) -> str:
     """One line on the server's memory and eviction policy (a policy that evicts keys
     without a TTL can damage models), or why it is unknown; never raises."""
@@ -128,7 +210,13 @@ def redis_memory_line(redis_url: str | None) -> str:
 
 @click.command("serve")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Interface to bind.")
-@click.option("--port", default=8000, show_default=True, type=click.IntRange(0, 65535))
+@click.option(
+    "--port",
+    default=8000,
+    show_default=True,
+    type=click.IntRange(0, 65535),
+    help="TCP port to listen on (0: any free one).",
+)
 @click.option(
     "--workers",
     default=1,
@@ -138,6 +226,7 @@ def redis_memory_line(redis_url: str | None) -> str:
 )
 @redis_url_option
 @_settings_options
+@alias_option("--default-model", "default_model")
 @click.option(
     "--ssl-certfile",
     type=click.Path(dir_okay=False, exists=True),
@@ -155,16 +244,18 @@ def redis_memory_line(redis_url: str | None) -> str:
     default="info",
     show_default=True,
     type=click.Choice(["critical", "error", "warning", "info", "debug"]),
+    help="uvicorn's log level.",
 )
 def serve(host, port, workers, log_level, ssl_certfile, ssl_keyfile, **options):
     """Serve vectors, similarity and most_similar over HTTP (FastAPI under uvicorn).
 
     Every option can also be set as a VECSERVE_* environment variable (e.g.
-    VECSERVE_DEFAULT_MODEL). OpenAPI docs are at /docs.
+    VECSERVE_DEFAULT_MODEL for --key, the model of requests that name none). OpenAPI
+    docs are at /docs.
 
     \b
     Example:
-        vecserve serve --default-model GOOGLE_W2V --port 8000
+        vecserve serve --key GOOGLE_W2V --port 8000
         curl 'localhost:8000/vectors?words=king,queen'
         curl 'localhost:8000/most_similar?positive=king,woman&negative=man&topn=3'
         vecserve serve --api-keys-file keys.txt --ssl-certfile c.pem --ssl-keyfile k.pem
@@ -187,7 +278,8 @@ def serve(host, port, workers, log_level, ssl_certfile, ssl_keyfile, **options):
         raise click.ClickException(
             "invalid setting: "
             + "; ".join(
-                f"{'$' + env_name(str(e['loc'][0])) if e['loc'] else 'settings'}: {e['msg']}"
+                f"{'$' + env_name(str(e['loc'][0])) if e['loc'] else 'settings'}: "
+                + e["msg"].removeprefix("Value error, ")
                 for e in exc.errors()
             )
         ) from exc
@@ -200,6 +292,10 @@ def serve(host, port, workers, log_level, ssl_certfile, ssl_keyfile, **options):
         )
     except VecserveError as exc:
         raise click.ClickException(str(exc)) from exc
+    taken = port_taken(host, port)  # before uvicorn's start-up lines, in one line
+    if taken:
+        raise click.ClickException(f"cannot serve on {host}:{port}: {taken}")
+    _check_default_model(settings, flag=options.get("default_model") is not None)
     click.echo(f"vecserve: {redis_memory_line(settings.redis_url)}", err=True)
     with contextlib.ExitStack() as stack:
         if workers > 1 and settings.metrics_dir is None:  # /metrics answers for every worker

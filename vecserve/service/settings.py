@@ -13,10 +13,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import Field, SecretStr
+from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from ..config import DEFAULT_MODEL_TTL
+from ..config import DEFAULT_MODEL_TTL, check_redis_url
 
 __all__ = ["Settings"]
 
@@ -95,3 +95,9 @@ class Settings(BaseSettings):
         description="Seconds a model's registry entry answers metadata calls between checks "
         "(every read of rows checks it anyway); the same setting RedisKeyedVectors reads.",
     )
+
+    @field_validator("redis_url")
+    @classmethod
+    def _usable_url(cls, url: str | None) -> str | None:
+        """A URL redis-py can connect with (refused at start, not on the first request)."""
+        return url and check_redis_url(url, "redis_url")

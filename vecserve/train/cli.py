@@ -20,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
+import re
 import signal
 import sys
 from collections.abc import Callable
@@ -28,7 +29,7 @@ from typing import Any
 import click
 
 from ..cli import friendly_errors
-from ..clioptions import redis_url_option
+from ..clioptions import alias_option, redis_url_option
 from ..codec import CODECS
 from ..errors import TrainingError, VecserveError
 from .params import option_fields
@@ -42,8 +43,10 @@ def _param_option(f: dataclasses.Field) -> Callable:
     meta = f.metadata
     name = f.name.replace("_", "-")
     default = meta.get("cli_default", f.default)
-    flags = meta.get("flags") or (
-        (f"--{name}/--no-{name}",) if isinstance(default, bool) else (f"--{name}",)
+    flags = (
+        _RENAMED.get(f.name)
+        or meta.get("flags")
+        or ((f"--{name}/--no-{name}",) if isinstance(default, bool) else (f"--{name}",))
     )
     kwargs: dict[str, Any] = {"default": default, "help": meta["help"]}
     if meta.get("is_flag"):
@@ -62,15 +65,52 @@ def _param_option(f: dataclasses.Field) -> Callable:
     return click.option(*flags, f.name, **kwargs)
 
 
+#: the command's spelling where the library's name would mean something else on the command
+#: line: ``--workers`` is processes in ``vecserve serve``, so threads are ``--threads``
+_RENAMED = {"workers": ("--threads", "-j")}
+
+
 def _param_options(command: Callable) -> Callable:
     for f in reversed(option_fields()):
         command = _param_option(f)(command)
     return command
 
 
+def _flag(name: str) -> str:
+    """The option of parameter ``name`` as the command spells it (``--min-count``)."""
+    spelled = {f.name: f for f in option_fields()}.get(name)
+    flags = (_RENAMED.get(name) or (spelled.metadata.get("flags") if spelled else None)) or ()
+    first = flags[0].split("/")[0] if flags else "--" + name.replace("_", "-")
+    return first
+
+
+def flagged(message: str) -> str:
+    """``message`` with the library's parameter names (``min_count=0``, ``lower
+    min_count``) written as this command's flags (``--min-count=0``).
+
+    >>> flagged("no word occurs at least min_count=5 times; lower min_count")
+    'no word occurs at least --min-count=5 times; lower --min-count'
+    >>> flagged("workers=0: must be a positive integer")
+    '--threads=0: must be a positive integer'
+    >>> flagged("lower alpha or sync_cap; the negative samples")
+    'lower --alpha or --sync-cap; the negative samples'
+    """
+    for f in option_fields():
+        plain = "_" not in f.name  # "window", "alpha": only as name=value or "lower alpha"
+        pattern = (
+            rf"(?<![\w-]){f.name}(?==)|(?<=lower ){f.name}\b|(?<=raise ){f.name}\b"
+            if plain
+            else rf"(?<![\w-]){f.name}\b"
+        )
+        message = re.sub(pattern, _flag(f.name), message)
+    return message
+
+
 @click.command("train")
 @click.argument("corpus", type=click.Path(path_type=str))
-@click.option("--key", "-k", "name", default=None, help="Model name to commit in Redis.")
+@click.option(
+    "--key", "-k", "name", default=None, metavar="NAME", help="Model name to commit in Redis."
+)
 @click.option(
     "--save",
     type=click.Path(dir_okay=False, path_type=str),
@@ -100,6 +140,13 @@ def _param_options(command: Callable) -> Callable:
     "parts of the model later: lookups then raise ModelDamaged); refused otherwise.",
 )
 @redis_url_option
+@alias_option(
+    "--workers",
+    "workers",
+    type=int,
+    note="`vecserve train --workers` is now --threads (-j): --workers means processes "
+    "(as in `vecserve serve`)",
+)
 @friendly_errors
 def train(corpus, name, save, binary, codec, redis_url, allow_eviction, **options):
     """Train word2vec on CORPUS on all cores; commit the vectors as model --key.
@@ -108,7 +155,7 @@ def train(corpus, name, save, binary, codec, redis_url, allow_eviction, **option
     .bz2 file, or a directory of such files. Word counts are kept with the vectors.
 
     Under ``mpiexec -n N`` the N ranks train data-parallel, each on its share of CORPUS
-    with -j threads; rank 0 commits. Install the MPI extra: pip install 'vecserve[mpi]'.
+    with -j (--threads) threads; rank 0 commits. Install the MPI extra: pip install 'vecserve[mpi]'.
 
     \b
     Example:
@@ -122,7 +169,10 @@ def train(corpus, name, save, binary, codec, redis_url, allow_eviction, **option
         raise click.UsageError("give --key NAME (Redis) and/or --save PATH")
     group = Group.from_environment()
     if group.size == 1:
-        _train(group, corpus, name, save, binary, codec, redis_url, allow_eviction, options)
+        try:
+            _train(group, corpus, name, save, binary, codec, redis_url, allow_eviction, options)
+        except TrainingError as exc:
+            raise click.ClickException(flagged(str(exc))) from exc
         return
     state = {"committed": False}
     _on_sigterm(group, state)
@@ -132,7 +182,7 @@ def train(corpus, name, save, binary, codec, redis_url, allow_eviction, **option
         _train(group, corpus, name, save, binary, codec, redis_url, allow_eviction, options, state)
     except VecserveError as exc:
         if group.rank == 0 or not (isinstance(exc, TrainingError) and exc.collective):
-            click.echo(f"Error: rank {group.rank} of {group.size}: {exc}", err=True)
+            click.echo(f"Error: rank {group.rank} of {group.size}: {flagged(str(exc))}", err=True)
         _leave(1)
     except KeyboardInterrupt:
         _leave(130)
