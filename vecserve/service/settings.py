@@ -83,6 +83,11 @@ class Settings(BaseSettings):
         "`api_keys`, every endpoint but /healthz, /readyz and the explorer page's files then "
         "needs `Authorization: Bearer <key>`.",
     )
+    metrics_keys: SecretStr | None = Field(
+        None,
+        description="Comma-separated keys that open /metrics and nothing else (a Prometheus "
+        "scrape's bearer token); /metrics also takes the API keys. Set, /metrics needs a key.",
+    )
     model_ttl: float = Field(
         DEFAULT_MODEL_TTL,
         ge=0,
