@@ -227,7 +227,7 @@ def test_aclfile_keeps_the_users_across_restarts_and_the_default_user_off(tmp_pa
 
     def start():
         argv = [str(server_binary()), "--port", "0", "--unixsocket", str(sock)]
-        argv += ["--aclfile", str(acl), "--dir", str(tmp_path), "--save", "3600 1"]
+        argv += ["--aclfile", str(acl), "--dir", str(tmp_path), "--appendonly", "yes"]
         proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.monotonic() + 15
         while not sock.exists():
@@ -243,6 +243,7 @@ def test_aclfile_keeps_the_users_across_restarts_and_the_default_user_off(tmp_pa
     server = start()
     try:
         admin = as_user("vecserve-admin", "admin-secret-1")
+        # vecserve writes its batches in MULTI/EXEC: the AOF replays them at a restart
         load_arrays(
             WORDS, VECTORS, name="M", redis_url=f"unix://vecserve-admin:admin-secret-1@{sock}"
         )

@@ -35,7 +35,8 @@ An ACL file (``--aclfile``, read by the server at start) keeps the users across 
 where ``ACL SETUSER`` alone lasts until the server stops. :func:`write_aclfile` puts a
 user's line in one (``user NAME ...``, the password as its SHA-256, ``#<hex>``, so the
 file holds no password), keeps the other users' lines, and disables the ``default`` user
-when the file does not name it: a server started with the file never has an open default.
+when the file does not name it: a server started with the file never has an open default
+(:data:`DEFAULT_OFF` says why that user keeps its permissions).
 
 >>> print(setuser_line("worker", user="w", password="pw"))  # doctest: +NORMALIZE_WHITESPACE
 ACL SETUSER w reset on >pw resetchannels &__redis__:invalidate %R~* -@all +@read
@@ -84,8 +85,13 @@ ROLES = {
     "admin": "every command, every key: the operator's user (ACL, CONFIG, INFO)",
 }
 #: The ``default`` user of an ACL file written by vecserve when the file does not name it:
-#: off, no password that any AUTH could match, no command, no key, no channel.
-DEFAULT_OFF = "user default off resetpass resetkeys resetchannels -@all"
+#: off and without a password, so no connection is ever it (unauthenticated ones get
+#: NOAUTH, ``AUTH default ...`` gets WRONGPASS). Its permissions stay whole on purpose:
+#: at a restart the server replays its AOF as the default user and re-checks every
+#: MULTI/EXEC against that user's permissions, silently dropping the transactions it
+#: refuses (redis/redis#14541, valkey-io/valkey#3983: Redis 7, Valkey 8). vecserve writes
+#: every batch in MULTI/EXEC, so a default user without permissions loses the models.
+DEFAULT_OFF = "user default off resetpass ~* &* +@all"
 
 
 def setuser_line(
