@@ -224,6 +224,10 @@ def test_aclfile_keeps_the_users_across_restarts_and_the_default_user_off(tmp_pa
         "acl", "api", "--password-env", "NOPE", "--aclfile", str(acl), check=False
     )
     assert missing.returncode != 0 and "$NOPE is not set" in missing.stderr
+    (tmp_path / "other.conf").write_text("port 6379\n")
+    other = run_vecserve("acl", "api", "--aclfile", str(tmp_path / "other.conf"), check=False)
+    assert other.returncode == 1 and "other.conf:1: not an ACL file" in other.stderr
+    assert (tmp_path / "other.conf").read_text() == "port 6379\n"
 
     def start():
         argv = [str(server_binary()), "--port", "0", "--unixsocket", str(sock)]

@@ -177,6 +177,12 @@ def write_aclfile(path: str | Path, lines: list[str]) -> list[str]:
     for line in lines:
         if user_of(line) is None:
             raise VecserveError(f"not an ACL file line (user NAME rules...): {line[:40]!r}")
+    for n, line in enumerate(old, 1):  # the server refuses a file with any other line
+        if line.strip() and user_of(line) is None:
+            raise VecserveError(
+                f"{path}:{n}: not an ACL file (each line is `user NAME rules...`): "
+                f"{line.strip()[:40]!r}; nothing written"
+            )
     new_users = {user_of(line) for line in lines}
     kept = [ln for ln in old if ln.strip() and user_of(ln) not in new_users]
     done = [f"{'replaced' if any(user_of(ln) == u for ln in old) else 'added'} user {u}"
@@ -195,5 +201,5 @@ def write_aclfile(path: str | Path, lines: list[str]) -> list[str]:
             Path(tmp).unlink(missing_ok=True)
             raise
     except OSError as exc:
-        raise VecserveError(f"cannot write the ACL file {path}: {exc}") from exc
+        raise VecserveError(f"cannot write the ACL file {path}: {exc.strerror}") from exc
     return done
