@@ -5,8 +5,9 @@
 #   $VECSERVE_DEBIAN_IMAGE  (default vecserve-debian:bookworm): python3 + venv + apt, the
 #       Dockerfile's BASE_IMAGE in place of python:3.12-slim;
 #   $VECSERVE_REDIS_IMAGE   (default vecserve-redis:bookworm): the base plus Debian's
-#       redis-server, answering to valkey-server / valkey-cli, as user redis in /data, in
-#       place of valkey/valkey in docker-compose.yml (docker/redis.Dockerfile).
+#       redis-server, answering to valkey-server / valkey-cli, running as user redis in
+#       /data (its entrypoint hands /data to that user, as valkey/valkey's does), in place
+#       of valkey/valkey in docker-compose.yml (docker/redis.Dockerfile).
 #
 # Usage: docker/debian-images.sh [base|redis]...   (both by default). Needs root,
 # mmdebstrap and a Docker daemon. MIRROR and SUITE pick the archive.

@@ -200,3 +200,81 @@ def test_acl_command_prints_a_line_per_role():
     assert out[:3] == ["ACL", "SETUSER", "celery"] and "-@dangerous" in out and "%R~*" in out
     proc = cli("acl", "loader", url="redis://unused", check=False)
     assert proc.returncode == 1 and "--key NAME" in proc.stderr
+
+
+def test_aclfile_keeps_the_users_across_restarts_and_the_default_user_off(tmp_path):
+    """`vecserve acl --aclfile` writes the users a server reads at every start: the
+    passwords as hashes, the default user disabled, other users' lines kept."""
+    import subprocess
+    import time
+
+    from vecserve.embedded import NO_RETRY, server_binary
+
+    acl, sock = tmp_path / "users.acl", tmp_path / "v.sock"
+    env = {**os.environ, "ADMIN_PW": "admin-secret-1", "API_PW": "api-secret-1"}
+    for role, var in (("admin", "ADMIN_PW"), ("api", "API_PW")):
+        proc = run_vecserve("acl", role, "--password-env", var, "--aclfile", str(acl), env=env)
+        assert proc.stdout == "" and f"added user vecserve-{role}" in proc.stderr
+    made = run_vecserve("acl", "worker", "--user", "celery", "--aclfile", str(acl), env=env)
+    celery_pw = made.stdout.split()[-1]  # a random one, shown once
+    text = acl.read_text()
+    assert text.splitlines()[0].startswith("user default off ")
+    assert "secret" not in text and celery_pw not in text and oct(acl.stat().st_mode)[-3:] == "600"
+    missing = run_vecserve(
+        "acl", "api", "--password-env", "NOPE", "--aclfile", str(acl), check=False
+    )
+    assert missing.returncode != 0 and "$NOPE is not set" in missing.stderr
+    (tmp_path / "other.conf").write_text("port 6379\n")
+    other = run_vecserve("acl", "api", "--aclfile", str(tmp_path / "other.conf"), check=False)
+    assert other.returncode == 1 and "other.conf:1: not an ACL file" in other.stderr
+    assert (tmp_path / "other.conf").read_text() == "port 6379\n"
+
+    def start():
+        argv = [str(server_binary()), "--port", "0", "--unixsocket", str(sock)]
+        argv += ["--aclfile", str(acl), "--dir", str(tmp_path), "--appendonly", "yes"]
+        proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 15
+        while not sock.exists():
+            assert proc.poll() is None and time.monotonic() < deadline, "valkey did not start"
+            time.sleep(0.02)
+        return proc
+
+    def as_user(user=None, password=None):  # a refused AUTH is not retried
+        return redis.Redis(
+            unix_socket_path=str(sock), username=user, password=password, retry=NO_RETRY
+        )
+
+    server = start()
+    try:
+        admin = as_user("vecserve-admin", "admin-secret-1")
+        # vecserve writes its batches in MULTI/EXEC: the AOF replays them at a restart
+        load_arrays(
+            WORDS, VECTORS, name="M", redis_url=f"unix://vecserve-admin:admin-secret-1@{sock}"
+        )
+        for _ in range(2):  # the second time after a restart: the users came from the file
+            with pytest.raises(redis.AuthenticationError):
+                as_user().ping()  # the default user: NOAUTH
+            with pytest.raises(redis.AuthenticationError):
+                as_user("default", "").ping()
+            got = cli("get", "king", "--key", "M", url=f"unix://vecserve-api:api-secret-1@{sock}")
+            assert got.returncode == 0 and got.stdout.strip()
+            assert as_user("celery", celery_pw).ping()
+            with pytest.raises(redis.exceptions.NoPermissionError):
+                as_user("vecserve-api", "api-secret-1").set("M:x", b"")
+            admin.close()
+            server.terminate()
+            server.wait(timeout=15)
+            server = start()
+            admin = as_user("vecserve-admin", "admin-secret-1")
+        # a new password for one user replaces its line and keeps the others
+        env["API_PW"] = "api-secret-2"
+        run_vecserve("acl", "api", "--password-env", "API_PW", "--aclfile", str(acl), env=env)
+        admin.execute_command("ACL", "LOAD")
+        assert as_user("vecserve-api", "api-secret-2").ping()
+        with pytest.raises(redis.AuthenticationError):
+            as_user("vecserve-api", "api-secret-1").ping()
+        assert as_user("celery", celery_pw).ping()
+        admin.close()
+    finally:
+        server.terminate()
+        server.wait(timeout=15)

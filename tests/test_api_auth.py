@@ -81,6 +81,32 @@ def test_openapi_declares_the_bearer_scheme(client):
     assert "security" not in doc["paths"]["/healthz"]["get"]
 
 
+@pytest.mark.parametrize("api_keys", [KEYS, None])
+def test_metrics_key_opens_metrics_only(redis_url, model, tmp_path, app_client, api_keys):
+    """A Prometheus scrape's key reads /metrics and nothing else; with no API key the
+    rest stays open and /metrics alone needs a key."""
+    settings = Settings(
+        redis_url=redis_url,
+        default_model="M",
+        api_keys=api_keys,
+        metrics_keys="m-prom-1",
+        cache_dir=tmp_path,
+    )
+    client = app_client(create_app(settings))
+    r = client.get("/metrics", headers=bearer("m-prom-1"))
+    assert r.status_code == 200 and "vecserve_requests_total" in r.text
+    assert client.get("/metrics").status_code == 401
+    assert client.get("/metrics", headers=bearer("m-prom-2")).status_code == 401
+    denied = client.get("/vectors?words=king", headers=bearer("m-prom-1"))
+    if api_keys:
+        assert denied.status_code == 403, denied.text
+        assert denied.json() == {"error": "Forbidden", "detail": "this key opens /metrics only"}
+        assert client.get("/metrics", headers=bearer("k-beta-2")).status_code == 200
+    else:
+        assert denied.status_code == 200 and client.get("/models").status_code == 200
+    assert client.get("/healthz").status_code == 200
+
+
 def test_keys_file(redis_url, model, tmp_path):
     keys = tmp_path / "keys.txt"
     keys.write_text("# ops team\nfile-key-1\n\n  file-key-2  \n")

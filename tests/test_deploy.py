@@ -122,21 +122,67 @@ def test_dockerignore_keeps_what_the_build_needs():
     assert ".git" in ignored and "**/*.so" in ignored
 
 
+def acl_users(c: dict) -> dict[str, list[str]]:
+    """The acl service's `vecserve acl` lines: user -> argv, each checked against the CLI."""
+    service = c["services"]["acl"]
+    script = service["command"][-1]
+    users = {}
+    for line in script.splitlines():
+        if not line.strip():
+            continue
+        argv = shlex.split(line)
+        check_cli(argv)
+        assert argv[:2] == ["vecserve", "acl"]
+        assert argv[argv.index("--aclfile") + 1] == "/data/users.acl"
+        var = argv[argv.index("--password-env") + 1]
+        assert service["environment"][var] == "${" + var + ":?set it in .env (docs/deploy.md)}"
+        user = argv[argv.index("--user") + 1] if "--user" in argv else f"vecserve-{argv[2]}"
+        users[user] = argv
+    return users
+
+
+def url_user(url: str) -> tuple[str, str]:
+    """(user, password variable) of a compose Redis URL."""
+    import re
+
+    m = re.fullmatch(r"redis://([^:]+):\$\{(\w+)\}@\$\{VECSERVE_REDIS_HOST:-redis\}:.+/0", url)
+    assert m, f"not a URL with a user and a password variable: {url}"
+    return m.group(1), m.group(2)
+
+
 def test_compose_services():
     c = compose()
     services = c["services"]
-    assert set(services) >= {"redis", "api", "loader"}
+    assert set(services) >= {"acl", "redis", "api", "cleanup", "loader"}
     redis = services["redis"]
-    assert "appendonly" in " ".join(map(str, redis["command"])).replace("--", "")
+    argv = list(map(str, redis["command"]))
+    assert "--appendonly" in argv and argv[argv.index("--appendonly") + 1] == "yes"
     volume = redis["volumes"][0].split(":")
     assert volume[1] == "/data" and volume[0] in c["volumes"]
-    assert redis["healthcheck"]["test"][-1] == "ping"
-    argv = list(map(str, redis["command"]))
     assert argv[argv.index("--maxmemory-policy") + 1] == "noeviction", "vectors are never evicted"
+    # users from an ACL file on Redis's own volume, written before Redis starts
+    assert argv[argv.index("--aclfile") + 1] == "/data/users.acl"
+    assert "--protected-mode" not in argv and "--requirepass" not in argv
+    assert redis["depends_on"]["acl"]["condition"] == "service_completed_successfully"
+    acl = services["acl"]
+    assert acl["volumes"] == [f"{volume[0]}:/data"] and acl["restart"] == "no"
+    assert acl["network_mode"] == "none"
+    users = acl_users(c)
+    assert set(users) == {"vecserve-admin", "vecserve-api", "vecserve-maintainer"}
+    # the healthcheck is an authenticated PING, healthy on PONG only (not on NOAUTH)
+    test = redis["healthcheck"]["test"]
+    assert test[0] == "CMD-SHELL" and test[1].endswith("ping | grep -qx PONG")
+    assert "--user vecserve-api" in test[1]
+    auth = "${VECSERVE_REDIS_API_PASSWORD}"
+    assert redis["environment"] == {"VALKEYCLI_AUTH": auth, "REDISCLI_AUTH": auth}
 
     api = services["api"]
     assert api["build"] == "." and (ROOT / "Dockerfile").exists()
-    assert api["environment"]["VECSERVE_REDIS_URL"].endswith(":-redis://redis:6379/0}")
+    user, password = url_user(api["environment"]["VECSERVE_REDIS_URL"])
+    assert user == "vecserve-api" and users[user][2] == "api", "the API reads only"
+    assert password == users[user][users[user].index("--password-env") + 1]
+    assert api["environment"]["VECSERVE_API_KEYS"].startswith("${VECSERVE_API_KEYS:?")
+    assert api["environment"]["VECSERVE_METRICS_KEYS"] == "${VECSERVE_METRICS_KEYS:-}"
     assert api["depends_on"]["redis"]["condition"] == "service_healthy"
     check_cli(api["command"])
     port = api["command"][api["command"].index("--port") + 1]
@@ -147,15 +193,24 @@ def test_compose_services():
     cache = api["volumes"][0].split(":")
     assert cache[0] in c["volumes"] and cache[1] == api["environment"]["VECSERVE_CACHE_DIR"]
 
+    cleanup = services["cleanup"]
+    assert cleanup["image"] == api["image"] and cleanup["restart"] == "unless-stopped"
+    assert "vecserve models cleanup" in cleanup["command"][-1]
+    assert "${VECSERVE_CLEANUP_INTERVAL:-3600}" in cleanup["command"][-1]
+    user, _ = url_user(cleanup["environment"]["VECSERVE_REDIS_URL"])
+    assert users[user][2] == "maintainer"
+
     loader = services["loader"]
     assert loader["profiles"] == ["load"] and loader["image"] == api["image"]
     assert loader["restart"] == "no"
     assert "./data}:/data:ro" in loader["volumes"][0]
-    assert loader["environment"]["VECSERVE_REDIS_URL"] == api["environment"]["VECSERVE_REDIS_URL"]
+    assert loader["environment"] == cleanup["environment"]
     argv = loader["command"]
     assert argv[:2] == ["vecserve", "load"] and argv[2].startswith("/data/")
     assert "--key" in argv
     check_cli(argv)
+    host = yaml.safe_load((ROOT / "docker" / "compose.host.yml").read_text())["services"]
+    assert set(host) == set(services) - {"acl"}
 
 
 def test_healthcheck_path_is_served():

@@ -12,7 +12,9 @@ Skipped, with the reason, where no Docker daemon answers; under CI (CI=true) tha
 failure instead: .ci/run starts the daemon.
 
 VECSERVE_TEST_BASE_IMAGE / VECSERVE_TEST_REDIS_IMAGE use existing images instead of
-building them (e.g. python:3.12-slim and valkey/valkey:8 where a registry is reachable).
+building them (e.g. python:3.12-slim and valkey/valkey:8 where a registry is reachable);
+VECSERVE_TEST_APP_IMAGE (with VECSERVE_TEST_BUILDER_IMAGE, its builder stage) an already
+built vecserve image, for re-running the compose tests after a change to compose files only.
 """
 
 from __future__ import annotations
@@ -49,6 +51,12 @@ def docker(*args: str, check: bool = True, timeout: float = 900, **kw) -> str:
     if check and out.returncode != 0:
         raise AssertionError(f"docker {' '.join(args)}: exit {out.returncode}\n{out.stderr}")
     return out.stdout
+
+
+def container_logs(cid: str) -> str:
+    """A container's output, stdout and stderr."""
+    out = subprocess.run(["docker", "logs", cid], capture_output=True, text=True, check=True)
+    return out.stdout + out.stderr
 
 
 def compose_command() -> list[str] | None:
@@ -103,10 +111,14 @@ def images():
                 [str(ROOT / "docker" / "debian-images.sh"), *wanted], env=env, check=True
             )
         base_done = time.monotonic()
-        argv = [sys.executable, str(ROOT / "docker" / "build_image.py"), "--quiet"]
-        argv += ["--tag", tags["app"], "--builder-tag", tags["builder"]]
-        built += [tags["builder"], tags["app"]]
-        subprocess.run([*argv, "--base-image", tags["base"]], check=True)
+        if os.environ.get("VECSERVE_TEST_APP_IMAGE"):
+            tags["app"] = os.environ["VECSERVE_TEST_APP_IMAGE"]
+            tags["builder"] = os.environ.get("VECSERVE_TEST_BUILDER_IMAGE")
+        else:
+            argv = [sys.executable, str(ROOT / "docker" / "build_image.py"), "--quiet"]
+            argv += ["--tag", tags["app"], "--builder-tag", tags["builder"]]
+            built += [tags["builder"], tags["app"]]
+            subprocess.run([*argv, "--base-image", tags["base"]], check=True)
         done = time.monotonic()
         print(
             f"\nimages: base images {base_done - started:.0f}s, "
@@ -146,6 +158,8 @@ def test_runtime_image_has_no_compiler_no_pip_conf_and_a_nonroot_user(images):
 def test_wheel_from_sdist_installs_and_runs_the_demo_without_a_compiler(images, tmp_path):
     """The builder made the sdist and, from it, the wheel; the runtime image (no compiler)
     installs the wheel into a fresh venv, offline, and runs `vecserve demo`."""
+    if not images["builder"]:
+        pytest.skip("VECSERVE_TEST_APP_IMAGE without VECSERVE_TEST_BUILDER_IMAGE")
     cid = docker("create", images["builder"]).strip()
     try:
         docker("cp", f"{cid}:/dist", str(tmp_path))
@@ -185,26 +199,45 @@ def free_port() -> int:
 
 
 class Stack:
-    """The compose stack of this session, on host networking and ports of its own."""
+    """The compose stack of this session, on host networking and ports of its own, with
+    the secrets docs/deploy.md has an operator put in .env (fresh ones)."""
 
     def __init__(self, images: dict[str, str], data: Path):
+        import secrets
+
         self.redis_port, self.api_port = free_port(), free_port()
         self.project = RUN
-        self.env = os.environ | {
+        self.secrets = {
+            name: secrets.token_hex(16)
+            for name in (
+                "VECSERVE_REDIS_ADMIN_PASSWORD",
+                "VECSERVE_REDIS_API_PASSWORD",
+                "VECSERVE_REDIS_MAINTAINER_PASSWORD",
+                "VECSERVE_API_KEYS",
+                "VECSERVE_METRICS_KEYS",
+            )
+        }
+        self.key = self.secrets["VECSERVE_API_KEYS"]
+        self._cids: dict[str, str] = {}  # service -> container, until the next up or down
+        self.env = {k: v for k, v in os.environ.items() if not k.startswith("VECSERVE_")}
+        self.env |= self.secrets | {
             "COMPOSE_PROJECT_NAME": self.project,
             "VECSERVE_IMAGE": images["app"],
             "VECSERVE_REDIS_IMAGE": images["redis"],
             "VECSERVE_REDIS_PORT": str(self.redis_port),
             "VECSERVE_REDIS_BIND": "127.0.0.1",
-            "VECSERVE_REDIS_URL": f"redis://127.0.0.1:{self.redis_port}/0",
+            "VECSERVE_REDIS_HOST": "127.0.0.1",
             "VECSERVE_API_HOST": "127.0.0.1",
             "VECSERVE_API_PORT": str(self.api_port),
             "VECSERVE_MODEL": MODEL,
             "VECSERVE_LOAD_FILE": LEE,
             "VECSERVE_DATA": str(data),
+            "VECSERVE_CLEANUP_INTERVAL": "2",
         }
 
-    def compose(self, *args: str, timeout: float = 300) -> str:
+    def compose(self, *args: str, timeout: float = 300, check: bool = True) -> str:
+        if args and args[0] in ("up", "down"):
+            self._cids.clear()
         files = argv("-f docker-compose.yml -f docker/compose.host.yml")
         out = subprocess.run(
             [*compose_command(), *files, *args],
@@ -215,24 +248,37 @@ class Stack:
             timeout=timeout,
             check=False,
         )
-        if out.returncode != 0:
+        if check and out.returncode != 0:
             raise AssertionError(
                 f"compose {' '.join(args)}: exit {out.returncode}\n{out.stdout}\n{out.stderr}"
             )
         return out.stdout + out.stderr
 
-    def get(self, path: str, timeout: float = 10) -> dict:
+    def get(self, path: str, timeout: float = 10, key: str | None = "api") -> dict:
+        """GET path as JSON, with the API key (key="api"), another one, or none (None)."""
         url = f"http://127.0.0.1:{self.api_port}{path}"
-        with urllib.request.urlopen(url, timeout=timeout) as r:
-            return json.loads(r.read())
+        key = self.key if key == "api" else key
+        headers = {"Authorization": f"Bearer {key}"} if key else {}
+        with urllib.request.urlopen(
+            urllib.request.Request(url, headers=headers), timeout=timeout
+        ) as r:
+            body = r.read()
+        return json.loads(body) if path != "/metrics" else {"text": body.decode()}
+
+    def refused(self, path: str, key: str | None = None) -> int:
+        """The HTTP status of a request that must fail."""
+        with pytest.raises(urllib.error.HTTPError) as err:
+            self.get(path, key=key)
+        err.value.close()  # the error holds the response open
+        return err.value.code
 
     def wait_healthy(self, deadline_s: float = 120) -> None:
         """The API answers /healthz and Docker's own HEALTHCHECK says healthy."""
         seen = []
 
         def healthy() -> bool:
-            cid = self.compose("ps", "-q", "api").strip()
-            seen.append(docker("inspect", "--format", "{{.State.Health.Status}}", cid).strip())
+            health = docker("inspect", "--format", "{{.State.Health.Status}}", self.cid("api"))
+            seen.append(health.strip())
             return seen[-1] == "healthy"
 
         def why() -> str:
@@ -242,8 +288,38 @@ class Stack:
 
         wait_until(healthy, timeout=deadline_s, interval=2, what=why)
 
-    def redis_cli(self, *args: str) -> str:
-        return self.compose("exec", "-T", "redis", "valkey-cli", "-p", str(self.redis_port), *args)
+    def cid(self, service: str) -> str:
+        """The service's container (docker itself answers in ms where compose takes ~1 s)."""
+        if service not in self._cids:
+            self._cids[service] = self.compose("ps", "-q", service).strip()
+        return self._cids[service]
+
+    def redis_cli(self, *args: str, user: str | None = "vecserve-admin", password=None) -> str:
+        """valkey-cli in the Redis container, as user (None: unauthenticated), the password
+        in the environment (REDISCLI_AUTH), never on the command line. An error reply
+        (NOAUTH, WRONGPASS) is its output, whatever the exit status."""
+        auth = []
+        if user:
+            role = user.removeprefix("vecserve-").upper()
+            password = password or self.secrets[f"VECSERVE_REDIS_{role}_PASSWORD"]
+            auth = ["-e", f"REDISCLI_AUTH={password}", "-e", f"VALKEYCLI_AUTH={password}"]
+        cli = ["valkey-cli", "-p", str(self.redis_port), "--no-auth-warning"]
+        cli += ["--user", user] if user else []
+        out = subprocess.run(
+            ["docker", "exec", *auth, self.cid("redis"), *cli, *args],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        return out.stdout + out.stderr
+
+    def wait_redis_healthy(self, deadline_s: float = 60) -> None:
+        def healthy() -> bool:
+            state = docker("inspect", "--format", "{{.State.Health.Status}}", self.cid("redis"))
+            return state.strip() == "healthy"
+
+        wait_until(healthy, timeout=deadline_s, interval=0.5, what="redis to be healthy again")
 
 
 def gensim_lee():
@@ -251,6 +327,38 @@ def gensim_lee():
     from gensim.test.utils import datapath
 
     return KeyedVectors.load_word2vec_format(datapath(LEE)), Path(datapath(LEE))
+
+
+def default_refused(stack: Stack, in_container: bool = True) -> None:
+    """Redis's default user: no command without AUTH, no AUTH as default."""
+    import redis
+
+    from vecserve.embedded import NO_RETRY
+
+    if in_container:
+        assert "NOAUTH" in stack.redis_cli("ping", user=None)
+        assert "WRONGPASS" in stack.redis_cli("ping", user="default", password="anything")
+    for password in (None, "", "anything"):
+        with pytest.raises(redis.AuthenticationError):
+            redis.Redis(port=stack.redis_port, password=password, retry=NO_RETRY).ping()
+
+
+def cleanups(stack: Stack) -> int:
+    """How many times the cleanup service ran `vecserve models cleanup` to its end."""
+    return container_logs(stack.cid("cleanup")).count("nothing to clean up")
+
+
+def answered(stack: Stack, path: str) -> dict | None:
+    """The answer, or None while the API reports Redis unreachable (503) after a restart."""
+    try:
+        return stack.get(path)
+    except urllib.error.HTTPError as exc:
+        body = exc.read().decode(errors="replace")
+        exc.close()
+        if exc.code != 503:
+            logs = stack.compose("logs", "--tail", "40", "api")
+            raise AssertionError(f"{path}: {exc.code} {body}\n{logs}") from None
+        return None
 
 
 def test_compose_stack_loads_serves_and_keeps_the_model(images, tmp_path):
@@ -282,6 +390,53 @@ def test_compose_stack_loads_serves_and_keeps_the_model(images, tmp_path):
         np.testing.assert_allclose([s for _, s in near], [s for _, s in want], atol=1e-5)
         generation = stack.get(f"/models/{MODEL}")["generation"]
         assert stack.get("/readyz")["status"] == "ready"
+
+        # API keys: none or a wrong one is refused; the metrics key opens /metrics only
+        assert stack.refused("/vectors?words=government") == 401
+        assert stack.refused("/vectors?words=government", key="not-a-key") == 401
+        metrics_key = stack.secrets["VECSERVE_METRICS_KEYS"]
+        assert "vecserve_requests_total" in stack.get("/metrics", key=metrics_key)["text"]
+        assert stack.refused("/vectors?words=government", key=metrics_key) == 403
+
+        # Redis's users come from the ACL file on its volume (hashes, no password), the
+        # default user is off: refused from the host and in the container
+        acl_file = docker("exec", stack.cid("redis"), "cat", "/data/users.acl")
+        assert acl_file.startswith("user default off "), acl_file
+        for user in ("vecserve-admin", "vecserve-api", "vecserve-maintainer"):
+            assert f"user {user} " in acl_file
+        assert not any(secret in acl_file for secret in stack.secrets.values())
+        default_refused(stack)
+
+        wait_until(lambda: cleanups(stack), timeout=30, what="a run of the cleanup service")
+        # Redis restarts alone (as its restart policy restarts it): the users are read
+        # again from the file, the API authenticates again (no WRONGPASS) and answers
+        stack.compose("restart", "redis")
+        stack.wait_redis_healthy()
+        runs_before = cleanups(stack)
+        default_refused(stack, in_container=False)
+        after = wait_until(
+            lambda: answered(stack, "/vectors?words=" + ",".join(words)),
+            timeout=30,
+            interval=0.5,
+            what=lambda: (
+                "the API to answer after Redis restarted:\n"
+                + stack.compose("logs", "--tail", "20", "api")
+            ),
+        )
+        np.testing.assert_array_equal(np.asarray(after["vectors"], dtype=np.float32), kv[words])
+        assert stack.get("/readyz")["status"] == "ready"
+        # the scheduled cleanup runs again, as its own user, after the restart
+        wait_until(
+            lambda: cleanups(stack) > runs_before,
+            timeout=30,
+            interval=1,
+            what=lambda: (
+                "vecserve models cleanup in the cleanup service's log:\n"
+                + stack.compose("logs", "--tail", "20", "cleanup")
+            ),
+        )
+        logs = container_logs(stack.cid("api")) + container_logs(stack.cid("cleanup"))
+        assert "WRONGPASS" not in logs and "NOPERM" not in logs and "Traceback" not in logs
 
         config = stack.redis_cli("config", "get", "maxmemory-policy")
         assert "noeviction" in config.split()

@@ -389,8 +389,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     install_error_handlers(app, settings, metrics)
     app.add_middleware(BodyLimitMiddleware, limit=settings.max_body_bytes)
     app.add_middleware(MetricsMiddleware, metrics=metrics)
-    if keys:  # outermost: a refused request costs nothing else
-        app.add_middleware(ApiKeyMiddleware, keys=keys)
+    metrics_keys = load_keys(
+        settings.metrics_keys.get_secret_value() if settings.metrics_keys else None, None
+    )
+    if keys or metrics_keys:  # outermost: a refused request costs nothing else
+        app.add_middleware(ApiKeyMiddleware, keys=keys, metrics_keys=metrics_keys)
     _add_vector_routes(app)
     _add_similarity_routes(app)
     _add_service_routes(app, metrics)

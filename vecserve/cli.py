@@ -927,28 +927,61 @@ def server_status(data_dir, as_json):
 
 
 @cli.command()
-@click.argument("role", type=click.Choice(["worker", "api", "loader"]))
+@click.argument("role", type=click.Choice(["worker", "api", "loader", "maintainer", "admin"]))
 @click.option("--user", default=None, help="Redis user name (default vecserve-ROLE).")
 @model_option(required=False, help="The model a loader may write (required for a loader).")
 @alias_option("--model", "name")
+@click.option(
+    "--password-env",
+    metavar="VAR",
+    default=None,
+    help="Take the password from environment variable VAR (default: a fresh random one).",
+)
+@click.option(
+    "--aclfile",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Write the user into this ACL file (the server's --aclfile) instead of printing "
+    "an ACL SETUSER line; other users' lines are kept, and a file that does not name the "
+    "default user gets it disabled.",
+)
 @friendly_errors
-def acl(role, user, name):
-    """Print the ACL SETUSER line of a least-privilege Redis user for ROLE.
+def acl(role, user, name, password_env, aclfile):
+    """Print the ACL SETUSER line of a least-privilege Redis user for ROLE, or write it
+    into an ACL file (--aclfile) that the server loads at every start.
 
     worker and api are read-only (no INFO, no @dangerous commands), but a worker may hold
     pins (`kv.pin()`: SET, SADD, SREM, DEL on vecserve's pin keys only); a loader writes
-    only the keys of its --key model and vecserve's registry. The password is a fresh random one:
-    run the line with redis-cli, then put the user and password in the URL.
+    only the keys of its --key model and vecserve's registry; a maintainer writes every model
+    (loads, `models cleanup`); admin may do everything. The password is a fresh random
+    one unless --password-env names a variable holding it: run the line with redis-cli,
+    then put the user and password in the URL. In an ACL file the password is kept as its
+    SHA-256.
 
     \b
     Example:
         vecserve acl worker --user celery | redis-cli
         vecserve acl loader --key GOOGLE_W2V
         export VECSERVE_REDIS_URL=redis://celery:PASSWORD@redis:6379/0
+        VECSERVE_API_PW=... vecserve acl api --password-env VECSERVE_API_PW --aclfile users.acl
     """
-    from .acl import setuser_line
+    import os
 
-    click.echo(setuser_line(role, user=user, model=name))
+    from .acl import aclfile_line, setuser_line, write_aclfile
+
+    password = None
+    if password_env is not None:
+        password = os.environ.get(password_env)
+        if not password:
+            raise click.UsageError(f"--password-env {password_env}: ${password_env} is not set")
+    line = setuser_line(role, user=user, model=name, password=password)
+    if aclfile is None:
+        click.echo(line)
+        return
+    for done in write_aclfile(aclfile, [aclfile_line(line)]):
+        click.echo(f"{aclfile}: {done}", err=True)
+    if password is None:  # shown once: the file keeps only its hash
+        click.echo(f"password of {line.split()[2]}: {line.split()[5][1:]}")
 
 
 @cli.command()

@@ -8,8 +8,11 @@ lines and ``#`` comments ignored). With no key configured the service is open, a
 
 A presented key is compared with every configured key in constant time
 (:func:`hmac.compare_digest`, no early exit), so timing tells nothing of how much of a key
-matched. Keys are never logged, never in a metric or an error body; a refusal is ``401``
-with ``WWW-Authenticate: Bearer`` and a JSON body.
+matched. Metrics keys (``VECSERVE_METRICS_KEYS``) open ``/metrics`` and nothing else:
+the bearer token of a Prometheus scrape, which then can read the service's counters but no
+vector; any other path answers such a key ``403``. Keys are never logged, never in a
+metric or an error body; a refusal is ``401`` with ``WWW-Authenticate: Bearer`` and a JSON
+body.
 
 >>> keys = load_keys("k1, k2", None)
 >>> key_matches(keys, "k2"), key_matches(keys, "k3")
@@ -68,30 +71,43 @@ class ApiKeyMiddleware:
     """Pure ASGI middleware: 401 unless a configured key is presented (health and the
     explorer page's files exempt)."""
 
-    def __init__(self, app, *, keys: list[bytes]):
+    def __init__(self, app, *, keys: list[bytes], metrics_keys: list[bytes] = ()):
         self.app = app
         self.keys = keys
+        self.metrics_keys = list(metrics_keys)
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http" or is_open(scope["path"]):
             await self.app(scope, receive, send)
             return
-        header = next((v for k, v in scope["headers"] if k == b"authorization"), None)
-        scheme, _, token = (header or b"").partition(b" ")
-        if header is not None and scheme.lower() == b"bearer" and key_matches(self.keys, token):
+        metrics = scope["path"] == "/metrics"
+        if not self.keys and not (metrics and self.metrics_keys):  # metrics keys alone
             await self.app(scope, receive, send)
             return
+        header = next((v for k, v in scope["headers"] if k == b"authorization"), None)
+        scheme, _, token = (header or b"").partition(b" ")
+        bearer = header is not None and scheme.lower() == b"bearer"
+        if bearer and (
+            key_matches(self.keys, token) or (metrics and key_matches(self.metrics_keys, token))
+        ):
+            await self.app(scope, receive, send)
+            return
+        status = 401
         if header is None:
             detail, challenge = "an API key is required: Authorization: Bearer <key>", b"Bearer"
+        elif bearer and key_matches(self.metrics_keys, token):
+            status, detail = 403, "this key opens /metrics only"
+            challenge = b'Bearer error="insufficient_scope"'
         else:
             detail, challenge = "invalid API key", b'Bearer error="invalid_token"'
-        body = orjson.dumps({"error": "Unauthorized", "detail": detail})
+        error = "Unauthorized" if status == 401 else "Forbidden"
+        body = orjson.dumps({"error": error, "detail": detail})
         headers = [
             (b"content-type", b"application/json"),
             (b"content-length", b"%d" % len(body)),
             (b"www-authenticate", challenge),
         ]
-        await send({"type": "http.response.start", "status": 401, "headers": headers})
+        await send({"type": "http.response.start", "status": status, "headers": headers})
         await send({"type": "http.response.body", "body": body})
 
 

@@ -89,6 +89,11 @@ class Settings(BaseSettings):
         "snapshot); default: their file names only, so a client learns nothing of the "
         "server's disk.",
     )
+    metrics_keys: SecretStr | None = Field(
+        None,
+        description="Comma-separated keys that open /metrics and nothing else (a Prometheus "
+        "scrape's bearer token); /metrics also takes the API keys. Set, /metrics needs a key.",
+    )
     model_ttl: float = Field(
         DEFAULT_MODEL_TTL,
         ge=0,
