@@ -71,6 +71,7 @@ from .service.deps import (
     fetch_vectors,
     resolve_model_name,
 )
+from .service.embed import router as embed_router
 from .service.explorer import add_explorer_routes
 from .service.indexes import SearchState
 from .service.metrics import Metrics, MetricsMiddleware
@@ -340,6 +341,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     _add_similarity_routes(app)
     _add_service_routes(app, metrics)
     add_explorer_routes(app)
+    app.include_router(embed_router)
     if keys:
         plain_openapi = app.openapi
 
