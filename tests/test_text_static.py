@@ -47,8 +47,8 @@ def _corpus_words(n_bytes: int = 600_000) -> list[str]:
 @pytest.fixture(scope="module")
 def texts():
     words = _corpus_words()
-    short = [" ".join(words[i : i + 3 + i % 17]) for i in range(0, 20 * 300, 20)]
-    docs = [" ".join(words[i : i + 1000]) for i in range(0, 30_000, 1000)]
+    short = [" ".join(words[i : i + 3 + i % 17]) for i in range(0, 20 * 200, 20)]
+    docs = [" ".join(words[i : i + 1000]) for i in range(0, 10_000, 1000)]
     odd = ["", "   ", "Zürich — naïve café ☃ 東京", "THE Cat", "a"]
     return short + docs + odd
 
@@ -103,9 +103,8 @@ def test_wordllama_embed_equals_its_library(wl, wl_ref, texts, norm):
 
 
 def test_wordllama_matryoshka_dims(wl, wl_ref, texts):
-    ref = wl_ref.embed(texts[:50], norm=True)
     got = wl.embed(texts[:50], dims=64, normalize=True).vectors
-    head = ref[:, :64] * 0  # WordLlama's trunc_dim keeps the first columns of every row
+    # WordLlama's trunc_dim keeps the first columns of every row; then its norm=True
     head = wl_ref.embed(texts[:50])[:, :64]
     head /= np.linalg.norm(head, axis=1, keepdims=True)
     assert got.shape == (50, 64) and np.abs(got - head).max() < TOL
@@ -240,7 +239,7 @@ def test_model2vec_drops_the_unknown_token_of_a_word_level_tokenizer(st, tmp_pat
     assert got.unknown.sum() > 0  # rare words fell to [UNK] and were not pooled
     unk = tok.token_to_id("[UNK]")
     full = [e.ids for e in tok.encode_batch(texts, add_special_tokens=False)]
-    assert got.unknown.tolist()[:300] == [sum(i == unk for i in x) for x in full][:300]
+    assert got.unknown.tolist()[:200] == [sum(i == unk for i in x) for x in full][:200]
 
 
 def test_a_tokenizer_past_the_table_is_refused_naming_both_sizes(st, tmp_path):
@@ -295,3 +294,20 @@ def test_sentence_transformers_static_embedding_directory(st, tmp_path, texts):
     want = np.divide(want, norms, out=np.zeros_like(want), where=norms > 0)
     assert np.abs(got.vectors - want).max() < TOL
     assert st.get_model("T_ST").source_format == "sentence-transformers"
+
+
+def test_sentence_transformers_encode_itself(st, tmp_path, texts):
+    """Where sentence-transformers is installed (it needs torch: not a test extra), the
+    directory it saves itself loads, and ``embed`` equals its ``encode``."""
+    pytest.importorskip("torch")
+    models = pytest.importorskip("sentence_transformers.models")
+    from sentence_transformers import SentenceTransformer
+
+    table, tok = _wl_table()
+    module = models.StaticEmbedding(tok, embedding_weights=table)
+    SentenceTransformer(modules=[module, models.Normalize()], device="cpu").save(str(tmp_path))
+    load_file(tmp_path, name="T_ST_REAL", store=st, progress=False)
+    want = SentenceTransformer(str(tmp_path), device="cpu").encode(texts, batch_size=64)
+    with RedisKeyedVectors("T_ST_REAL", store=st) as kv:
+        got = kv.embed(texts)
+    assert np.abs(got.vectors - want).max() < TOL

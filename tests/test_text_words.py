@@ -120,6 +120,11 @@ def test_phrases_join_greedily_and_case_is_kept(st):
         # the rule is overridable: lowercased text no longer meets "The" or the phrases
         low = kv.embed(["The New York Times"], tokenizer={"lowercase": True})
         assert low.used.tolist() == [1] and low.unknown.tolist() == [3]
+        # ... and phrases can be turned off
+        plain = kv.embed(["the New York Times"], tokenizer={"joiner": ""})
+        assert plain.used.tolist() == [4]
+        want = ref.get_mean_vector(["the", "New", "York", "Times"])
+        assert np.abs(plain.vectors[0] - want).max() < 1e-6
         norm = kv.embed(["the king"], normalize=True).vectors[0]
         assert abs(np.linalg.norm(norm) - 1) < 1e-6
         with pytest.raises(TextRejected, match="unknown tokenizer option"):

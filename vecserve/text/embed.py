@@ -102,13 +102,13 @@ class TextState:
         self._lock = threading.Lock()
         self._made: dict[tuple[str, str], StaticTokenizer | WordTokenizer] = {}
 
-    def tokenizer_steps(self, reader: Reader, info: ModelInfo, spec: TextSpec, override: bool):
+    def tokenizer_steps(self, reader: Reader, info: ModelInfo, spec: TextSpec):
         key = (info.prefix, spec.to_json())
         tok = self._made.get(key)
         if tok is not None:
             return tok
         blob = b""
-        if spec.kind == "tokenizer" or (spec.joiner and not override):
+        if spec.kind == "tokenizer" or spec.joiner:
             blob = yield from reader.store.text_blob_steps(info)
         if spec.kind == "tokenizer":
             if not blob:
@@ -177,7 +177,7 @@ def embed_steps(
         spec = spec_of(info, tokenizer)
         if dims is not None and not 0 < dims <= info.dim:
             raise TextRejected(f"dims must be 1..{info.dim} for model {info.name!r}, got {dims}")
-        tok = yield from state.tokenizer_steps(reader, info, spec, bool(tokenizer))
+        tok = yield from state.tokenizer_steps(reader, info, spec)
         cut = tok.cut(texts)
         got = yield from reader.lookup_steps(cut.distinct)
         if got.info.generation == info.generation:
