@@ -85,6 +85,33 @@ def test_word2vec_embed_is_gensims_mean_of_the_same_tokens(st, trained):
     assert got.used[0] >= 8 and got.unknown[3] == 2  # "." and the made-up words unknown
 
 
+def test_sif_pooling_weights_words_by_the_models_counts(st, trained):
+    info = st.get_model("T_W2V")
+    assert info.has_counts and TextSpec.from_json(info.text).sif
+    vocab = [t for chunk in st.iter_vocab(info) for t in chunk]
+    counts = st.counts(info).astype(np.float64)
+    p = dict(zip(vocab, (counts / counts.sum()).astype(np.float32).tolist(), strict=True))
+    tok = WordTokenizer(TextSpec.from_json(info.text))
+    with RedisKeyedVectors("T_W2V", store=st) as kv:
+        got = kv.embed(TEXTS, pooling="sif")
+        with pytest.raises(TextRejected, match="pooling must be"):
+            kv.embed(["x"], pooling="max")
+    for i, text in enumerate(TEXTS):
+        known = [t for t in tok.words(text) if t in trained.key_to_index]
+        if known:
+            weights = np.array([1e-3 / (1e-3 + p[t]) for t in known])
+            want = trained.get_mean_vector(known, weights=weights)
+            assert np.abs(got.vectors[i] - want).max() < 1e-6
+    # frequent words weigh less: "the" counts for less than in the plain mean
+    with RedisKeyedVectors("T_W2V", store=st) as kv:
+        plain = kv.embed(TEXTS[:1]).vectors[0]
+    assert np.abs(got.vectors[0] - plain).max() > 1e-3
+    with RedisKeyedVectors("T_PHRASES_SIF", store=st) as kv:
+        _phrase_model(st, "T_PHRASES_SIF")
+        with pytest.raises(TextRejected, match="no word counts"):
+            kv.embed(["the king"], pooling="sif")
+
+
 def test_fasttext_unknown_words_through_their_ngrams(st):
     path = gensim_data("lee_fasttext.bin")
     load_file(path, name="T_FT", store=st, progress=False)

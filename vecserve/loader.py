@@ -408,7 +408,7 @@ def load_file(
             writer.finish()
             if session.written == 0:
                 raise VectorFileError(str(path), "the file holds no vectors")
-            _record_word_rule(session, session.seen_tokens())
+            _record_word_rule(session, session.seen_tokens(), session.written_counts())
             duplicates = skipped + reader.duplicates
             info = session.commit(
                 sha256=reader.sha256(),
@@ -442,13 +442,13 @@ def load_file(
     return info
 
 
-def _record_word_rule(session: LoadSession, tokens) -> None:
+def _record_word_rule(session: LoadSession, tokens, counts=None) -> None:
     """Record the word rule that fits the vocabulary (:func:`vecserve.text.tokenize.fit_words`):
-    case, phrases (the blob); ``embed`` cuts text with it."""
+    case, phrases and, with counts, word frequencies (the blob); ``embed`` cuts text with it."""
     from .text.tokenize import fit_words
 
-    spec, phrases = fit_words(tokens)
-    session.set_text(spec.to_json(), "\n".join(phrases).encode("utf-8"))
+    spec, blob = fit_words(tokens, counts=counts)
+    session.set_text(spec.to_json(), blob)
 
 
 def load_static(
@@ -598,7 +598,7 @@ def load_arrays(
         finally:
             writer.finish()
         if text is None:
-            _record_word_rule(session, tokens)
+            _record_word_rule(session, tokens, counts)
         else:
             session.set_text(*text)
         return session.commit(words=len(tokens))

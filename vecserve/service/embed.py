@@ -2,7 +2,7 @@
 
 =================  ==============================================================
 ``POST /embed``    body ``{"model": "M", "texts": ["...", ...], "normalize": null,
-                   "dims": null}``
+                   "dims": null, "pooling": "mean"}`` (``"sif"``: word models with counts)
 ``GET /embed``     ``?text=...&model=M``: one text
 =================  ==============================================================
 
@@ -65,6 +65,9 @@ class EmbedRequest(BaseModel):
     texts: list[str] = Field(description="The texts, one vector each.")
     normalize: bool | None = Field(None, description="Unit vectors; default: the model's.")
     dims: int | None = Field(None, ge=1, description="Keep the first dims (Matryoshka).")
+    pooling: Literal["mean", "sif"] = Field(
+        "mean", description="sif: weight words by a/(a+p) from the model's counts."
+    )
 
 
 class EmbedResponse(BaseModel):
@@ -76,23 +79,21 @@ class EmbedResponse(BaseModel):
     unknown: list[int] = Field(description="Per text: tokens without a row (not pooled).")
 
 
-def _embed(ctx: AppContext, name: str, texts: list[str], normalize, dims) -> Embedding:
+def _embed(ctx: AppContext, name: str, texts: list[str], options: dict) -> Embedding:
     got = ctx.models.run(
-        ctx.stores.get(),
-        name,
-        lambda reader: embed_steps(reader, texts, normalize=normalize, dims=dims),
+        ctx.stores.get(), name, lambda reader: embed_steps(reader, texts, **options)
     )
     ctx.metrics.inc("vecserve_texts_embedded_total", len(texts))
     ctx.metrics.inc("vecserve_text_tokens_total", int(got.used.sum()))
     return got
 
 
-async def _answer(request: Request, ctx: AppContext, name, texts, normalize, dims, fmt):
+async def _answer(request: Request, ctx: AppContext, name, texts, options: dict, fmt):
     media = negotiate(request.headers.get("accept"), fmt)
     if sum(map(len, texts)) > _INLINE_CHARS:
-        got = await run_in_threadpool(_embed, ctx, name, texts, normalize, dims)
+        got = await run_in_threadpool(_embed, ctx, name, texts, options)
     else:
-        got = await ctx.run(_embed, ctx, name, texts, normalize, dims)
+        got = await ctx.run(_embed, ctx, name, texts, options)
     info, rows = got.info, got.vectors
     if media == JSON:
         return json_response(
@@ -135,7 +136,8 @@ async def post_embed(
 ):
     """One vector per text: the texts cut into the model's tokens, their rows averaged."""
     name = resolve_model_name(body.model or model, ctx.settings)
-    return await _answer(request, ctx, name, body.texts, body.normalize, body.dims, format)
+    options = {"normalize": body.normalize, "dims": body.dims, "pooling": body.pooling}
+    return await _answer(request, ctx, name, body.texts, options, format)
 
 
 @router.get("/embed", response_model=EmbedResponse, responses=_RESPONSES)
@@ -146,7 +148,9 @@ async def get_embed(
     text: Annotated[str, Query(description="The text.")],
     normalize: bool | None = None,
     dims: Annotated[int | None, Query(ge=1)] = None,
+    pooling: Literal["mean", "sif"] = "mean",
     format: _FORMAT | None = None,
 ):
     """The vector of one text (``POST /embed`` for a batch)."""
-    return await _answer(request, ctx, name, [text], normalize, dims, format)
+    options = {"normalize": normalize, "dims": dims, "pooling": pooling}
+    return await _answer(request, ctx, name, [text], options, format)

@@ -121,6 +121,11 @@ class LoadSession:
         for chunk in self.store.iter_vocab(info):
             yield from chunk
 
+    def written_counts(self) -> np.ndarray | None:
+        """The counts written so far, in vocabulary order (None: the source has none)."""
+        info = self._as_info(count=self.state.written)
+        return self.store.run(self.store.counts_steps(info))
+
     def rewind(self) -> None:
         """Make the stored generation agree with the recorded progress (after a crash).
 

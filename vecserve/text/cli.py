@@ -26,11 +26,18 @@ __all__ = ["embed"]
 )
 @click.option("--dims", type=click.IntRange(min=1), default=None, help="Keep the first N dims.")
 @click.option(
+    "--pooling",
+    type=click.Choice(["mean", "sif"]),
+    default="mean",
+    show_default=True,
+    help="sif: weight words by a/(a+p), p from the model's counts.",
+)
+@click.option(
     "--stdin", "from_stdin", is_flag=True, help="Read texts from standard input, one a line."
 )
 @redis_url_option
 @friendly_errors
-def embed(texts, name, normalize, dims, from_stdin, redis_url):
+def embed(texts, name, normalize, dims, pooling, from_stdin, redis_url):
     """Print one JSON line per text: its vector and how many of its tokens were used.
 
     Texts are cut into the model's tokens (a static model's tokenizer, or the word rule
@@ -57,7 +64,7 @@ def embed(texts, name, normalize, dims, from_stdin, redis_url):
     if not items:
         raise click.UsageError("give TEXTS or --stdin")
     with RedisKeyedVectors(name, redis_url=redis_url) as kv:
-        got = kv.embed(items, normalize=normalize, dims=dims)
+        got = kv.embed(items, normalize=normalize, dims=dims, pooling=pooling)
     out = sys.stdout
     for text, vec, used, unknown in zip(
         items, got.vectors.tolist(), got.used.tolist(), got.unknown.tolist(), strict=True

@@ -36,7 +36,7 @@ from ..store import ModelInfo
 from ..store.wire import Steps
 from .pool import pool
 from .spec import TextSpec
-from .tokenize import StaticTokenizer, WordTokenizer
+from .tokenize import StaticTokenizer, WordTokenizer, sif_weights, unpack_words
 
 __all__ = [
     "MAX_TEXTS",
@@ -108,7 +108,7 @@ class TextState:
         if tok is not None:
             return tok
         blob = b""
-        if spec.kind == "tokenizer" or spec.joiner:
+        if spec.kind == "tokenizer" or spec.joiner or spec.sif:
             blob = yield from reader.store.text_blob_steps(info)
         if spec.kind == "tokenizer":
             if not blob:
@@ -118,8 +118,8 @@ class TextState:
                 )
             tok = StaticTokenizer(blob, spec)
         else:
-            phrases = blob.decode("utf-8").split("\n") if blob else ()
-            tok = WordTokenizer(spec, phrases)
+            phrases, freq = unpack_words(blob)
+            tok = WordTokenizer(spec, phrases, freq)
         with self._lock:
             if len(self._made) > 8:  # old generations' tokenizers
                 self._made.clear()
@@ -167,10 +167,14 @@ def embed_steps(
     normalize: bool | None = None,
     dims: int | None = None,
     tokenizer: dict | None = None,
+    pooling: str = "mean",
 ) -> Steps[Embedding]:
     """One vector per text (see the module docstring); ``normalize`` None: the model's
-    default; ``dims``: the first ``dims`` dimensions (Matryoshka), normalised after."""
+    default; ``dims``: the first ``dims`` dimensions (Matryoshka), normalised after;
+    ``pooling``: ``"mean"`` or ``"sif"`` (word models with counts)."""
     texts = check_texts(texts)
+    if pooling not in ("mean", "sif"):
+        raise TextRejected(f"pooling must be 'mean' or 'sif', got {pooling!r}")
     state = _state(reader)
     info = yield from reader.info_steps(known=True)
     for _ in range(3):
@@ -178,6 +182,11 @@ def embed_steps(
         if dims is not None and not 0 < dims <= info.dim:
             raise TextRejected(f"dims must be 1..{info.dim} for model {info.name!r}, got {dims}")
         tok = yield from state.tokenizer_steps(reader, info, spec)
+        if pooling == "sif" and getattr(tok, "freq", None) is None:
+            raise TextRejected(
+                f"model {info.name!r} has no word counts: SIF pooling needs them "
+                "(a word model loaded from a file with counts, or trained by vecserve)"
+            )
         cut = tok.cut(texts)
         got = yield from reader.lookup_steps(cut.distinct)
         if got.info.generation == info.generation:
@@ -190,11 +199,12 @@ def embed_steps(
         normalize=spec.normalize if normalize is None else normalize,
         pre_normalize=spec.pre_normalize,
         dims=dims,
+        weights=sif_weights(tok.freq, cut.distinct) if pooling == "sif" else None,
     )
     return Embedding(pooled.vectors, pooled.used, pooled.unknown, got.info, got.hits)
 
 
-def embed(self, texts, *, normalize=None, dims=None, tokenizer=None) -> Embedding:
+def embed(self, texts, *, normalize=None, dims=None, tokenizer=None, pooling="mean") -> Embedding:
     """One vector per text: ``kv.embed(["a job title", "a list of skills"])``.
 
     The texts are cut into the model's tokens (a static model's own tokenizer; for word
@@ -216,6 +226,9 @@ def embed(self, texts, *, normalize=None, dims=None, tokenizer=None) -> Embeddin
     tokenizer : dict, optional
         Overrides of the model's text rule (:class:`vecserve.text.TextSpec` fields,
         e.g. ``{"lowercase": True}`` or ``{"max_tokens": 128}``).
+    pooling : {"mean", "sif"}
+        ``"sif"``: each token weighted by ``a / (a + p(token))``, ``p`` from the model's
+        counts (word models loaded with counts; ``a`` = 1e-3).
 
     Returns
     -------
@@ -231,6 +244,11 @@ def embed(self, texts, *, normalize=None, dims=None, tokenizer=None) -> Embeddin
     """
     return (
         yield from embed_steps(
-            self._reader, texts, normalize=normalize, dims=dims, tokenizer=tokenizer
+            self._reader,
+            texts,
+            normalize=normalize,
+            dims=dims,
+            tokenizer=tokenizer,
+            pooling=pooling,
         )
     )

@@ -45,11 +45,13 @@ def pool(
     normalize: bool = False,
     pre_normalize: bool = False,
     dims: int | None = None,
+    weights: np.ndarray | None = None,
 ) -> Pooled:
     """Each text's mean row (see the module docstring).
 
     ``rows`` / ``found``: the distinct tokens' rows and whether the model has them;
-    ``dims`` keeps the first dimensions (Matryoshka) before any normalisation.
+    ``dims`` keeps the first dimensions (Matryoshka) before any normalisation;
+    ``weights`` (one per distinct token): a weighted mean, divided by the weights' sum.
     """
     n = len(cut.offsets) - 1
     rows = np.asarray(rows, np.float32)
@@ -62,11 +64,14 @@ def pool(
     ok = found[cut.index] if len(cut.index) else np.zeros(0, bool)
     used = np.bincount(text_of[ok], minlength=n).astype(np.int64)
     unknown = cut.dropped + (lengths - used)
-    counts = sparse.csr_matrix(
-        (np.ones(int(ok.sum())), (text_of[ok], cut.index[ok])), shape=(n, len(rows))
-    )
+    if weights is None:
+        data, total = np.ones(int(ok.sum())), used.astype(np.float64)
+    else:
+        data = np.asarray(weights, np.float64)[cut.index[ok]]
+        total = np.bincount(text_of[ok], weights=data, minlength=n)
+    counts = sparse.csr_matrix((data, (text_of[ok], cut.index[ok])), shape=(n, len(rows)))
     sums = counts @ rows.astype(np.float64)
-    means = np.divide(sums, used[:, None], out=np.zeros_like(sums), where=used[:, None] > 0)
+    means = np.divide(sums, total[:, None], out=np.zeros_like(sums), where=total[:, None] > 0)
     vectors = means.astype(np.float32)
     if normalize:
         vectors = unit(vectors)

@@ -15,7 +15,10 @@ words         a regular expression, a case rule and greedy longest-match phrases
               fastText models
 ============  ===========================================================================
 
-Pooling is the mean of the rows of the tokens used (each token as often as it occurs);
+Pooling is the mean of the rows of the tokens used (each token as often as it occurs),
+or with ``pooling="sif"`` their mean weighted by ``a / (a + p(token))`` (smooth inverse
+frequency, ``a`` = 1e-3, ``p`` from the model's counts; gensim's ``get_mean_vector`` with
+those ``weights``: divided by the weights' sum; no principal component is removed);
 ``pre_normalize`` unit-normalises each row first (gensim's ``get_mean_vector`` default,
 the word models' default), ``normalize`` the result. A text with no token used has the
 zero vector (normalised or not): that is the one answer for empty and all-unknown text.
@@ -72,6 +75,9 @@ class TextSpec:
     dims : tuple of int
         Truncated (Matryoshka) dimensions the model was trained for; any ``dims`` up to the
         model's is accepted by ``embed``.
+    sif : bool
+        Words: the text blob holds each word's frequency, so ``embed(pooling="sif")`` can
+        weight a word by ``a / (a + p(word))`` (the model's counts).
     """
 
     kind: str = "words"
@@ -86,6 +92,7 @@ class TextSpec:
     joiner: str = ""
     max_phrase: int = 1
     dims: tuple[int, ...] = ()
+    sif: bool = False
 
     def __post_init__(self):
         if self.kind not in KINDS:

@@ -28,9 +28,23 @@ from typing import NamedTuple
 
 import numpy as np
 
+from ..subwords import word_hashes
 from .spec import TextSpec
 
-__all__ = ["Cut", "StaticTokenizer", "WordTokenizer", "fit_words"]
+__all__ = [
+    "Cut",
+    "StaticTokenizer",
+    "WordTokenizer",
+    "fit_words",
+    "pack_words",
+    "sif_weights",
+    "unpack_words",
+]
+
+#: a word model's text blob: this line, the phrases' byte length (8 bytes, little-endian),
+#: the phrases (UTF-8, one a line), then for SIF the vocabulary's sorted word hashes
+#: (``<u8``, :func:`vecserve.subwords.word_hashes`) and each one's frequency (``<f4``)
+_WORDS_MAGIC = b"vecserve-words/1\n"
 
 
 class Cut(NamedTuple):
@@ -129,10 +143,13 @@ class WordTokenizer:
         ``pattern``, ``lowercase``, ``joiner``, ``max_phrase``.
     phrases : iterable of str
         The vocabulary's multi-word tokens (joined by ``spec.joiner``).
+    freq : (ndarray, ndarray), optional
+        The vocabulary's sorted word hashes and frequencies (:func:`unpack_words`).
     """
 
-    def __init__(self, spec: TextSpec, phrases: Iterable[str] = ()):
+    def __init__(self, spec: TextSpec, phrases: Iterable[str] = (), freq=None):
         self.spec = spec
+        self.freq = freq  # (sorted word hashes, frequencies) for SIF, or None
         self.pattern = re.compile(spec.pattern)
         self.joiner = spec.joiner
         # every proper prefix of a phrase (as a tuple of words) -> True, the phrases -> their token
@@ -174,17 +191,67 @@ class WordTokenizer:
         return _cut_of([self.words(t) for t in texts])
 
 
-def fit_words(tokens: Iterable[str], *, joiner: str = "_") -> tuple[TextSpec, list[str]]:
-    """The word rule that fits a vocabulary, and its phrases (the text blob).
+def pack_words(phrases: Sequence[str], tokens=None, counts=None) -> bytes:
+    """A word model's text blob: its phrases and, with ``counts``, each token's frequency.
+
+    >>> phrases, freq = unpack_words(pack_words(["a_b"], ["a", "a_b"], [3, 1]))
+    >>> phrases, freq[1].tolist()
+    (['a_b'], [0.75, 0.25])
+    """
+    text = "\n".join(phrases).encode("utf-8")
+    out = [_WORDS_MAGIC, len(text).to_bytes(8, "little"), text]
+    if counts is not None and tokens is not None and len(tokens):
+        counts = np.asarray(counts, np.float64)
+        hashes = word_hashes([t.encode("utf-8") for t in tokens])
+        order = np.argsort(hashes, kind="stable")
+        probs = counts / max(counts.sum(), 1.0)
+        out += [hashes[order].astype("<u8").tobytes(), probs[order].astype("<f4").tobytes()]
+    return b"".join(out)
+
+
+def unpack_words(blob: bytes) -> tuple[list[str], tuple[np.ndarray, np.ndarray] | None]:
+    """``(phrases, (sorted word hashes, frequencies) or None)`` of :func:`pack_words`."""
+    if not blob.startswith(_WORDS_MAGIC):
+        return [], None
+    at = len(_WORDS_MAGIC)
+    n = int.from_bytes(blob[at : at + 8], "little")
+    text = blob[at + 8 : at + 8 + n].decode("utf-8")
+    rest = memoryview(blob)[at + 8 + n :]
+    phrases = text.split("\n") if text else []
+    if not len(rest):
+        return phrases, None
+    m = len(rest) // 12
+    hashes = np.frombuffer(rest[: 8 * m], "<u8").astype(np.uint64, copy=False)
+    return phrases, (hashes, np.frombuffer(rest[8 * m :], "<f4"))
+
+
+def sif_weights(freq: tuple[np.ndarray, np.ndarray], tokens: Sequence[str], a: float = 1e-3):
+    """``a / (a + p(token))`` for each token (``p`` = 0 for a token the counts lack).
+
+    >>> freq = unpack_words(pack_words([], ["a", "b"], [3, 1]))[1]
+    >>> sif_weights(freq, ["a", "zz"], a=0.25).round(3).tolist()
+    [0.25, 1.0]
+    """
+    hashes, probs = freq
+    h = word_hashes([t.encode("utf-8") for t in tokens])
+    at = np.minimum(np.searchsorted(hashes, h), max(len(hashes) - 1, 0))
+    p = np.where(hashes[at] == h, probs[at], 0.0) if len(hashes) else np.zeros(len(h))
+    return a / (a + p.astype(np.float64))
+
+
+def fit_words(tokens: Sequence[str], *, joiner: str = "_", counts=None) -> tuple[TextSpec, bytes]:
+    """The word rule that fits a vocabulary, and its text blob (:func:`pack_words`).
 
     Case: lowercase only when no token has an upper-case letter (a vocabulary holding
     ``King`` is case-sensitive). Phrases: tokens made of 2+ non-empty parts joined by
     ``joiner`` (GoogleNews's ``New_York_Times``), unless the vocabulary has none.
+    ``counts`` (the model's, in ``tokens``' order): frequencies for SIF pooling.
 
-    >>> spec, phrases = fit_words(["new_york", "new", "york", "the"])
-    >>> spec.lowercase, spec.joiner, spec.max_phrase, phrases
-    (True, '_', 2, ['new_york'])
+    >>> spec, blob = fit_words(["new_york", "new", "york", "the"])
+    >>> spec.lowercase, spec.joiner, spec.max_phrase, unpack_words(blob)
+    (True, '_', 2, (['new_york'], None))
     """
+    tokens = list(tokens)
     upper = False
     phrases: list[str] = []
     longest = 1
@@ -203,5 +270,6 @@ def fit_words(tokens: Iterable[str], *, joiner: str = "_") -> tuple[TextSpec, li
         lowercase=not upper,
         joiner=joiner if phrases else "",
         max_phrase=longest,
+        sif=counts is not None and len(tokens) > 0,
     )
-    return spec, phrases
+    return spec, pack_words(phrases, tokens, counts)
