@@ -100,15 +100,17 @@ class TextState:
 
     def __init__(self):
         self._lock = threading.Lock()
-        self._made: dict[tuple[str, str], StaticTokenizer | WordTokenizer] = {}
+        self._made: dict[tuple[str, str, bool], StaticTokenizer | WordTokenizer] = {}
 
-    def tokenizer_steps(self, reader: Reader, info: ModelInfo, spec: TextSpec):
-        key = (info.prefix, spec.to_json())
+    def tokenizer_steps(self, reader: Reader, info: ModelInfo, spec: TextSpec, sif: bool):
+        """The generation's tokenizer; a word model's word frequencies only when ``sif``
+        (12 bytes a word, read and kept only by workers that pool that way)."""
+        key = (info.prefix, spec.to_json(), sif)
         tok = self._made.get(key)
         if tok is not None:
             return tok
         blob = b""
-        if spec.kind == "tokenizer" or spec.joiner or spec.sif:
+        if spec.kind == "tokenizer" or spec.joiner or (sif and spec.sif):
             blob = yield from reader.store.text_blob_steps(info)
         if spec.kind == "tokenizer":
             if not blob:
@@ -119,7 +121,7 @@ class TextState:
             tok = StaticTokenizer(blob, spec)
         else:
             phrases, freq = unpack_words(blob)
-            tok = WordTokenizer(spec, phrases, freq)
+            tok = WordTokenizer(spec, phrases, freq if sif else None)
         with self._lock:
             if len(self._made) > 8:  # old generations' tokenizers
                 self._made.clear()
@@ -181,7 +183,7 @@ def embed_steps(
         spec = spec_of(info, tokenizer)
         if dims is not None and not 0 < dims <= info.dim:
             raise TextRejected(f"dims must be 1..{info.dim} for model {info.name!r}, got {dims}")
-        tok = yield from state.tokenizer_steps(reader, info, spec)
+        tok = yield from state.tokenizer_steps(reader, info, spec, pooling == "sif")
         if pooling == "sif" and getattr(tok, "freq", None) is None:
             raise TextRejected(
                 f"model {info.name!r} has no word counts: SIF pooling needs them "
