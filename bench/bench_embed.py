@@ -17,6 +17,10 @@ Then ``POST /embed`` (batches of 64 short sentences, WordLlama, JSON and binary)
 ``wrk`` against ``vecserve serve``-style uvicorn with ``--workers`` workers, all on the
 same cores.
 
+``--phrases N``: the word tokenizer alone (no Redis) on the short sentences, plain against
+greedy phrases over a GoogleNews-shaped vocabulary of N phrases (the corpus's most frequent
+bigrams and trigrams joined with ``_``, mixed case): texts/s of each and their ratio.
+
 Run (the machine is shared: take the lock)::
 
     flock /tmp/vecserve-bench.lock python bench/bench_embed.py
@@ -25,6 +29,7 @@ Run (the machine is shared: take the lock)::
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import shutil
@@ -129,6 +134,37 @@ def library_suite(url: str, work: Path, short, docs, args) -> list[tuple]:
     return rows
 
 
+def phrase_suite(short: list[str], n_phrases: int, repeat: int) -> tuple:
+    """Plain vs phrase word tokenizer on the same texts (tokens/s of the cut alone)."""
+    from collections import Counter
+
+    from vecserve.text.spec import TextSpec
+    from vecserve.text.tokenize import WordTokenizer
+
+    # GoogleNews-shaped: its phrases join content words ("New_York_Times"), not function
+    # words ("of_the"): the corpus's frequent bigrams and trigrams without its 200 commonest
+    # words, half of them capitalised as names are
+    words = " ".join(short).split()
+    common = {w for w, _ in Counter(words).most_common(200)}
+    grams = Counter(g for g in itertools.pairwise(words) if not common.intersection(g))
+    grams.update(
+        g for g in zip(words, words[1:], words[2:], strict=False) if not common.intersection(g)
+    )
+    phrases = [
+        "_".join(g).title() if i % 2 else "_".join(g)
+        for i, (g, _) in enumerate(grams.most_common(n_phrases))
+    ]
+    while len(phrases) < n_phrases:  # a GoogleNews-sized list: pad with unseen phrases
+        phrases.append(f"Phrase_{len(phrases)}_x")
+    plain = WordTokenizer(TextSpec(kind="words"))
+    joined = WordTokenizer(TextSpec(kind="words", joiner="_", max_phrase=3), phrases)
+    n = len(short)
+    plain_rate, _ = best_rate(lambda: plain.cut(short), n, repeat)
+    phrase_rate, cut = best_rate(lambda: joined.cut(short), n, repeat)
+    merged = sum("_" in t for t in cut.distinct)
+    return n_phrases, plain_rate, phrase_rate, merged
+
+
 WRK_POST_LUA = """
 wrk.method = "POST"
 wrk.headers["Content-Type"] = "application/json"
@@ -189,6 +225,7 @@ def main() -> None:
     p.add_argument("--connections", type=int, default=8)
     p.add_argument("--seconds", type=int, default=8)
     p.add_argument("--no-http", action="store_true", help="Skip the HTTP part.")
+    p.add_argument("--phrases", type=int, default=0, help="Phrases for the tokenizer part.")
     args = p.parse_args()
     short, docs = corpus_texts(Path(args.corpus), args.short, args.docs)
     work = Path(tempfile.mkdtemp(prefix="vecserve-bench-embed-"))
@@ -196,6 +233,7 @@ def main() -> None:
     try:
         lib = library_suite(server.url, work, short, docs, args)
         http = [] if args.no_http else http_suite(server.url, work, short, args)
+        phr = phrase_suite(short, args.phrases, args.repeat) if args.phrases else None
     finally:
         server.stop()
         shutil.rmtree(work, ignore_errors=True)
@@ -217,6 +255,13 @@ def main() -> None:
         print("|---|---:|---:|---:|")
         for label, rate, p50, p99 in http:
             print(f"| {label} | {rate:,.0f} | {p50:.1f} | {p99:.1f} |")
+    if phr:
+        n, plain, phrase, merged = phr
+        print(
+            f"\nword tokenizer, {len(short):,} short sentences: plain {plain:,.0f} texts/s, "
+            f"{n:,} phrases {phrase:,.0f} texts/s ({plain / phrase:.2f}x the cost; "
+            f"{merged:,} distinct phrases met)"
+        )
 
 
 if __name__ == "__main__":

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
+from itertools import pairwise
 from typing import NamedTuple
 
 import numpy as np
@@ -151,40 +152,50 @@ class WordTokenizer:
         self.spec = spec
         self.freq = freq  # (sorted word hashes, frequencies) for SIF, or None
         self.pattern = re.compile(spec.pattern)
-        self.joiner = spec.joiner
-        # every proper prefix of a phrase (as a tuple of words) -> True, the phrases -> their token
-        self.prefixes: set[tuple[str, ...]] = set()
-        self.phrases: dict[tuple[str, ...], str] = {}
-        if self.joiner:
+        self.joiner = j = spec.joiner
+        # phrases as the vocabulary writes them; their proper prefixes of 2+ words (still
+        # growing); their first two words (where a phrase can start), all joined strings
+        self.phrases: set[str] = set()
+        self.growing: set[str] = set()
+        self.starts: set[str] = set()
+        if j:
             for p in phrases:
-                parts = tuple(p.split(self.joiner))
+                parts = p.split(j)
                 if len(parts) < 2 or not all(parts):
                     continue
-                self.phrases[parts] = p
-                for n in range(1, len(parts)):
-                    self.prefixes.add(parts[:n])
+                self.phrases.add(p)
+                self.starts.add(parts[0] + j + parts[1])
+                for n in range(2, len(parts)):
+                    self.growing.add(j.join(parts[:n]))
 
     def words(self, text: str) -> list[str]:
-        """One text's tokens (phrases joined)."""
+        """One text's tokens (phrases joined, greedy longest match from the left)."""
         if self.spec.lowercase:
             text = text.lower()
         words = self.pattern.findall(text)
-        if not self.phrases:
+        if not self.phrases or len(words) < 2:
             return words
-        out, i, n = [], 0, len(words)
-        prefixes, phrases = self.prefixes, self.phrases
-        while i < n:
-            best, best_end = words[i], i + 1
-            j = i + 1
-            key: tuple[str, ...] = (words[i],)
-            while key in prefixes and j < n:
-                key = (*key, words[j])
-                j += 1
-                hit = phrases.get(key)
-                if hit is not None:
-                    best, best_end = hit, j
-            out.append(best)
-            i = best_end
+        j, starts = self.joiner, self.starts
+        # where a phrase can start: one set lookup per adjacent pair, no Python loop
+        hits = [k for k, pair in enumerate(map(j.join, pairwise(words))) if pair in starts]
+        if not hits:
+            return words
+        phrases, growing, n = self.phrases, self.growing, len(words)
+        out, at = [], 0
+        for i in hits:
+            if i < at:  # inside a phrase already taken
+                continue
+            cand, end = words[i] + j + words[i + 1], i + 2
+            best, best_end = (cand, end) if cand in phrases else (None, 0)
+            while end < n and cand in growing:
+                cand, end = cand + j + words[end], end + 1
+                if cand in phrases:
+                    best, best_end = cand, end
+            if best is not None:
+                out += words[at:i]
+                out.append(best)
+                at = best_end
+        out += words[at:]
         return out
 
     def cut(self, texts: Sequence[str]) -> Cut:
