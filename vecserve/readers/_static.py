@@ -92,7 +92,17 @@ def static_layout(path: str | Path) -> tuple[str, Path, Path] | None:
     return None
 
 
+def _needs(module: str, path: Path):
+    try:
+        return __import__(module, fromlist=["_"])
+    except ImportError:
+        raise UnknownFormat(
+            str(path), f"a static model needs the {module!r} package: pip install 'vecserve[text]'"
+        ) from None
+
+
 def _tensors(path: Path) -> dict[str, np.ndarray]:
+    _needs("safetensors.numpy", path)
     from safetensors import SafetensorError
     from safetensors.numpy import load_file
 
@@ -103,7 +113,7 @@ def _tensors(path: Path) -> dict[str, np.ndarray]:
 
 
 def _tokenizer(path: Path):
-    from tokenizers import Tokenizer
+    Tokenizer = _needs("tokenizers", path).Tokenizer
 
     blob = path.read_bytes()
     try:

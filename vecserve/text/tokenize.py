@@ -29,6 +29,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from ..errors import NoTokenizer
 from ..subwords import word_hashes
 from .spec import TextSpec
 
@@ -85,7 +86,13 @@ class StaticTokenizer:
     """
 
     def __init__(self, blob: bytes, spec: TextSpec):
-        from tokenizers import Tokenizer
+        try:
+            from tokenizers import Tokenizer
+        except ImportError:
+            raise NoTokenizer(
+                "a static model's tokenizer needs the 'tokenizers' package in this "
+                "process: pip install 'vecserve[text]'"
+            ) from None
 
         self.spec = spec
         self.tokenizer = Tokenizer.from_str(blob.decode("utf-8"))
