@@ -168,3 +168,15 @@ def test_a_model_without_a_text_rule_needs_one_given(st):
             kv.embed(["the king"])
         got = kv.embed(["the king"], tokenizer={"lowercase": False})
     assert np.abs(got.vectors[0] - ref.get_mean_vector(["the", "king"])).max() < 1e-6
+
+
+@pytest.mark.cluster
+def test_embed_on_a_redis_cluster(cluster_store):
+    """Rows in hash-tagged buckets and the text blob on another node: the same answer."""
+    ref = _phrase_model(cluster_store, "T_CLUSTER")
+    with RedisKeyedVectors("T_CLUSTER", store=cluster_store, cache=True) as kv:
+        for _ in range(2):  # the second time from the cache
+            got = kv.embed(["The New York Times", "the king"])
+            want = ref.get_mean_vector(["The", "New_York_Times"])
+            assert np.abs(got.vectors[0] - want).max() < 1e-6
+            assert got.used.tolist() == [2, 2]
