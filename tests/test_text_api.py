@@ -130,5 +130,14 @@ def test_cli_embed(redis_url, store):
     bad = _vecserve("embed", "--stdin", "--key", "W2V", stdin=b"ok\n\xff\n", url=redis_url)
     assert bad.returncode == 1 and bad.stdout == b""
     assert bad.stderr.decode().strip() == ("Error: standard input is not UTF-8: line 2, byte 3")
+    loaded = _vecserve("load", str(WL_DIR), "--key", "WLC", url=redis_url)
+    assert loaded.returncode == 0, loaded.stderr
+    assert "32,000 vectors x 256 (f32, wordllama)" in loaded.stdout.decode()
+    one = _vecserve("embed", "the cat sat", "--key", "WLC", "--dims", "64", url=redis_url)
+    row = json.loads(one.stdout)
+    with RedisKeyedVectors("WLC", store=store) as kv:
+        assert np.array_equal(
+            np.asarray(row["vector"], np.float32), kv.embed(["the cat sat"], dims=64).vectors[0]
+        )
     nope = _vecserve("embed", "x", "--key", "NOPE", url=redis_url)
     assert nope.returncode == 1 and len(nope.stderr.decode().strip().splitlines()) == 1
