@@ -238,6 +238,7 @@ def embed(self, texts, *, normalize=None, dims=None, tokenizer=None, pooling="me
         ``vectors`` (float32, one row per text), ``used`` and ``unknown`` (per text,
         tokens pooled and tokens without a row), ``info`` (the generation read).
         A text with no token used (empty, or only unknown tokens) has the zero vector.
+        The client's ``missing=`` policy does not apply: unknown tokens are counted.
 
     Examples
     --------
