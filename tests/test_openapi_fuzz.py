@@ -13,7 +13,8 @@ mismatch"), which is what DESIGN.md saw. What the document cannot say, this
 test pins for its own service: a vector's length is the model's dimension (``DIM``,
 written into the single query's schema of the document the tool reads: in a batch, a
 vector of another length is that query's error, reported in its slot, so there any length
-is valid); the transport's limits are set out of the way:
+is valid), and ``dims`` of ``/embed`` runs to the model's dimension; the model has word
+counts, so ``pooling=sif`` can be asked of it; the transport's limits are set out of the way:
 the request body (``max_body_bytes``, answered 413) and the request line (uvicorn's
 httptools refuses one over 64 KiB with a plain-text 400 before the app sees it; the tool
 sends up to ``max_words`` long words in a GET, so the server here is uvicorn's h11 with a
@@ -49,7 +50,8 @@ TOKENS = ["king", "queen", "man", "woman", "a,b", "", "0", "日本"] + [f"w{i}" 
 @pytest.fixture
 def base_url(redis_url, store, tmp_path):
     vectors = np.random.default_rng(0).standard_normal((len(TOKENS), DIM)).astype(np.float32)
-    load_arrays(TOKENS, vectors, name="S", store=store, progress=False)
+    counts = np.arange(len(TOKENS), 0, -1) * 10  # word counts: SIF pooling needs them
+    load_arrays(TOKENS, vectors, name="S", store=store, counts=counts, progress=False)
     settings = Settings(
         redis_url=redis_url,
         default_model="S",
@@ -77,9 +79,18 @@ def pin_vector_length(node, dim: int) -> None:
             pin_vector_length(value, dim)
 
 
+def pin_embed_dims(doc, dim: int) -> None:
+    """``dims`` of both ``/embed`` forms runs to ``dim``: this test's model's dimension."""
+    doc["components"]["schemas"]["EmbedRequest"]["properties"]["dims"]["anyOf"][0]["maximum"] = dim
+    for param in doc["paths"]["/embed"]["get"]["parameters"]:
+        if param["name"] == "dims":
+            param["schema"]["anyOf"][0]["maximum"] = dim
+
+
 def test_the_service_keeps_its_openapi_contract(base_url, tmp_path):
     doc = httpx.get(f"{base_url}/openapi.json").json()
     pin_vector_length(doc["components"]["schemas"]["MostSimilarRequest"], DIM)
+    pin_embed_dims(doc, DIM)
     schema = tmp_path / "openapi.json"
     schema.write_text(json.dumps(doc))
     st = shutil.which("schemathesis", path=str(sys.prefix) + "/bin") or "schemathesis"

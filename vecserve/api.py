@@ -74,12 +74,15 @@ from .service.deps import (
     ContextDep,
     ModelCache,
     ModelName,
+    ModelQuery,
     SettingsDep,
     StoreHandle,
     fetch_vectors,
+    model_of,
     resolve_model_name,
 )
 from .service.docs import add_docs_routes
+from .service.embed import router as embed_router
 from .service.explorer import add_explorer_routes
 from .service.indexes import SearchState
 from .service.metrics import Metrics, MetricsMiddleware
@@ -97,7 +100,6 @@ from .service.responses import (
     vectors_response,
 )
 from .service.schemas import (
-    MODEL_NAME,
     MODEL_PATH,
     WORDS_ITEM,
     AnalogyResponse,
@@ -117,7 +119,6 @@ from .service.schemas import (
     declare_limits,
 )
 from .service.settings import Settings
-from .store import validate_model_name
 
 __all__ = ["JSON", "NPY", "OCTET", "MostSimilarFastRoute", "VectorsFastRoute", "create_app"]
 
@@ -176,14 +177,6 @@ def _vectors(ctx: AppContext, name: str, words: list[str], policy: str, media: s
         media=media,
         subwords=built if info.subwords else None,
     )
-
-
-def _model_of(body_model: str | None, query_model: str | None, settings: Settings) -> str:
-    """The model a POST asks: its body's ``model``, else the ``model`` parameter, else the
-    default; a name given in either place is checked (InvalidModelName), used or not."""
-    if query_model:
-        validate_model_name(query_model)
-    return resolve_model_name(body_model or query_model, settings)
 
 
 def _typed(q: MostSimilarQuery) -> SearchQuery:
@@ -399,6 +392,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     _add_service_routes(app, metrics)
     add_explorer_routes(app)
     add_docs_routes(app)
+    app.include_router(embed_router)
     plain_openapi = app.openapi
 
     def openapi() -> dict:
@@ -417,13 +411,6 @@ def _version() -> str:
     return __version__
 
 
-ModelQuery = Annotated[
-    str | None,
-    Query(
-        description="Model name; default: the service's default model.",
-        json_schema_extra=MODEL_NAME,
-    ),
-]
 WordsQuery = Annotated[
     list[str],
     Query(
@@ -477,7 +464,7 @@ def _add_vector_routes(app: FastAPI) -> None:
         format: _FORMAT | None = None,
     ):
         """Vectors of a JSON list of words (any characters, commas included)."""
-        name = _model_of(body.model, model, ctx.settings)
+        name = model_of(body.model, model, ctx.settings)
         media = negotiate(request.headers.get("accept"), format)
         return await ctx.run(_vectors, ctx, name, body.words, body.missing, media)
 
@@ -633,7 +620,7 @@ def _add_similarity_routes(app: FastAPI) -> None:
     @app.post("/n_similarity", response_model=SimilarityResponse, responses=responses)
     def n_similarity(ctx: ContextDep, body: NSimilarityRequest, model: ModelQuery = None):
         """Cosine of the means of two word lists; missing words are skipped, as gensim does."""
-        name = _model_of(body.model, model, ctx.settings)
+        name = model_of(body.model, model, ctx.settings)
         _check_words(body.ws1, ctx.settings)  # each list within the limit
         _check_words(body.ws2, ctx.settings)
         info, kv, missing, _ = _small_kv(ctx, name, body.ws1 + body.ws2, checked=True)
@@ -678,14 +665,14 @@ def _add_similarity_routes(app: FastAPI) -> None:
     @app.post("/most_similar", response_model=MostSimilarResponse, responses=responses)
     def most_similar_post(ctx: ContextDep, body: MostSimilarRequest, model: ModelQuery = None):
         """most_similar with words, positions, vectors and ``[item, weight]`` pairs."""
-        name = _model_of(body.model, model, ctx.settings)
+        name = model_of(body.model, model, ctx.settings)
         return json_response(_most_similar(ctx, name, body))
 
     @app.post("/most_similar/batch", response_model=BatchResponse, responses=responses)
     def most_similar_batch(ctx: ContextDep, body: BatchRequest, model: ModelQuery = None):
         """Many most_similar queries answered together (one matrix multiply per group;
         ``approx`` queries in one approximate-index search)."""
-        name = _model_of(body.model, model, ctx.settings)
+        name = model_of(body.model, model, ctx.settings)
         return json_response(_most_similar_batch(ctx, name, body))
 
     def _doesnt_match(ctx: AppContext, name: str, words: list[str]) -> Response:
@@ -706,7 +693,7 @@ def _add_similarity_routes(app: FastAPI) -> None:
     @app.post("/doesnt_match", response_model=DoesntMatchResponse, responses=responses)
     def doesnt_match_post(ctx: ContextDep, body: DoesntMatchRequest, model: ModelQuery = None):
         """The word that does not go with the others, words in a JSON body."""
-        return _doesnt_match(ctx, _model_of(body.model, model, ctx.settings), body.words)
+        return _doesnt_match(ctx, model_of(body.model, model, ctx.settings), body.words)
 
     @app.get("/analogy", response_model=AnalogyResponse, responses=responses)
     def analogy(

@@ -98,6 +98,7 @@ class LazyGroup(click.Group):
     lazy = {  # noqa: RUF012
         "serve": "vecserve.service.serve:serve",
         "train": "vecserve.train.cli:train",
+        "embed": "vecserve.text.cli:embed",
     }
 
     def list_commands(self, ctx):
@@ -143,7 +144,7 @@ def cli(quiet: bool, verbose: bool, redis_url: str | None) -> None:
 
 
 @cli.command()
-@click.argument("file", type=click.Path(dir_okay=False, path_type=str))
+@click.argument("file", type=click.Path(path_type=str))  # a static model's directory too
 @click.option("--key", "-k", "name", required=True, help="Model name: keys are NAME:token.")
 @click.option(
     "--format",

@@ -33,6 +33,8 @@ The hierarchy::
     ├── SimilarityServiceError       the vecserve HTTP service failed (unreachable, 5xx)
     ├── BadQuery                     a malformed query (the service answers 422)
     ├── QueryRejected                a well-formed query that cannot be answered (400)
+    │   ├── TextRejected             text that cannot be embedded (not UTF-8, too long, too many)
+    │   └── NoTokenizer              a model with no recorded way to cut text into tokens
     ├── RequestTooLarge              a request body over the service's limit (413)
     ├── EmbeddedServerError          the embedded valkey-server did not start
     └── TrainingError                the trainer cannot start or go on (corpus, parameters, run)
@@ -59,6 +61,7 @@ __all__ = [
     "LoadRefused",
     "ModelDamaged",
     "ModelNotFound",
+    "NoTokenizer",
     "OutOfMemory",
     "PermissionDenied",
     "PersistenceFailing",
@@ -72,6 +75,7 @@ __all__ = [
     "SimilarityServiceError",
     "SnapshotDamaged",
     "StoreUnavailable",
+    "TextRejected",
     "TokenNotFound",
     "TooManyClients",
     "TrainingError",
@@ -346,6 +350,16 @@ class BadQuery(VecserveError, ValueError):
 
 class QueryRejected(VecserveError, ValueError):
     """A well-formed query the engine cannot answer (gensim raises ValueError; 400)."""
+
+
+class TextRejected(QueryRejected):
+    """Text that cannot be embedded: not UTF-8, longer than the limit, or a batch of more
+    texts than the limit (the message says which text and which limit; answered 400)."""
+
+
+class NoTokenizer(QueryRejected):
+    """``embed`` of a model with no recorded text rule (no tokenizer, no word rule) and no
+    ``tokenizer=`` override (answered 400)."""
 
 
 class RequestTooLarge(VecserveError):

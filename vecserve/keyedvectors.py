@@ -82,6 +82,7 @@ from .search.snapshot import IndexManager, SimilarityIndex
 from .store import Pin, Store
 from .store.pins import keep_alive_async
 from .store.wire import AsyncConnections, Steps, arun, same_server
+from .text import embed as text_embed
 from .wholematrix import WholeMatrixCalls
 
 __all__ = ["AsyncRedisKeyedVectors", "RedisKeyedVectors"]
@@ -103,7 +104,13 @@ def _after_fork_in_child() -> None:
 os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
-class RedisKeyedVectors(Calls, WholeMatrixCalls):
+class TextCalls:
+    """The text calls of both clients, written once as steps (:mod:`vecserve.text.embed`)."""
+
+    embed = Call(text_embed.embed)
+
+
+class RedisKeyedVectors(Calls, WholeMatrixCalls, TextCalls):
     """A drop-in for gensim's ``KeyedVectors`` whose vectors live in Redis.
 
     Parameters
@@ -370,7 +377,7 @@ _THREADED_PROPERTIES = sorted(
 )
 
 
-class AsyncRedisKeyedVectors(Calls):
+class AsyncRedisKeyedVectors(Calls, TextCalls):
     """:class:`RedisKeyedVectors` for asyncio: the same calls, answers, errors and cache,
     with ``await`` on every call that does I/O, over ``redis.asyncio``.
 

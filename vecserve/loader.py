@@ -298,10 +298,22 @@ def load_file(
     >>> info = load_file(datapath("euclidean_vectors.bin"), name="EUC")  # doctest: +SKIP
     """
     from .readers import ResumePoint, open_vectors
+    from .readers._static import static_layout
 
     validate_model_name(name)  # fail on bad arguments before touching the file or Redis
     get_codec(codec)
     path = Path(path)
+    if static_layout(path) is not None:  # a static embedding model's directory
+        return load_static(
+            path,
+            name=name,
+            redis_url=redis_url,
+            store=store,
+            codec=codec,
+            batch_size=batch_size,
+            progress=progress,
+            allow_eviction=allow_eviction,
+        )
     if store is None:
         with open_store(redis_url) as st:
             return load_file(
@@ -398,6 +410,7 @@ def load_file(
             writer.finish()
             if session.written == 0:
                 raise VectorFileError(str(path), "the file holds no vectors")
+            _record_word_rule(session, session.seen_tokens(), session.written_counts())
             duplicates = skipped + reader.duplicates
             info = session.commit(
                 sha256=reader.sha256(),
@@ -431,6 +444,51 @@ def load_file(
         f" (resumed after {prog.base:,} vectors)" if prog.base else "",
     )
     return info
+
+
+def _record_word_rule(session: LoadSession, tokens, counts=None) -> None:
+    """Record the word rule that fits the vocabulary (:func:`vecserve.text.tokenize.fit_words`):
+    case, phrases and, with counts, word frequencies (the blob); ``embed`` cuts text with it."""
+    from .text.tokenize import fit_words
+
+    spec, blob = fit_words(tokens, counts=counts)
+    session.set_text(spec.to_json(), blob)
+
+
+def load_static(
+    path: str | os.PathLike,
+    *,
+    name: str,
+    redis_url: str | None = None,
+    store: Store | None = None,
+    codec: str = "f32",
+    batch_size: int | None = None,
+    progress: bool | None = None,
+    allow_eviction: bool = False,
+) -> ModelInfo:
+    """Load a static embedding model directory (Model2Vec, a sentence-transformers
+    ``StaticEmbedding``, WordLlama: :mod:`vecserve.readers._static`) as model ``name``:
+    its token rows keyed by token string, its tokenizer and text rule with them in Redis.
+
+    >>> info = load_static("potion-base-8M", name="POTION")   # doctest: +SKIP
+    """
+    from .readers._static import read_static
+
+    model = read_static(path)
+    return load_arrays(
+        model.tokens,
+        model.vectors,
+        name=name,
+        redis_url=redis_url,
+        store=store,
+        codec=codec,
+        source=str(Path(path).resolve()),
+        source_format=model.source_format,
+        text=(model.spec.to_json(), model.tokenizer),
+        batch_size=batch_size,
+        progress=progress,
+        allow_eviction=allow_eviction,
+    )
 
 
 def _checking(name: str):
@@ -480,6 +538,8 @@ def load_arrays(
     batch_size: int | None = None,
     progress: bool | None = None,
     allow_eviction: bool = False,
+    source_format: str = "arrays",
+    text: tuple[str, bytes] | None = None,
 ) -> ModelInfo:
     """Commit in-memory vectors (e.g. a freshly trained model) as model ``name``.
 
@@ -511,6 +571,8 @@ def load_arrays(
                 batch_size=batch_size,
                 progress=progress,
                 allow_eviction=allow_eviction,
+                source_format=source_format,
+                text=text,
             )
     dim = vectors.shape[1]
     preflight(store, name, count=len(tokens), dim=dim, codec=codec, allow_eviction=allow_eviction)
@@ -520,7 +582,7 @@ def load_arrays(
         dim=dim,
         codec=codec,
         source=source,
-        source_format="arrays",
+        source_format=source_format,
         declared_count=len(tokens),
         restart=True,
     )
@@ -539,6 +601,10 @@ def load_arrays(
                 )
         finally:
             writer.finish()
+        if text is None:
+            _record_word_rule(session, tokens, counts)
+        else:
+            session.set_text(*text)
         return session.commit(words=len(tokens))
     except BaseException:
         _abort(session, keep=False)

@@ -41,10 +41,12 @@ __all__ = [
     "ContextDep",
     "ModelCache",
     "ModelName",
+    "ModelQuery",
     "SettingsDep",
     "StoreHandle",
     "fetch_rows",
     "fetch_vectors",
+    "model_of",
 ]
 
 Rows = tuple[ModelInfo, np.ndarray, np.ndarray]  # (entry, float32 rows, found mask)
@@ -262,3 +264,19 @@ async def get_model_name(
 
 
 ModelName = Annotated[str, Depends(get_model_name)]
+#: a POST's ``model`` parameter, beside its body's ``model`` (:func:`model_of`)
+ModelQuery = Annotated[
+    str | None,
+    Query(
+        description="Model name; default: the service's default model.",
+        json_schema_extra=MODEL_NAME,
+    ),
+]
+
+
+def model_of(body_model: str | None, query_model: str | None, settings: Settings) -> str:
+    """The model a POST asks: its body's ``model``, else the ``model`` parameter, else the
+    default; a name given in either place is checked (InvalidModelName), used or not."""
+    if query_model:
+        validate_model_name(query_model)
+    return resolve_model_name(body_model or query_model, settings)

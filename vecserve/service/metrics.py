@@ -78,6 +78,8 @@ SPECS: dict[str, tuple] = {
     ),
     "vecserve_vectors_served_total": ("counter", "Vectors returned by /vectors.", ()),
     "vecserve_words_missing_total": ("counter", "Requested words not in the model.", ()),
+    "vecserve_texts_embedded_total": ("counter", "Texts embedded by /embed.", ()),
+    "vecserve_text_tokens_total": ("counter", "Tokens pooled by /embed.", ()),
     "vecserve_index_build_seconds": (
         "gauge",
         "Seconds the last build (or open from the disk cache) of a model's index took.",

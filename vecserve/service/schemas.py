@@ -29,6 +29,7 @@ __all__ = [
     "DoesntMatchResponse",
     "ErrorBody",
     "MissingPolicy",
+    "ModelBody",
     "MostSimilarQuery",
     "MostSimilarRequest",
     "MostSimilarResponse",
@@ -169,7 +170,9 @@ Pair = Annotated[
 ]
 
 
-class _Body(BaseModel):
+class ModelBody(BaseModel):
+    """A request body: no unknown fields, and the model it asks (else the default)."""
+
     model_config = ConfigDict(extra="forbid")
 
     model: str | None = Field(
@@ -179,7 +182,7 @@ class _Body(BaseModel):
     )
 
 
-class VectorsRequest(_Body):
+class VectorsRequest(ModelBody):
     words: list[str] = Field(..., min_length=1, description="Words to look up.")
     missing: MissingPolicy = Field(
         "omit", description="omit: drop missing words; zeros: a zero row; error: 404."
@@ -232,7 +235,7 @@ class MostSimilarRequest(MostSimilarQuery):
     model: str | None = Field(None, json_schema_extra=MODEL_NAME)
 
 
-class BatchRequest(_Body):
+class BatchRequest(ModelBody):
     queries: list[MostSimilarQuery] = Field(..., min_length=1)
 
 
@@ -293,12 +296,12 @@ class SimilarityResponse(BaseModel):
     subwords: list[str] | None = Field(None, description=SUBWORDS)
 
 
-class NSimilarityRequest(_Body):
+class NSimilarityRequest(ModelBody):
     ws1: list[str] = Field(..., min_length=1)
     ws2: list[str] = Field(..., min_length=1)
 
 
-class DoesntMatchRequest(_Body):
+class DoesntMatchRequest(ModelBody):
     words: list[str] = Field(..., min_length=1)
 
 

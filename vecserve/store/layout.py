@@ -112,6 +112,12 @@ def vocab_hashes_key(prefix: str) -> str:
     return f"{NS}:vocabh:{prefix}"
 
 
+def text_key(prefix: str) -> str:
+    """A generation's text blob (:mod:`vecserve.text`): the tokenizer and the phrase list
+    a worker needs to cut text into the model's tokens, so that it needs no files."""
+    return f"{NS}:text:{prefix}"
+
+
 def ngram_keys(prefix: str, ids: np.ndarray | Sequence[int], buckets: int = 0) -> list[bytes]:
     """Key names of n-gram bucket rows ``ids`` of the generation with this prefix.
 
@@ -137,7 +143,7 @@ def model_key_patterns(name: str) -> list[str]:
     """
     validate_model_name(name)
     out = [f"{name}:*", f"{name}~*", f"{name}#*"]
-    for key in (vocab_key, vocab_sizes_key, counts_key, ngrams_key, vocab_hashes_key):
+    for key in (vocab_key, vocab_sizes_key, counts_key, ngrams_key, vocab_hashes_key, text_key):
         out += [key(name), key(f"{name}~*")]
     return [*out, lock_key(name), history_key(name), *pin_key_patterns(name)]
 
@@ -343,6 +349,9 @@ class ModelInfo(_JsonRecord):
     # the vocabulary's word hashes were written at commit (vocab_hashes_key): a lost row
     # is told from an unknown word, and the hashes missing are damage themselves
     word_hashes: bool = False
+    # how text is cut into this model's tokens and pooled (vecserve.text.TextSpec as
+    # JSON); "": the model has no recorded text rule (word models get a fitted default)
+    text: str = ""
 
     @property
     def subwords(self) -> bool:
@@ -392,6 +401,7 @@ class LoadState(_JsonRecord):
     min_n: int = 0
     max_n: int = 0
     ngram_buckets: int = 0
+    text: str = ""
 
 
 _CRED_RE = re.compile(r"(\w+://)([^:@/\s]*)(:[^@/\s]*)?@")

@@ -43,6 +43,7 @@ from .layout import (
     redact_url,
     replication_marker,
     resp_exists,
+    text_key,
     translate_errors,
     unpack_vocab,
     vector_keys,
@@ -996,6 +997,13 @@ class Store:
         (raw,) = yield Round([("GET", model.counts_key)], f"reading counts of {model.name!r}")
         return np.frombuffer(raw or b"", dtype="<i8").astype(np.int64)
 
+    def text_blob_steps(self, model: ModelInfo) -> Steps[bytes]:
+        """The generation's text blob (:func:`~.layout.text_key`; b"" if none), one GET."""
+        (raw,) = yield Round(
+            [("GET", text_key(model.prefix))], f"reading the tokenizer of {model.name!r}"
+        )
+        return raw or b""
+
     # -- deleting -----------------------------------------------------------------------
 
     def delete_model(self, name: str) -> ModelInfo:
@@ -1040,6 +1048,7 @@ class Store:
                 counts_key(prefix),
                 nkey,
                 vocab_hashes_key(prefix),
+                text_key(prefix),
             ):
                 self.client.delete(key)  # one by one: they live in different cluster slots
             self.client.srem(TRASH, prefix)

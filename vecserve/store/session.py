@@ -37,6 +37,7 @@ from .layout import (
     ngram_keys,
     ngrams_key,
     pack_vocab,
+    text_key,
     validate_model_name,
     vector_keys,
     vocab_hashes_key,
@@ -119,6 +120,11 @@ class LoadSession:
         info = self._as_info(count=self.state.written)
         for chunk in self.store.iter_vocab(info):
             yield from chunk
+
+    def written_counts(self) -> np.ndarray | None:
+        """The counts written so far, in vocabulary order (None: the source has none)."""
+        info = self._as_info(count=self.state.written)
+        return self.store.run(self.store.counts_steps(info))
 
     def rewind(self) -> None:
         """Make the stored generation agree with the recorded progress (after a crash).
@@ -257,6 +263,20 @@ class LoadSession:
             self.store.client.hset(LOADS, s.name, after.to_json())
         self.state = after
 
+    def set_text(self, spec: str, blob: bytes = b"") -> None:
+        """Record how text is cut into this model's tokens (``spec``, the JSON of a
+        :class:`vecserve.text.TextSpec`) and its blob (tokenizer, phrases) before commit.
+
+        The blob goes to ``vecserve:text:P`` with the generation's other metadata (deleted
+        with it); the spec rides in the registry entry.
+        """
+        s = self.state
+        after = replace(s, text=spec)
+        with self.store.errors(f"storing the tokenizer of {s.name!r}"):
+            self.store.client.set(text_key(s.prefix), blob)
+            self.store.client.hset(LOADS, s.name, after.to_json())
+        self.state = after
+
     def write_ngrams(self, first: int, encoded: np.ndarray) -> None:
         """Write encoded n-gram bucket rows ``first, first + 1, ...`` (one round trip).
 
@@ -372,6 +392,7 @@ class LoadSession:
             min_n=s.min_n,
             max_n=s.max_n,
             ngram_buckets=s.ngram_buckets,
+            text=s.text,
             **extra,
         )
 

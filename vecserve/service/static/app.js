@@ -343,11 +343,27 @@ async function runNeighbours() {
   if (!state.word || !modelOK) return;
   const topn = Math.max(1, Math.min(100, parseInt(state.topn || "10", 10) || 10));
   const approx = state.approx === "1";
+  // a sentence (words with spaces between): its vector from /embed, the mean of its tokens
+  const sentence = /\s/.test(state.word.trim());
+  let positive = [state.word];
   let res;
+  let pooled = "";
   try {
+    if (sentence) {
+      const emb = await api("/embed", {
+        params: { model: modelParam() },
+        body: { texts: [state.word] },
+      });
+      if (!emb.tokens[0]) {
+        show(err, `None of the words of ${quote(state.word)} is in the model.`);
+        return;
+      }
+      positive = [emb.vectors[0]];
+      pooled = ` The sentence's vector: the mean of its ${emb.tokens[0]} known tokens (${emb.unknown[0]} unknown).`;
+    }
     res = await api("/most_similar", {
       params: { model: modelParam() },
-      body: { positive: [state.word], topn, approx },
+      body: { positive, topn, approx },
     });
   } catch (e) {
     show(err, e.message);
@@ -363,7 +379,7 @@ async function runNeighbours() {
   } else if (approx) {
     how = `Asked for approximate search, answered exactly (approximate index: ${res.approximate_status}).`;
   }
-  show(mode, how);
+  show(mode, how + pooled);
   const note = subwordNote(res.subwords);
   if (note) mode.append(" ", note);
   const tbody = table.querySelector("tbody");
@@ -392,6 +408,7 @@ async function runNeighbours() {
     tbody.append(tr);
   });
   table.hidden = false;
+  if (sentence) return; // the map places words; a sentence is none
   try {
     await drawMap(state.word, results);
   } catch (e) {

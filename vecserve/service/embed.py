@@ -1,0 +1,159 @@
+"""``POST /embed`` and ``GET /embed``: text in, one vector per text out.
+
+=================  ==============================================================
+``POST /embed``    body ``{"model": "M", "texts": ["...", ...], "normalize": null,
+                   "dims": null, "pooling": "mean"}`` (``"sif"``: word models with counts)
+``GET /embed``     ``?text=...&model=M``: one text
+=================  ==============================================================
+
+The answer is ``{"model", "generation", "dim", "vectors": [[...]], "tokens": [...],
+"unknown": [...]}`` (per text, tokens pooled and tokens without a row); a text with no
+token used has the zero vector. ``Accept: application/octet-stream`` (or ``format=binary``)
+answers raw little-endian float32 rows, ``application/x-npy`` (``format=npy``) an ``.npy``,
+as ``/vectors`` does: shape and counts in ``X-Vecserve-*`` headers.
+
+Bad input is a JSON 4xx: a model without a tokenizer, a text over
+:data:`~vecserve.text.embed.MAX_TEXT_CHARS`, a batch over
+:data:`~vecserve.text.embed.MAX_TEXTS`, ``dims`` past the model's (400); a body that is
+not JSON of strings, not UTF-8 (422); a body over ``max_body_bytes`` (413). ``/metrics``
+counts ``vecserve_texts_embedded_total`` and ``vecserve_text_tokens_total``.
+
+The router is included by :func:`vecserve.api.create_app`.
+"""
+
+from __future__ import annotations
+
+import io
+from typing import Annotated, Literal
+
+import numpy as np
+from fastapi import APIRouter, Query, Request
+from fastapi.responses import Response
+from pydantic import BaseModel, Field, StrictBool
+from starlette.concurrency import run_in_threadpool
+
+from ..text.embed import Embedding, embed_steps
+from .deps import AppContext, ContextDep, ModelName, ModelQuery, model_of
+from .responses import JSON, NPY, json_response, negotiate
+from .schemas import ErrorBody, ModelBody
+
+__all__ = ["EmbedRequest", "EmbedResponse", "router"]
+
+router = APIRouter(tags=["text"])
+
+_RESPONSES = {
+    200: {
+        "description": "JSON by default; raw little-endian float32 rows or .npy on request "
+        "(shape and per-text counts in X-Vecserve-* headers).",
+        "content": {"application/octet-stream": {}, NPY: {}},
+    },
+    400: {"model": ErrorBody},
+    404: {"model": ErrorBody},
+    406: {"model": ErrorBody},
+    413: {"model": ErrorBody},
+    422: {"model": ErrorBody},
+    503: {"model": ErrorBody},
+}
+#: a batch longer than this (characters) is cut and pooled in a pool thread, not inline
+_INLINE_CHARS = 20_000
+
+
+class EmbedRequest(ModelBody):
+    """The body of ``POST /embed``."""
+
+    texts: list[str] = Field(description="The texts, one vector each.")
+    normalize: StrictBool | None = Field(None, description="Unit vectors; default: the model's.")
+    dims: int | None = Field(
+        None, ge=1, description="Keep the first dims (Matryoshka): 1 to the model's dimension."
+    )
+    pooling: Literal["mean", "sif"] = Field(
+        "mean", description="sif: weight words by a/(a+p) from the model's counts."
+    )
+
+
+class EmbedResponse(BaseModel):
+    model: str
+    generation: int
+    dim: int
+    vectors: list[list[float]]
+    tokens: list[int] = Field(description="Per text: tokens pooled.")
+    unknown: list[int] = Field(description="Per text: tokens without a row (not pooled).")
+
+
+def _embed(ctx: AppContext, name: str, texts: list[str], options: dict) -> Embedding:
+    got = ctx.models.run(
+        ctx.stores.get(), name, lambda reader: embed_steps(reader, texts, **options)
+    )
+    ctx.metrics.inc("vecserve_texts_embedded_total", len(texts))
+    ctx.metrics.inc("vecserve_text_tokens_total", int(got.used.sum()))
+    return got
+
+
+async def _answer(request: Request, ctx: AppContext, name, texts, options: dict, fmt):
+    media = negotiate(request.headers.get("accept"), fmt)
+    if sum(map(len, texts)) > _INLINE_CHARS:
+        got = await run_in_threadpool(_embed, ctx, name, texts, options)
+    else:
+        got = await ctx.run(_embed, ctx, name, texts, options)
+    info, rows = got.info, got.vectors
+    if media == JSON:
+        return json_response(
+            {
+                "model": info.name,
+                "generation": info.generation,
+                "dim": rows.shape[1],
+                "vectors": rows,
+                "tokens": got.used,
+                "unknown": got.unknown,
+            }
+        )
+    raw = rows.astype("<f4", copy=False).tobytes()
+    if media == NPY:
+        head = io.BytesIO()
+        header = {"descr": "<f4", "fortran_order": False, "shape": rows.shape}
+        np.lib.format.write_array_header_1_0(head, header)
+        raw = head.getvalue() + raw
+    headers = {
+        "X-Vecserve-Model": info.name,
+        "X-Vecserve-Generation": str(info.generation),
+        "X-Vecserve-Shape": f"{rows.shape[0]},{rows.shape[1]}",
+        "X-Vecserve-Dtype": "<f4",
+        "X-Vecserve-Tokens": ",".join(map(str, got.used.tolist())),
+        "X-Vecserve-Unknown": ",".join(map(str, got.unknown.tolist())),
+    }
+    return Response(raw, media_type=media, headers=headers)
+
+
+_FORMAT = Literal["json", "binary", "npy"]
+
+
+@router.post("/embed", response_model=EmbedResponse, responses=_RESPONSES)
+async def post_embed(
+    request: Request,
+    ctx: ContextDep,
+    body: EmbedRequest,
+    model: ModelQuery = None,
+    format: _FORMAT | None = None,
+):
+    """One vector per text: the texts cut into the model's tokens, their rows averaged."""
+    name = model_of(body.model, model, ctx.settings)
+    options = {"normalize": body.normalize, "dims": body.dims, "pooling": body.pooling}
+    return await _answer(request, ctx, name, body.texts, options, format)
+
+
+@router.get("/embed", response_model=EmbedResponse, responses=_RESPONSES)
+async def get_embed(
+    request: Request,
+    ctx: ContextDep,
+    name: ModelName,
+    text: Annotated[str, Query(description="The text.")],
+    normalize: bool | None = None,
+    dims: Annotated[
+        int | None, Query(ge=1, description="Keep the first dims: 1 to the model's dimension.")
+    ] = None,
+    pooling: Literal["mean", "sif"] = "mean",
+    format: _FORMAT | None = None,
+):
+    """The vector of one text (``POST /embed`` for a batch)."""
+    options = {"normalize": normalize, "dims": dims, "pooling": pooling}
+    return await _answer(request, ctx, name, [text], options, format)

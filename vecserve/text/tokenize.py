@@ -1,0 +1,293 @@
+"""Text to tokens: one :class:`Cut` per batch of texts, the batch's distinct tokens once.
+
+Two tokenizers, one answer shape:
+
+- :class:`StaticTokenizer` runs a `tokenizers` JSON (a static model's, from the model's
+  text blob) exactly as the reference libraries call it: no special tokens, no padding,
+  the model's truncation, Model2Vec's character cut and dropped unknown id.
+- :class:`WordTokenizer` cuts words with a regular expression, applies the case rule, and
+  joins greedy longest-match phrases of the vocabulary (``New York Times`` ->
+  ``New_York_Times`` where the vocabulary has it).
+
+A :class:`Cut` holds the batch's distinct tokens (what one round trip reads), for every
+token occurrence its index into them, and per text where its occurrences start and how
+many tokens the tokenizer dropped.
+
+>>> tok = WordTokenizer(TextSpec(kind="words", joiner="_", max_phrase=3),
+...                     phrases=["New_York", "New_York_Times"])
+>>> cut = tok.cut(["the New York Times", "New York"])
+>>> cut.distinct, cut.index.tolist(), cut.offsets.tolist()
+(['the', 'New_York_Times', 'New_York'], [0, 1, 2], [0, 2, 3])
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from itertools import pairwise
+from typing import NamedTuple
+
+import numpy as np
+
+from ..errors import NoTokenizer
+from ..subwords import word_hashes
+from .spec import TextSpec
+
+__all__ = [
+    "Cut",
+    "StaticTokenizer",
+    "WordTokenizer",
+    "fit_words",
+    "pack_words",
+    "sif_weights",
+    "unpack_words",
+]
+
+#: a word model's text blob: this line, the phrases' byte length (8 bytes, little-endian),
+#: the phrases (UTF-8, one a line), then for SIF the vocabulary's sorted word hashes
+#: (``<u8``, :func:`vecserve.subwords.word_hashes`) and each one's frequency (``<f4``)
+_WORDS_MAGIC = b"vecserve-words/1\n"
+
+
+class Cut(NamedTuple):
+    """One batch of texts as tokens."""
+
+    distinct: list[str]  # the batch's distinct tokens, in first-seen order
+    index: np.ndarray  # int64: every occurrence's index into ``distinct``, text by text
+    offsets: np.ndarray  # int64, len(texts) + 1: text i's occurrences are index[o[i]:o[i+1]]
+    dropped: np.ndarray  # int64 per text: tokens the tokenizer dropped (unknown)
+
+
+def _cut_of(texts_tokens: list[list[str]], dropped: np.ndarray | None = None) -> Cut:
+    seen: dict[str, int] = {}
+    index: list[int] = []
+    offsets = np.zeros(len(texts_tokens) + 1, np.int64)
+    for i, tokens in enumerate(texts_tokens):
+        for t in tokens:
+            j = seen.get(t)
+            if j is None:
+                j = seen[t] = len(seen)
+            index.append(j)
+        offsets[i + 1] = len(index)
+    if dropped is None:
+        dropped = np.zeros(len(texts_tokens), np.int64)
+    return Cut(list(seen), np.asarray(index, np.int64), offsets, dropped)
+
+
+class StaticTokenizer:
+    """A static model's `tokenizers` tokenizer, called as its reference library does.
+
+    Parameters
+    ----------
+    blob : bytes
+        The tokenizer's JSON (``tokenizer.json``).
+    spec : TextSpec
+        Truncation (``max_tokens``, ``max_chars``) and ``drop_ids``.
+    """
+
+    def __init__(self, blob: bytes, spec: TextSpec):
+        try:
+            from tokenizers import Tokenizer
+        except ImportError:
+            raise NoTokenizer(
+                "a static model's tokenizer needs the 'tokenizers' package in this "
+                "process: pip install 'vecserve[text]'"
+            ) from None
+
+        self.spec = spec
+        self.tokenizer = Tokenizer.from_str(blob.decode("utf-8"))
+        self.tokenizer.no_padding()
+        if spec.max_tokens is None:
+            self.tokenizer.no_truncation()
+        else:
+            self.tokenizer.enable_truncation(spec.max_tokens)
+        vocab = self.tokenizer.get_vocab(with_added_tokens=True)
+        size = max(vocab.values(), default=-1) + 1
+        names = np.empty(size, dtype=object)
+        for token, i in vocab.items():
+            names[i] = token
+        self.names = names  # id -> token string (None where the vocabulary has a hole)
+        self._drop = np.asarray(spec.drop_ids, np.int64)
+
+    def ids(self, texts: Sequence[str]) -> list[list[int]]:
+        """Each text's token ids, truncated as the model's spec says (nothing dropped)."""
+        cap = self.spec.max_chars
+        if cap is not None:
+            texts = [t[:cap] for t in texts]
+        encode = getattr(self.tokenizer, "encode_batch_fast", self.tokenizer.encode_batch)
+        return [e.ids for e in encode(list(texts), add_special_tokens=False)]
+
+    def cut(self, texts: Sequence[str]) -> Cut:
+        ids = self.ids(texts)
+        lengths = np.fromiter((len(x) for x in ids), np.int64, len(ids))
+        flat = np.fromiter((i for x in ids for i in x), np.int64, int(lengths.sum()))
+        keep = np.ones(len(flat), bool)
+        if len(self._drop):
+            keep &= ~np.isin(flat, self._drop)
+        keep &= flat < len(self.names)
+        text_of = np.repeat(np.arange(len(ids)), lengths)
+        dropped = np.bincount(text_of[~keep], minlength=len(ids)).astype(np.int64)
+        flat, text_of = flat[keep], text_of[keep]
+        uniq, inverse = np.unique(flat, return_inverse=True)
+        names = self.names[uniq]
+        hole = np.array([n is None for n in names], bool)
+        if hole.any():  # ids the vocabulary does not name: unknown
+            bad = hole[inverse]
+            dropped += np.bincount(text_of[bad], minlength=len(ids)).astype(np.int64)
+            remap = np.cumsum(~hole) - 1
+            inverse, text_of = remap[inverse[~bad]], text_of[~bad]
+            names = names[~hole]
+        offsets = np.zeros(len(ids) + 1, np.int64)
+        offsets[1:] = np.cumsum(np.bincount(text_of, minlength=len(ids)))
+        return Cut(names.tolist(), inverse.astype(np.int64).reshape(-1), offsets, dropped)
+
+
+class WordTokenizer:
+    """A word model's tokenizer: pattern, case rule, greedy longest-match phrases.
+
+    Parameters
+    ----------
+    spec : TextSpec
+        ``pattern``, ``lowercase``, ``joiner``, ``max_phrase``.
+    phrases : iterable of str
+        The vocabulary's multi-word tokens (joined by ``spec.joiner``).
+    freq : (ndarray, ndarray), optional
+        The vocabulary's sorted word hashes and frequencies (:func:`unpack_words`).
+    """
+
+    def __init__(self, spec: TextSpec, phrases: Iterable[str] = (), freq=None):
+        self.spec = spec
+        self.freq = freq  # (sorted word hashes, frequencies) for SIF, or None
+        self.pattern = re.compile(spec.pattern)
+        self.joiner = j = spec.joiner
+        # phrases as the vocabulary writes them; their proper prefixes of 2+ words (still
+        # growing); their first two words (where a phrase can start), all joined strings
+        self.phrases: set[str] = set()
+        self.growing: set[str] = set()
+        self.starts: set[str] = set()
+        if j:
+            for p in phrases:
+                parts = p.split(j)
+                if len(parts) < 2 or not all(parts):
+                    continue
+                self.phrases.add(p)
+                self.starts.add(parts[0] + j + parts[1])
+                for n in range(2, len(parts)):
+                    self.growing.add(j.join(parts[:n]))
+
+    def words(self, text: str) -> list[str]:
+        """One text's tokens (phrases joined, greedy longest match from the left)."""
+        if self.spec.lowercase:
+            text = text.lower()
+        words = self.pattern.findall(text)
+        if not self.phrases or len(words) < 2:
+            return words
+        j, starts = self.joiner, self.starts
+        # where a phrase can start: one set lookup per adjacent pair, no Python loop
+        hits = [k for k, pair in enumerate(map(j.join, pairwise(words))) if pair in starts]
+        if not hits:
+            return words
+        phrases, growing, n = self.phrases, self.growing, len(words)
+        out, at = [], 0
+        for i in hits:
+            if i < at:  # inside a phrase already taken
+                continue
+            cand, end = words[i] + j + words[i + 1], i + 2
+            best, best_end = (cand, end) if cand in phrases else (None, 0)
+            while end < n and cand in growing:
+                cand, end = cand + j + words[end], end + 1
+                if cand in phrases:
+                    best, best_end = cand, end
+            if best is not None:
+                out += words[at:i]
+                out.append(best)
+                at = best_end
+        out += words[at:]
+        return out
+
+    def cut(self, texts: Sequence[str]) -> Cut:
+        return _cut_of([self.words(t) for t in texts])
+
+
+def pack_words(phrases: Sequence[str], tokens=None, counts=None) -> bytes:
+    """A word model's text blob: its phrases and, with ``counts``, each token's frequency.
+
+    >>> phrases, freq = unpack_words(pack_words(["a_b"], ["a", "a_b"], [3, 1]))
+    >>> phrases, freq[1].tolist()
+    (['a_b'], [0.75, 0.25])
+    """
+    text = "\n".join(phrases).encode("utf-8")
+    out = [_WORDS_MAGIC, len(text).to_bytes(8, "little"), text]
+    if counts is not None and tokens is not None and len(tokens):
+        counts = np.asarray(counts, np.float64)
+        hashes = word_hashes([t.encode("utf-8") for t in tokens])
+        order = np.argsort(hashes, kind="stable")
+        probs = counts / max(counts.sum(), 1.0)
+        out += [hashes[order].astype("<u8").tobytes(), probs[order].astype("<f4").tobytes()]
+    return b"".join(out)
+
+
+def unpack_words(blob: bytes) -> tuple[list[str], tuple[np.ndarray, np.ndarray] | None]:
+    """``(phrases, (sorted word hashes, frequencies) or None)`` of :func:`pack_words`."""
+    if not blob.startswith(_WORDS_MAGIC):
+        return [], None
+    at = len(_WORDS_MAGIC)
+    n = int.from_bytes(blob[at : at + 8], "little")
+    text = blob[at + 8 : at + 8 + n].decode("utf-8")
+    rest = memoryview(blob)[at + 8 + n :]
+    phrases = text.split("\n") if text else []
+    if not len(rest):
+        return phrases, None
+    m = len(rest) // 12
+    hashes = np.frombuffer(rest[: 8 * m], "<u8").astype(np.uint64, copy=False)
+    return phrases, (hashes, np.frombuffer(rest[8 * m :], "<f4"))
+
+
+def sif_weights(freq: tuple[np.ndarray, np.ndarray], tokens: Sequence[str], a: float = 1e-3):
+    """``a / (a + p(token))`` for each token (``p`` = 0 for a token the counts lack).
+
+    >>> freq = unpack_words(pack_words([], ["a", "b"], [3, 1]))[1]
+    >>> sif_weights(freq, ["a", "zz"], a=0.25).round(3).tolist()
+    [0.25, 1.0]
+    """
+    hashes, probs = freq
+    h = word_hashes([t.encode("utf-8") for t in tokens])
+    at = np.minimum(np.searchsorted(hashes, h), max(len(hashes) - 1, 0))
+    p = np.where(hashes[at] == h, probs[at], 0.0) if len(hashes) else np.zeros(len(h))
+    return a / (a + p.astype(np.float64))
+
+
+def fit_words(tokens: Sequence[str], *, joiner: str = "_", counts=None) -> tuple[TextSpec, bytes]:
+    """The word rule that fits a vocabulary, and its text blob (:func:`pack_words`).
+
+    Case: lowercase only when no token has an upper-case letter (a vocabulary holding
+    ``King`` is case-sensitive). Phrases: tokens made of 2+ non-empty parts joined by
+    ``joiner`` (GoogleNews's ``New_York_Times``), unless the vocabulary has none.
+    ``counts`` (the model's, in ``tokens``' order): frequencies for SIF pooling.
+
+    >>> spec, blob = fit_words(["new_york", "new", "york", "the"])
+    >>> spec.lowercase, spec.joiner, spec.max_phrase, unpack_words(blob)
+    (True, '_', 2, (['new_york'], None))
+    """
+    tokens = list(tokens)
+    upper = False
+    phrases: list[str] = []
+    longest = 1
+    for t in tokens:
+        if not upper and t != t.lower():
+            upper = True
+        if joiner and joiner in t:
+            parts = t.split(joiner)
+            if len(parts) >= 2 and all(parts):
+                phrases.append(t)
+                longest = max(longest, len(parts))
+    spec = TextSpec(
+        kind="words",
+        family="words",
+        pre_normalize=True,
+        lowercase=not upper,
+        joiner=joiner if phrases else "",
+        max_phrase=longest,
+        sif=counts is not None and len(tokens) > 0,
+    )
+    return spec, pack_words(phrases, tokens, counts)
