@@ -31,6 +31,13 @@ name the file and the position (line, vector number counted from 1, byte offset 
 decompressed stream) instead of ``EOFError``/``ValueError``; a missing file is a
 `VectorFileError` whose ``__cause__`` is the ``FileNotFoundError``.
 
+A file is what its format says or it is refused: a format given by the caller is
+checked against the first bytes (`FormatMismatch` names the format they plainly are);
+a word2vec binary file must end after its header's ``count`` records (up to one final
+newline), a text file may only have blank lines after them (`TrailingData` counts what
+remains; gensim ignores it, ``limit`` reads only the first records on purpose); the
+first vector of a binary file must not be text.
+
 Memory does not grow with the file: a 4 MiB parse buffer and up to three more read
 ahead (a thread reads, hashes and decompresses them), the batch being built, and at
 most 16 bytes per distinct token for duplicate detection. A bad record raises only after every

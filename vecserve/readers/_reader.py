@@ -17,7 +17,7 @@ from ._binary import binary_batches
 from ._dedup import TokenSet
 from ._fasttext import fasttext_batches, ngram_batches, open_fasttext
 from ._gensim import gensim_batches, gensim_subwords, load_keyed_vectors, side_files
-from ._sniff import FORMATS, glove_dim, parse_header, sniff
+from ._sniff import FORMATS, check_declared, glove_dim, parse_header, sniff
 from ._source import SNIFF, Source
 from ._text import text_batches
 from ._types import ResumePoint, VectorBatch
@@ -235,13 +235,13 @@ def open_vectors(
         codecs.lookup(encoding)
     except LookupError:
         raise VectorFileError(
-            path, f"unknown encoding {encoding!r} (e.g. utf-8, latin-1)"
+            path, f"unknown encoding {encoding!r} (--encoding, e.g. utf-8, latin-1)"
         ) from None
     try:
         codecs.lookup_error(unicode_errors)
     except LookupError:
         raise VectorFileError(
-            path, f"unknown unicode_errors {unicode_errors!r}: strict, ignore or replace"
+            path, f"unknown --unicode-errors {unicode_errors!r}: strict, ignore or replace"
         ) from None
     src = Source(path)
     try:
@@ -275,7 +275,11 @@ def _open(
     prefix = src.peek(2)
     if not prefix:
         raise CorruptVectorFile(path, "the file is empty", offset=0)
-    fmt = sniff(prefix, path, encoding) if format == "auto" else format
+    if format == "auto":
+        fmt = sniff(prefix, path, encoding)
+    else:
+        check_declared(prefix, path, format, encoding)
+        fmt = format
     records = resume.records if resume else 0
     if fmt == "fasttext-bin":
         f, layout = open_fasttext(src, encoding=encoding, errors=unicode_errors)
@@ -340,7 +344,7 @@ def _open(
         )
     first, newline, _ = prefix.partition(b"\n")
     if fmt == "glove":
-        dim, count, header = glove_dim(first, encoding), None, False
+        dim, count, header, whole = glove_dim(first, encoding), None, False, False
         if dim < 1:
             raise CorruptVectorFile(path, f"{first[:60]!r} is not a GloVe line", line=1, offset=0)
     else:
@@ -352,8 +356,10 @@ def _open(
                 line=1,
                 offset=0,
             )
-        count, dim = parsed
-        count, header = min(count, limit) if limit else count, True
+        declared, dim = parsed
+        count, header = min(declared, limit) if limit else declared, True
+        # bytes after the declared records are refused, unless --limit stops before them
+        whole = not limit or limit > declared
         src.skip(len(first) + len(newline))
     if resume is not None:
         if resume.offset < src.offset or resume.records < 0:
@@ -377,13 +383,14 @@ def _open(
     }
     if fmt == "w2v-bin":
         assert count is not None
-        batches = binary_batches(src, dim=dim, count=count, **options)
+        batches = binary_batches(src, dim=dim, count=count, whole=whole, **options)
     else:
         batches = text_batches(
             src,
             dim=dim,
             count=count if header else limit,
             header=header,
+            whole=whole,
             glove=fmt == "glove",
             **options,
         )
