@@ -93,7 +93,7 @@ def cli(quiet: bool) -> None:
 
 
 @cli.command()
-@click.argument("file", type=click.Path(dir_okay=False, path_type=str))
+@click.argument("file", type=click.Path(dir_okay=False, allow_dash=True, path_type=str))
 @click.option("--key", "-k", "name", required=True, help="Model name: keys are NAME:token.")
 @click.option("--format", "format", type=click.Choice(FORMATS), default="auto", show_default=True)
 @click.option(
@@ -164,7 +164,8 @@ def load(file, resume, restart, retries, ann, ann_recall, redis_url, **options):
     KeyedVectors files in constant memory. The model becomes visible only when every
     vector is in (every row is checked present before the commit); re-loading an
     existing model replaces it atomically. Where the server shows its memory (INFO), a
-    model that cannot fit is refused before anything is written.
+    model that cannot fit is refused before anything is written. FILE `-` reads standard
+    input (plain, gzip or bz2; text or word2vec binary), which cannot be resumed.
 
     \b
     Example:
@@ -172,8 +173,12 @@ def load(file, resume, restart, retries, ann, ann_recall, redis_url, **options):
         vecserve load glove.840B.300d.txt --key GLOVE --codec f16
         vecserve load cc.en.300.bin --key FT --codec f16
         vecserve load GoogleNews-vectors-negative300.bin --key GOOGLE_W2V --ann
+        curl -sL https://example.org/vectors.vec.gz | vecserve load - --key FT_EN
     """
     from .loader import load_file
+
+    if file == "-":
+        retries = 0  # a stream is read once: nothing to resume from
 
     if ann:
         try:

@@ -54,8 +54,16 @@ settings and bucket rows), ``_dedup`` (duplicates), ``_reader`` (`open_vectors`)
 ...     checksum = reader.sha256()
 """
 
-from ._reader import VectorReader, open_vectors
+from ._reader import VectorReader, batch_for, open_vectors
 from ._sniff import FORMATS, detect_format
 from ._types import ResumePoint, VectorBatch
 
-__all__ = ["FORMATS", "ResumePoint", "VectorBatch", "VectorReader", "detect_format", "open_vectors"]
+__all__ = [
+    "FORMATS",
+    "ResumePoint",
+    "VectorBatch",
+    "VectorReader",
+    "batch_for",
+    "detect_format",
+    "open_vectors",
+]
