@@ -36,9 +36,9 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import BadQuery, GenerationChanged, QueryRejected, TokenNotFound
+from ..errors import BadQuery, GenerationChanged, TokenNotFound
 from ..subwords import swap_oov, unit_rows
-from .wire import parse_item
+from .wire import parse_item, require_input
 
 __all__ = ["Answer", "Limits", "Planner", "Query"]
 
@@ -147,10 +147,7 @@ class Planner:
             raise BadQuery(
                 f"{len(pos) + len(neg)} query items; the limit is {self.limits.max_words}"
             )
-        if not pos and not neg:
-            raise QueryRejected("cannot compute mean with no input: give positive and/or negative")
-        if q.cosmul and not pos:
-            raise QueryRejected("cannot compute similarity with no input: cosmul needs positive")
+        require_input(pos, neg, cosmul=q.cosmul)  # gensim's ValueError, and its message
         built = list(dict.fromkeys(oov)) if oov is not None else None
         return _Plan(q, pos, neg, built)
 
