@@ -9,6 +9,7 @@ import bz2
 import gzip
 import os
 import shutil
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -217,3 +218,22 @@ def test_a_vocabulary_is_never_the_numbers_of_a_text_file(store, tmp_path):
         load_file(lee, name="X", store=store, format="w2v-bin", progress=False)
     info = load_file(lee, name="X", store=store, progress=False)  # detected: w2v-text
     assert info.source_format == "w2v-text" and store.vocab(info, 0, 1) == ["the"]
+
+
+@pytest.mark.parametrize("wrong", [8, 12])
+def test_a_wrong_binary_dimension_blames_the_header_not_the_encoding(tmp_path, wrong):
+    data = Path(gensim_data("euclidean_vectors.bin")).read_bytes()
+    path = tmp_path / "d.bin"
+    path.write_bytes(f"2747 {wrong}\n".encode() + data.split(b"\n", 1)[1])
+    with pytest.raises(CorruptVectorFile) as err:
+        _read(path)
+    said = str(err.value)
+    assert f"do not fit the header's dimension {wrong}: they read as 10-d vectors" in said
+    assert err.value.record == 2 and "--encoding" not in said
+
+
+def test_a_wrong_text_dimension_names_both(tmp_path):
+    path = tmp_path / "d.txt"
+    path.write_text("2 3\na 1 2\nb 3 4\n")
+    with pytest.raises(DimensionMismatch, match="2 numbers after the token 'a', the file's "):
+        _read(path)

@@ -53,6 +53,8 @@ def binary_batches(
     joinable = codecs.lookup(encoding).name in _JOINABLE
     buf, pos, base = b"", 0, src.offset  # base: decompressed offset of buf[0]
     chunk: bytes | None = None  # a new chunk while ``buf`` is only a bridge into it
+    # the bytes from the first record on, kept while a wrong header dimension can show
+    opening: bytes | None = b"" if records == 0 else None
     rest = 0  # the bytes of ``buf`` before the chunk, in the bridge
     src.start_readahead()
     while records < count:
@@ -103,6 +105,8 @@ def binary_batches(
                 )
                 break
             data = src.read(src.chunk_size)
+            if opening is not None and len(opening) < _OPENING:
+                opening += data[: _OPENING - len(opening)]
             if not data:
                 done = records + len(tokens)
                 error = _binary_eof(src.path, buf[pos:], vb, count, done, base + pos)
@@ -123,17 +127,71 @@ def binary_batches(
                 declared="w2v-bin",
                 detected=None,
             )
+        if error is not None and opening is not None and records + len(tokens) < _OPENING_RECORDS:
+            fits = _fitting_dim(opening, dim, min(count, _OPENING_RECORDS), encoding)
+            if fits is not None:  # the header's dimension, not the bytes, is wrong
+                error = CorruptVectorFile(
+                    src.path,
+                    f"the records do not fit the header's dimension {dim}: they read as "
+                    f"{fits}-d vectors (is the header wrong, or the file not word2vec "
+                    "binary?)",
+                    record=error.record,
+                    offset=error.offset,
+                )
         if tokens:
             vectors = out[: len(tokens)].view("<f4").reshape(len(tokens), dim)
             vectors = vectors.astype(np.float32, copy=False)  # (a copy on big-endian hosts)
             records += len(tokens)
             yield VectorBatch(tokens, vectors, None, ResumePoint(base + pos, records))
+            if records >= _OPENING_RECORDS:
+                opening = None
         if error is not None:
             raise error
     if whole:
         trailing = _trailing_bytes(src, buf[pos:], count, base + pos)
         if trailing is not None:
             raise trailing
+
+
+_OPENING = 1 << 16  # bytes of the first records kept to diagnose a wrong dimension
+_OPENING_RECORDS = 64  # records within which a wrong dimension is diagnosed
+
+
+def _fitting_dim(data: bytes, dim: int, records: int, encoding: str) -> int | None:
+    """Another dimension than ``dim`` whose records of ``data`` (from the first record
+    on) all have a plausible token -- strictly decodable, no control bytes, at most 256
+    bytes -- over the first ``records`` records (or 16 and more, when ``data`` is only
+    the file's opening), or None.
+
+    >>> import numpy as np
+    >>> two = b"".join(w + b" " + np.ones(4, "<f4").tobytes() for w in (b"a", b"bc", b"d"))
+    >>> _fitting_dim(two, 5, 3, "utf-8")
+    4
+    """
+    for d in range(1, _OPENING // 4):
+        if d == dim:
+            continue
+        p, n = 0, 0
+        while n < records:
+            i = data.find(b" ", p, p + 257)
+            if i < 0:
+                break
+            token = data[p:i].lstrip(b"\n")
+            if not token or token.translate(None, _PRINTABLE_AND_HIGH):
+                break
+            try:
+                token.decode(encoding)
+            except UnicodeDecodeError:
+                break
+            p, n = i + 1 + 4 * d, n + 1
+            if p >= len(data):
+                break
+        if n == records or (len(data) == _OPENING and p >= len(data) and n >= 16):
+            return d
+    return None
+
+
+_PRINTABLE_AND_HIGH = bytes(range(0x21, 0x7F)) + bytes(range(0x80, 0x100))
 
 
 def _is_text(raw: bytes) -> bool:
