@@ -531,6 +531,8 @@ def test_a_lost_registry_entry_is_damage_not_an_unknown_model(store, model_file)
     path, _, _ = model_file
     load_file(path, name="M", store=store, progress=False)
     load_file(path, name="M", store=store, progress=False)  # generation 1 is retired
+    load_arrays(["a"], np.ones((1, 2), np.float32), name="OTHER", store=store)
+    assert store.orphans() == {}
     store.client.hdel("vecserve:models", "M")
     assert store.remains("M") == {"M~2": ["vocabulary", "vocabulary sizes", "word hashes"]}
     line = error_line(cli(store.url, "models", "check", "M"))
@@ -539,6 +541,7 @@ def test_a_lost_registry_entry_is_damage_not_an_unknown_model(store, model_file)
         "failover, or deleted by hand) but keys of it remain (M~2: vocabulary, vocabulary "
         "sizes, word hashes); load it again (vecserve load FILE --key M)"
     )
+    assert store.orphans() == {"M": {"M~2": ["vocabulary", "vocabulary sizes", "word hashes"]}}
     for kind in (vocab_key, vocab_sizes_key, vocab_hashes_key):
         store.client.delete(kind("M~2"))
     assert store.remains("M") == {"M~2": ["rows"]}  # the rows alone still tell

@@ -800,35 +800,13 @@ class Store:
         One ``SCAN`` of the metadata keys, then (when none is found) one of the row keys
         that stops at the first: O(keys in the database) on the server, for
         ``vecserve models check`` of a model with no registry entry only."""
-        from .pins import _read_history
-
         validate_model_name(name)
-        accounted: set[str] = set()
         with self.errors(f"looking for what remains of {name!r}"):
-            raw = self.client.hget(MODELS, name)
-            if raw is not None:
-                accounted.add(ModelInfo.from_json(raw).prefix)
-            load = self.client.hget(LOADS, name)
-            if load is not None:
-                accounted.add(LoadState.from_json(load).prefix)
-            accounted |= {p.decode() for p in self.client.smembers(TRASH)}
-            retired, _ = _read_history(self, name)
-            accounted |= {info.prefix for _, info in retired.values()}
-            kinds = {
-                vocab_key(""): "vocabulary",
-                vocab_sizes_key(""): "vocabulary sizes",
-                vocab_hashes_key(""): "word hashes",
-                counts_key(""): "counts",
-                ngrams_key(""): "n-gram settings",
-            }
+            accounted = self._accounted(name)
             out: dict[str, list[str]] = {}
-            for key in self.client.scan_iter(match=f"{NS}:*", count=10_000):  # metadata
-                key = key.decode("utf-8", "replace")
-                for head, what in kinds.items():
-                    prefix = key[len(head) :]
-                    mine = key.startswith(head) and _of_model(prefix, name)
-                    if mine and prefix not in accounted:
-                        out.setdefault(prefix, []).append(what)
+            for prefix, what in self._metadata_traces():
+                if _of_model(prefix, name) and prefix not in accounted:
+                    out.setdefault(prefix, []).append(what)
             if not out:
                 for pattern in model_key_patterns(name)[:3]:  # rows: the first found will do
                     for key in self.client.scan_iter(match=pattern, count=10_000):
@@ -837,6 +815,53 @@ class Store:
                             out.setdefault(prefix, []).append("rows")
                             break
         return {p: sorted(set(w)) for p, w in sorted(out.items())}
+
+    def orphans(self) -> dict[str, dict[str, list[str]]]:
+        """``{model: {prefix: [what]}}`` for every model with generation metadata that
+        nothing accounts for (see :meth:`remains`): models whose registry entry is gone,
+        which a listing of the registry alone would not show. One ``SCAN`` of the
+        metadata keys; rows are not scanned."""
+        with self.errors("looking for models without a registry entry"):
+            found: dict[str, dict[str, list[str]]] = {}
+            for prefix, what in self._metadata_traces():
+                found.setdefault(prefix.split("~")[0], {}).setdefault(prefix, []).append(what)
+            out = {}
+            for name, prefixes in sorted(found.items()):
+                accounted = self._accounted(name)
+                left = {p: sorted(w) for p, w in sorted(prefixes.items()) if p not in accounted}
+                if left:
+                    out[name] = left
+        return out
+
+    def _accounted(self, name: str) -> set[str]:
+        """The generation prefixes of ``name`` something accounts for: its registry
+        entry, its unfinished load, its history, the trash."""
+        from .pins import _read_history
+
+        accounted = {p.decode() for p in self.client.smembers(TRASH)}
+        raw = self.client.hget(MODELS, name)
+        if raw is not None:
+            accounted.add(ModelInfo.from_json(raw).prefix)
+        load = self.client.hget(LOADS, name)
+        if load is not None:
+            accounted.add(LoadState.from_json(load).prefix)
+        retired, _ = _read_history(self, name)
+        return accounted | {info.prefix for _, info in retired.values()}
+
+    def _metadata_traces(self) -> Iterator[tuple[str, str]]:
+        """``(prefix, what)`` for every generation metadata key in the database."""
+        kinds = {
+            vocab_key(""): "vocabulary",
+            vocab_sizes_key(""): "vocabulary sizes",
+            vocab_hashes_key(""): "word hashes",
+            counts_key(""): "counts",
+            ngrams_key(""): "n-gram settings",
+        }
+        for key in self.client.scan_iter(match=f"{NS}:*", count=10_000):
+            key = key.decode("utf-8", "replace")
+            for head, what in kinds.items():
+                if key.startswith(head):
+                    yield key[len(head) :], what
 
     def _exists_overlapped(self, model, groups, tally, parts, *, sep: bytes = b":") -> None:
         """A single server: each group's EXISTS sent before the last one's count is read."""
