@@ -100,3 +100,25 @@ def test_a_stream_that_redis_stops_is_dropped_not_left_to_resume(tmp_path):
         assert not r.hlen(LOADS) and not r.hlen(MODELS)
     finally:
         server.stop()
+
+
+def test_a_named_pipe_is_read_once_as_a_stream(store, tmp_path):
+    """A path that is no regular file (a FIFO here; `/dev/stdin`, `<(curl ...)` alike) is
+    a stream: read once, never reopened, and not resumable."""
+    fifo = tmp_path / "vectors.fifo"
+    os.mkfifo(fifo)
+    lee = shlex.quote(gensim_data("lee_fasttext.vec"))
+    writer = subprocess.Popen(f"gzip -c {lee} > {shlex.quote(str(fifo))}", shell=True)
+    try:
+        proc = piped("true", "load", str(fifo), "--key", "F", url=store.url)
+    finally:
+        writer.wait(timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    info = store.get_model("F")
+    assert info.count == 1762 and info.source == str(fifo)
+    writer = subprocess.Popen(f"cat {lee} > {shlex.quote(str(fifo))}", shell=True)
+    try:
+        line = one_line(piped("true", "load", str(fifo), "--key", "F", "--resume", url=store.url))
+    finally:
+        writer.wait(timeout=60)
+    assert "a stream cannot be read again, so its load cannot be resumed" in line

@@ -299,11 +299,11 @@ def load_file(
     >>> from gensim.test.utils import datapath
     >>> info = load_file(datapath("euclidean_vectors.bin"), name="EUC")  # doctest: +SKIP
     """
-    from .readers import open_vectors
+    from .readers import is_pipe, open_vectors
 
     validate_model_name(name)  # fail on bad arguments before touching the file or Redis
     get_codec(codec)
-    stream = _is_stream(path)
+    stream = is_pipe(path)  # read once: "-", a stream, a named pipe
     if not stream:
         path = Path(path)
     if store is None:
@@ -361,10 +361,6 @@ def load_file(
             progress=progress,
             allow_eviction=allow_eviction,
         )
-
-
-def _is_stream(path) -> bool:
-    return (isinstance(path, str) and path == "-") or hasattr(path, "read")
 
 
 def _load(

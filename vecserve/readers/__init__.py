@@ -54,7 +54,7 @@ settings and bucket rows), ``_dedup`` (duplicates), ``_reader`` (`open_vectors`)
 ...     checksum = reader.sha256()
 """
 
-from ._reader import VectorReader, batch_for, open_vectors
+from ._reader import VectorReader, batch_for, is_pipe, open_vectors
 from ._sniff import FORMATS, detect_format
 from ._types import ResumePoint, VectorBatch
 
@@ -65,5 +65,6 @@ __all__ = [
     "VectorReader",
     "batch_for",
     "detect_format",
+    "is_pipe",
     "open_vectors",
 ]

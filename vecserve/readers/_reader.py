@@ -5,6 +5,7 @@ from __future__ import annotations
 import codecs
 import logging
 import os
+import stat
 import sys
 from collections.abc import Callable, Generator, Iterable, Iterator
 from itertools import islice
@@ -23,7 +24,7 @@ from ._source import SNIFF, STDIN, Source
 from ._text import text_batches
 from ._types import ResumePoint, VectorBatch
 
-__all__ = ["BATCH_BYTES", "VectorReader", "batch_for", "open_vectors"]
+__all__ = ["BATCH_BYTES", "VectorReader", "batch_for", "is_pipe", "open_vectors"]
 
 logger = logging.getLogger("vecserve.readers")
 
@@ -183,6 +184,18 @@ def batch_for(dim: int) -> int:
     return max(64, BATCH_BYTES // (4 * max(dim, 1)))
 
 
+def is_pipe(path: str | os.PathLike[str] | BinaryIO) -> bool:
+    """Whether ``path`` is read once, front to back: ``"-"`` (standard input), a binary
+    stream, or a path that is no regular file (a named pipe, ``/dev/stdin``)."""
+    if path == "-" or hasattr(path, "read"):
+        return True
+    try:
+        mode = os.stat(path).st_mode  # type: ignore[arg-type]
+    except OSError:
+        return False
+    return stat.S_ISFIFO(mode) or stat.S_ISCHR(mode) or stat.S_ISSOCK(mode)
+
+
 def open_vectors(
     path: str | os.PathLike[str] | BinaryIO,
     *,
@@ -253,6 +266,12 @@ def open_vectors(
     elif hasattr(path, "read"):
         stream, path = path, str(getattr(path, "name", "") or "<stream>")  # type: ignore[assignment]
     path = os.fspath(path)  # type: ignore[arg-type]
+    owned = stream is None and is_pipe(path)
+    if owned:  # a named pipe, /dev/stdin, `<(curl ...)`: read once, as a stream
+        try:
+            stream = open(path, "rb")  # noqa: SIM115 - closed by the Source
+        except OSError as exc:
+            raise VectorFileError(path, f"cannot open: {exc.strerror or exc}") from exc
     if format != "auto" and format not in FORMATS:
         raise UnknownFormat(path, f"unknown format {format!r}; choose auto or {', '.join(FORMATS)}")
     if limit is not None and limit < 0:
@@ -271,7 +290,7 @@ def open_vectors(
         raise VectorFileError(
             path, f"unknown --unicode-errors {unicode_errors!r}: strict, ignore or replace"
         ) from None
-    src = Source(path, stream)
+    src = Source(path, stream, owned=owned)
     try:
         return _open(
             src,

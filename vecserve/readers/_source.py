@@ -159,14 +159,15 @@ class Source:
     """A vector file as a decompressed byte stream with a position and a push-back buffer.
 
     ``stream``: read this binary stream (standard input) instead of opening ``path``,
-    which then only names it. A stream is read once, front to back: ``size_bytes`` is
-    None, and `sha256` covers the bytes read (the whole stream unless a limit stopped
-    the reading early: a stream is not drained only to be hashed).
+    which then only names it (``owned``: close it too). A stream is read once, front to
+    back: ``size_bytes`` is None, and `sha256` covers the bytes read (the whole stream
+    unless a limit stopped the reading early: a stream is not drained only to be hashed).
     """
 
-    def __init__(self, path: str, stream: BinaryIO | None = None):
+    def __init__(self, path: str, stream: BinaryIO | None = None, *, owned: bool = False):
         self.path = path
         self.is_stream = stream is not None
+        self._owned = owned  # a stream opened for us (a named pipe): ours to close
         self.size_bytes: int | None = None
         if stream is None:
             self._raw, self.size_bytes, magic = _open(path)
@@ -297,5 +298,5 @@ class Source:
             self._thread.join()
         if self._stream is not self._file:
             self._stream.close()  # type: ignore[union-attr]
-        if not self.is_stream:  # a stream is the caller's to close
+        if not self.is_stream or self._owned:  # a stream given is the caller's to close
             self._raw.close()
