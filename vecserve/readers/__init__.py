@@ -38,6 +38,10 @@ newline), a text file may only have blank lines after them (`TrailingData` count
 remains; gensim ignores it, ``limit`` reads only the first records on purpose); the
 first vector of a binary file must not be text.
 
+Standard input (``"-"``), a binary stream or a named pipe (`is_pipe`) is read once,
+front to back: the text formats and word2vec binary, plain, gzip or bz2 (a native
+fastText ``.bin`` and gensim files need a file).
+
 Memory does not grow with the file: a 4 MiB parse buffer and up to three more read
 ahead (a thread reads, hashes and decompresses them), the batch being built, and at
 most 16 bytes per distinct token for duplicate detection. A bad record raises only after every
