@@ -120,20 +120,12 @@ def test_http_batch_reports_each_querys_error_in_its_slot(model, service_url):
     assert_same(got, want)
 
 
-# The snapshot's query parser raises gensim's ValueError for a query with no input once
-# issue 34's parity change for empty inputs is in (another branch of the same issue);
-# until then the local clients answer an empty query with zeros, as gensim does not.
-EMPTY_PARSED = pytest.mark.xfail(
-    strict=True, reason="the snapshot's parser does not yet raise ValueError on no input"
-)
-
-
 @pytest.mark.parametrize(
     ("where", "empty"),
     [
         ("service", True),
         ("local", False),
-        pytest.param("local", True, marks=EMPTY_PARSED),
+        ("local", True),
     ],
 )
 def test_python_batch_raises_or_returns_each_querys_error(
@@ -155,7 +147,7 @@ def test_python_batch_raises_or_returns_each_querys_error(
     rkv.close()
 
 
-@pytest.mark.parametrize("empty", [False, pytest.param(True, marks=EMPTY_PARSED)])
+@pytest.mark.parametrize("empty", [False, True])
 def test_async_batch_returns_each_querys_error(model, store, tmp_path, empty):
     queries = python_queries(batch(model, empty=empty))
     want = gensim_answers(model, batch(model, empty=empty))

@@ -187,3 +187,80 @@ def test_removed_names_raise_attribute_error_as_in_gensim(pair, name):
 def test_static_helpers_are_gensims_own():
     for name in ("log_accuracy", "log_evaluate_word_pairs"):
         assert isinstance(inspect.getattr_static(RedisKeyedVectors, name), staticmethod)
+
+
+# -- empty and None arguments: gensim's errors, on both clients and both paths ------------
+
+EMPTY = {
+    "most_similar([])": lambda m: m.most_similar([]),
+    "most_similar(None)": lambda m: m.most_similar(None),
+    "most_similar()": lambda m: m.most_similar(),
+    "most_similar(positive=[], negative=[])": lambda m: m.most_similar(positive=[], negative=[]),
+    "most_similar([], topn=None)": lambda m: m.most_similar([], topn=None),
+    "most_similar(empty 2-d array)": lambda m: m.most_similar(np.empty((0, 10), np.float32)),
+    "most_similar([], topn=0)": lambda m: m.most_similar([], topn=0),
+    "most_similar_cosmul([])": lambda m: m.most_similar_cosmul([]),
+    "most_similar_cosmul(None)": lambda m: m.most_similar_cosmul(None),
+    "most_similar_cosmul([], [c])": lambda m: m.most_similar_cosmul([], [c]),
+    "most_similar_cosmul([], ['qqqzz'])": lambda m: m.most_similar_cosmul([], ["qqqzz"]),
+    "similar_by_vector(None)": lambda m: m.similar_by_vector(None),
+    "get_mean_vector([])": lambda m: m.get_mean_vector([]),
+    "n_similarity([], [c])": lambda m: m.n_similarity([], [c]),
+    "n_similarity([c], [])": lambda m: m.n_similarity([c], []),
+    "doesnt_match([])": lambda m: m.doesnt_match([]),
+    "rank_by_centrality([])": lambda m: m.rank_by_centrality([]),
+    "most_similar_to_given(a, [])": lambda m: m.most_similar_to_given(a, []),
+}
+
+
+def _outcome(call, m):
+    """``("returned", value)`` or ``("raised", the exception)``."""
+    try:
+        return ("returned", call(m))
+    except Exception as exc:  # the parity is in which exception and what it says
+        return ("raised", exc)
+
+
+@pytest.fixture(scope="module")
+def service(redis_url, tmp_path_factory):
+    """The real HTTP service on the SURFACE model, under uvicorn, for the whole module."""
+    pytest.importorskip("uvicorn")
+    from vecserve.api import create_app
+    from vecserve.service.settings import Settings
+
+    from .api_support import running_app
+
+    dir_ = tmp_path_factory.mktemp("service")
+    settings = Settings(redis_url=redis_url, cache_dir=dir_, model_ttl=0)
+    with running_app(create_app(settings)) as url:
+        yield url
+
+
+@pytest.mark.parametrize("client", ["sync", "async"])
+@pytest.mark.parametrize("path", ["snapshot", "service"])
+@pytest.mark.parametrize("case", sorted(EMPTY))
+def test_empty_arguments_raise_as_in_gensim(pair, service, redis_url, tmp_path, client, path, case):
+    """Empty and None query arguments: gensim's exception (type and message), or its
+    answer where it answers (``topn=0``), from both clients, whether the local
+    snapshot answers or the HTTP service does."""
+    from .kv_support import close_all, make_kv
+
+    kv, _ = pair
+    want = _outcome(EMPTY[case], kv)
+    options = {"similarity_url": service} if path == "service" else {}
+    m = make_kv(client, "SURFACE", redis_url=redis_url, cache_dir=tmp_path, **options)
+    try:
+        got = _outcome(EMPTY[case], m)
+    finally:
+        if client == "sync":
+            m.close()
+        close_all()
+    if want[0] == "returned":
+        assert got[0] == "returned", got
+        _same(got[1], want[1])
+        return
+    assert got[0] == "raised", got
+    # gensim's type (or a vecserve subclass: QueryRejected is a ValueError, TokenNotFound
+    # a KeyError) and gensim's message, unless it is Python's own (a TypeError's)
+    assert isinstance(got[1], type(want[1])), (got, want)
+    assert isinstance(want[1], TypeError) or got[1].args[:1] == want[1].args[:1], (got, want)

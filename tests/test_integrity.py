@@ -36,7 +36,7 @@ from vecserve.keyedvectors import RedisKeyedVectors
 from vecserve.loader import load_arrays, load_file
 from vecserve.store import RowCheck, Store, begin_load
 from vecserve.store.facts import KeyspaceFacts
-from vecserve.store.layout import LOADS, vocab_key
+from vecserve.store.layout import LOADS, vocab_hashes_key, vocab_key, vocab_sizes_key
 from vecserve.store.session import LoadSession
 
 from .api_support import run_vecserve
@@ -301,7 +301,11 @@ def test_lost_word_hashes_are_damage_too(store, model_file):
     with pytest.raises(ModelDamaged, match="its vocabulary's word hashes are gone"):
         kv["never-a-word"]
     line = error_line(cli(store.url, "models", "check", "M"))
-    assert "M (generation 1) is damaged: 1 of its 20,000 rows are missing" in line
+    assert line == (
+        "Error: M (generation 1) is damaged: gone from Redis (evicted, lost in a failover, "
+        "or deleted by hand): its vocabulary's word hashes; load it again (vecserve load "
+        "FILE --key M)"
+    )
 
 
 def test_the_check_goes_by_slot_group_on_a_cluster(cluster_store):
@@ -442,6 +446,107 @@ def test_models_check_passes_a_whole_model_and_shows_progress(store, model_file)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip().startswith("M (generation 1): all 20,000 rows present")
     assert "checking M: 20,000/20,000 rows (100%)" in proc.stderr
+
+
+def test_lru_eviction_of_the_vocabulary_is_damage(valkey, model_file):
+    """An allkeys-lru server evicts the oldest keys first: the vocabulary blobs, written
+    at the load and not read since, go before rows that were read after them. `models
+    check` reports the loss (never "all 0 rows present", never a ValueError), and
+    reading the vocabulary is ModelDamaged."""
+    path, tokens, _ = model_file
+    p = valkey(maxmemory_policy="allkeys-lru", maxmemory_samples=10)
+    r = redis.Redis(port=p.port)
+    info = load_file(path, name="M", redis_url=p.url, allow_eviction=True, progress=False)
+    keys = [f"M:{t}" for t in tokens]
+    time.sleep(1.1)  # the LRU clock ticks in seconds
+    for lo in range(0, len(keys), 1000):
+        r.mget(keys[lo : lo + 1000])  # the rows are read: younger than the vocabulary
+    time.sleep(1.1)
+    r.config_set("maxmemory", r.info("memory")["used_memory"] + 400_000)
+    for i in range(200):
+        r.set(f"neighbour:{i}", b"x" * 20_000)
+        r.hget("vecserve:models", "M")  # the registry is read all along
+    r.config_set("maxmemory", "0")  # eviction over: what is lost stays lost
+    assert not r.exists(vocab_key(info.prefix)) and r.hexists("vecserve:models", "M")
+    proc = cli(p.url, "models", "check", "M")
+    line = error_line(proc)
+    assert line.startswith("Error: M (generation 1) is damaged: gone from Redis (evicted, ")
+    assert "its vocabulary (0 of its 20,000 words listed)" in line
+    assert "20,000 of its 20,000 rows cannot be checked without it" in line
+    assert "all 0 rows" not in proc.stdout + proc.stderr
+    with (
+        RedisKeyedVectors("M", redis_url=p.url) as kv,
+        pytest.raises(ModelDamaged, match=r"its vocabulary \(.*\) is gone from Redis"),
+    ):
+        len(kv.index_to_key)
+
+
+def test_lost_vocabulary_keys_are_damage(store, model_file):
+    """Each of a generation's metadata keys deleted by hand: `models check` names what
+    is gone, and checks the rows it still can."""
+    path, tokens, _ = model_file
+    info = load_file(path, name="M", store=store, progress=False)
+    sizes = vocab_sizes_key(info.prefix)
+    raw = store.client.get(sizes)
+    store.client.delete(sizes)  # the index is gone; the blobs still list every word
+    check = store.check_rows(info)
+    assert (check.lost, check.missing, check.unlisted) == (
+        ("its vocabulary's index of blob sizes",),
+        0,
+        0,
+    )
+    assert check.damaged and check.checked == 20_000
+    line = error_line(cli(store.url, "models", "check", "M"))
+    assert "gone from Redis (evicted, lost in a failover, or deleted by hand): its " in line
+    assert "vocabulary's index of blob sizes; load it again" in line
+    store.client.set(sizes, raw)
+    store.client.rpop(vocab_key(info.prefix))  # the last blob: its words are unlisted
+    store.client.delete(f"M:{tokens[0]}")
+    check = store.check_rows(info)
+    assert check.missing == 1 and check.words == [tokens[0]] and 0 < check.unlisted < 20_000
+    listed = 20_000 - check.unlisted
+    assert check.lost == (f"its vocabulary ({listed:,} of its 20,000 words listed)",)
+    line = error_line(cli(store.url, "models", "check", "M"))
+    assert f"{check.unlisted:,} of its 20,000 rows cannot be checked without it; 1 of " in line
+    with pytest.raises(ModelDamaged, match=r"its vocabulary \(blobs \d+ to \d+\) is gone"):
+        store.vocab(info)
+
+
+def test_lost_counts_are_damage(store):
+    info = load_arrays(
+        ["a", "b"], np.eye(2, dtype=np.float32), name="C", store=store, counts=np.array([5, 3])
+    )
+    assert store.counts(info).tolist() == [5, 3]
+    store.client.delete(info.counts_key)
+    assert store.lost_metadata(info) == ["its word counts"]
+    with pytest.raises(ModelDamaged, match="its word counts are gone"):
+        store.counts(info)
+    assert "its word counts; load it again" in error_line(cli(store.url, "models", "check", "C"))
+
+
+def test_a_lost_registry_entry_is_damage_not_an_unknown_model(store, model_file):
+    """The registry entry gone (deleted here; evicted alike) while the generation's keys
+    remain: `models check` says so, naming what remains; a retired generation or an
+    unfinished load is no such remainder, and a model never loaded is still unknown."""
+    path, _, _ = model_file
+    load_file(path, name="M", store=store, progress=False)
+    load_file(path, name="M", store=store, progress=False)  # generation 1 is retired
+    load_arrays(["a"], np.ones((1, 2), np.float32), name="OTHER", store=store)
+    assert store.orphans() == {}
+    store.client.hdel("vecserve:models", "M")
+    assert store.remains("M") == {"M~2": ["vocabulary", "vocabulary sizes", "word hashes"]}
+    line = error_line(cli(store.url, "models", "check", "M"))
+    assert line == (
+        "Error: M is damaged: its registry entry is gone from Redis (evicted, lost in a "
+        "failover, or deleted by hand) but keys of it remain (M~2: vocabulary, vocabulary "
+        "sizes, word hashes); load it again (vecserve load FILE --key M)"
+    )
+    assert store.orphans() == {"M": {"M~2": ["vocabulary", "vocabulary sizes", "word hashes"]}}
+    for kind in (vocab_key, vocab_sizes_key, vocab_hashes_key):
+        store.client.delete(kind("M~2"))
+    assert store.remains("M") == {"M~2": ["rows"]}  # the rows alone still tell
+    assert "keys of it remain (M~2: rows)" in error_line(cli(store.url, "models", "check", "M"))
+    assert "model 'NEVER' not found" in error_line(cli(store.url, "models", "check", "NEVER"))
 
 
 # -- every other error reply ------------------------------------------------------------

@@ -436,7 +436,7 @@ def test_bad_arguments(tmp_path):
         open_vectors(path, limit=-1)
     with pytest.raises(ValueError, match="batch_size"):
         open_vectors(path, batch_size=0)
-    with pytest.raises(VectorFileError, match="unknown unicode_errors 'nonsense'"):
+    with pytest.raises(VectorFileError, match="unknown --unicode-errors 'nonsense'"):
         open_vectors(path, unicode_errors="nonsense")
     with pytest.raises(VectorFileError, match="unknown encoding 'nope'"):
         open_vectors(path, encoding="nope")
@@ -536,7 +536,7 @@ def test_undecodable_token_with_strict(tmp_path, kind):
         path = write_text(tmp_path / "s.txt", toks, vecs(4).tolist())
     got, exc = _good_then_error(path, CorruptVectorFile, batch_size=3)
     assert got == ["good", "fine"] and exc.record == 3
-    assert "b'bad\\xffword' is not valid utf-8" in str(exc) and "unicode_errors" in str(exc)
+    assert "b'bad\\xffword' is not valid utf-8" in str(exc) and "--unicode-errors" in str(exc)
     assert exc.offset == path.read_bytes().index(b"bad")
     if kind == "text":
         assert exc.line == 4

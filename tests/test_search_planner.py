@@ -72,9 +72,9 @@ def test_the_querys_errors_come_before_any_search(sim, monkeypatch):
         planner.answer(Query(positive=("w1",), topn=21))
     with pytest.raises(BadQuery, match="4 positive items"):
         planner.answer(Query(positive=("w1", "w2", "w3", "w4")))
-    with pytest.raises(QueryRejected, match="no input"):
+    with pytest.raises(QueryRejected, match=r"^cannot compute mean with no input$"):
         planner.answer(Query())
-    with pytest.raises(QueryRejected, match="cosmul needs positive"):
+    with pytest.raises(QueryRejected, match=r"^cannot compute similarity with no input$"):
         planner.answer(Query(negative=("w1",), cosmul=True))
     with pytest.raises(BadQuery, match="cosmul takes"):
         planner.answer(Query(positive=(["w1", 2.0],), cosmul=True))

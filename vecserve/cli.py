@@ -144,7 +144,7 @@ def cli(quiet: bool, verbose: bool, redis_url: str | None) -> None:
 
 
 @cli.command()
-@click.argument("file", type=click.Path(path_type=str))  # a static model's directory too
+@click.argument("file", type=click.Path(allow_dash=True, path_type=str))  # or a static model dir
 @click.option("--key", "-k", "name", required=True, help="Model name: keys are NAME:token.")
 @click.option(
     "--format",
@@ -222,7 +222,8 @@ def load(file, resume, restart, retries, ann, ann_recall, redis_url, **options):
     KeyedVectors files in constant memory. The model becomes visible only when every
     vector is in (every row is checked present before the commit); re-loading an
     existing model replaces it atomically. Where the server shows its memory (INFO), a
-    model that cannot fit is refused before anything is written.
+    model that cannot fit is refused before anything is written. FILE `-` reads standard
+    input (plain, gzip or bz2; text or word2vec binary), which cannot be resumed.
 
     \b
     Example:
@@ -230,8 +231,12 @@ def load(file, resume, restart, retries, ann, ann_recall, redis_url, **options):
         vecserve load glove.840B.300d.txt --key GLOVE --codec f16
         vecserve load cc.en.300.bin --key FT --codec f16
         vecserve load GoogleNews-vectors-negative300.bin --key GOOGLE_W2V --ann
+        curl -sL https://example.org/vectors.vec.gz | vecserve load - --key FT_EN
     """
     from .loader import load_file
+
+    if file == "-":
+        retries = 0  # a stream is read once: nothing to resume from
 
     if ann:
         try:
@@ -478,7 +483,7 @@ def models_check(ctx, name, redis_url):
     from dataclasses import replace
 
     from .connect import open_store
-    from .errors import ModelDamaged, PermissionDenied
+    from .errors import ModelNotFound, PermissionDenied
 
     start = time.monotonic()
     last = [start]
@@ -490,31 +495,45 @@ def models_check(ctx, name, redis_url):
             share = 100 * done / max(total, 1)
             click.echo(f"checking {name}: {done:,}/{total:,} rows ({share:.0f}%)", err=True)
 
+    again = f"load it again (vecserve load FILE --key {name})"
     with open_store(_store_url(ctx, redis_url)) as store:
-        info = store.get_model(name)
-        check = store.check_rows(info, progress=progress)
         try:
-            store.vocab_hashes(info)
-        except ModelDamaged as exc:  # the hashes written at its commit are gone
-            check = replace(check, missing=check.missing + 1)
-            click.echo(f"vecserve: {exc}", err=True)
+            info = store.get_model(name)
+        except ModelNotFound:
+            remains = store.remains(name)  # keys no registry entry accounts for
+            if not remains:
+                raise
+            found = "; ".join(f"{p}: {', '.join(what)}" for p, what in remains.items())
+            raise click.ClickException(
+                f"{name} is damaged: its registry entry is gone from Redis (evicted, lost "
+                f"in a failover, or deleted by hand) but keys of it remain ({found}); {again}"
+            ) from None
+        check = store.check_rows(info, progress=progress)
+        check = replace(check, lost=(*check.lost, *store.lost_metadata(info)))
         try:
             store.record_check(info, check)
         except PermissionDenied as exc:
             click.echo(f"vecserve: the result was not recorded: {exc}", err=True)
     took = time.monotonic() - start
     head = f"{name} (generation {info.generation})"
-    if not check.missing:
+    if not check.damaged:
         click.echo(f"{head}: all {check.checked:,} rows present ({took:.1f}s)")
         return
-    words = ", ".join(repr(w) for w in check.words)
-    raise click.ClickException(
-        f"{head} is damaged: {check.missing:,} of its {check.checked:,} rows are missing"
-        + (f" (e.g. {words})" if words else "")
-        + "; load it again (vecserve load FILE --key "
-        + name
-        + ")"
-    )
+    damage = []
+    if check.lost:
+        damage.append(
+            f"gone from Redis (evicted, lost in a failover, or deleted by hand): "
+            f"{', '.join(check.lost)}"
+        )
+    if check.unlisted:
+        damage.append(f"{check.unlisted:,} of its {info.count:,} rows cannot be checked without it")
+    if check.missing:
+        words = ", ".join(repr(w) for w in check.words)
+        damage.append(
+            f"{check.missing:,} of its {check.checked:,} rows are missing"
+            + (f" (e.g. {words})" if words else "")
+        )
+    raise click.ClickException(f"{head} is damaged: {'; '.join(damage)}; {again}")
 
 
 def _ann_on_disk(info) -> dict:

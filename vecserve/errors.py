@@ -9,8 +9,10 @@ The hierarchy::
     ├── TokenNotFound                a word missing from a model (also a KeyError)
     ├── VectorFileError              a problem with an input vector file
     │   ├── UnknownFormat            the format cannot be detected or is not supported
+    │   │   └── FormatMismatch       the content is not the format given (names the likely one)
     │   └── CorruptVectorFile        the bytes do not parse (names file and position)
-    │       └── DimensionMismatch    a vector with the wrong number of components
+    │       ├── DimensionMismatch    a vector with the wrong number of components
+    │       └── TrailingData         bytes after the records the header declares
     ├── CodecError                   unknown codec or a value of the wrong size
     ├── LoadInProgress               another load of the same model holds the lock
     ├── StoreUnavailable             Redis unreachable or gone mid-operation
@@ -52,6 +54,7 @@ __all__ = [
     "CorruptVectorFile",
     "DimensionMismatch",
     "EmbeddedServerError",
+    "FormatMismatch",
     "GenerationChanged",
     "InvalidModelName",
     "InvalidSetting",
@@ -78,6 +81,7 @@ __all__ = [
     "TextRejected",
     "TokenNotFound",
     "TooManyClients",
+    "TrailingData",
     "TrainingError",
     "UnknownFormat",
     "VecserveError",
@@ -180,6 +184,26 @@ class CorruptVectorFile(VectorFileError, ValueError):
 
 class DimensionMismatch(CorruptVectorFile):
     """A vector has a different number of components than the file or model declares."""
+
+
+class FormatMismatch(UnknownFormat):
+    """The content is not the format given (or detected): ``declared`` is that format,
+    ``detected`` the one the content looks like (None when it looks like none)."""
+
+    def __init__(self, path: str, message: str, *, declared: str, detected: str | None):
+        self.declared = declared
+        self.detected = detected
+        super().__init__(path, message)
+
+
+class TrailingData(CorruptVectorFile):
+    """Bytes follow the records the file's header declares; ``remaining`` counts them
+    (decompressed bytes) and ``lines`` the lines among them (text formats, else None)."""
+
+    def __init__(self, path: str, message: str, *, remaining: int, lines: int | None, **where):
+        self.remaining = remaining
+        self.lines = lines
+        super().__init__(path, message, **where)
 
 
 class CodecError(VecserveError, ValueError):

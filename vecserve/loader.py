@@ -31,6 +31,7 @@ import threading
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import BinaryIO
 
 import numpy as np
 
@@ -245,7 +246,7 @@ def _fingerprint(path: Path) -> str:
 
 
 def load_file(
-    path: str | os.PathLike,
+    path: str | os.PathLike | BinaryIO,
     *,
     name: str,
     redis_url: str | None = None,
@@ -269,7 +270,10 @@ def load_file(
         word2vec ``.bin``/``.txt`` (also ``.gz``/``.bz2``), GloVe, fastText ``.vec``,
         a native fastText ``.bin`` (its n-gram bucket rows are stored too, and its
         ``min_n``/``max_n``/``bucket`` go to the model's metadata) or a gensim
-        ``KeyedVectors.save()`` file.
+        ``KeyedVectors.save()`` file. ``"-"`` (or a binary stream) reads standard
+        input once, in constant memory: text and word2vec binary formats, plain, gzip or
+        bz2. A stream cannot be resumed (``resume`` is refused; an interrupted stream
+        load is dropped, not kept).
     name : str
         Model name: the key prefix (``NAME:token``) and the registry entry.
     redis_url, store
@@ -297,23 +301,25 @@ def load_file(
     >>> from gensim.test.utils import datapath
     >>> info = load_file(datapath("euclidean_vectors.bin"), name="EUC")  # doctest: +SKIP
     """
-    from .readers import ResumePoint, open_vectors
+    from .readers import is_pipe, open_vectors
     from .readers._static import static_layout
 
     validate_model_name(name)  # fail on bad arguments before touching the file or Redis
     get_codec(codec)
-    path = Path(path)
-    if static_layout(path) is not None:  # a static embedding model's directory
-        return load_static(
-            path,
-            name=name,
-            redis_url=redis_url,
-            store=store,
-            codec=codec,
-            batch_size=batch_size,
-            progress=progress,
-            allow_eviction=allow_eviction,
-        )
+    stream = is_pipe(path)  # read once: "-", a stream, a named pipe
+    if not stream:
+        path = Path(path)
+        if static_layout(path) is not None:  # a static embedding model's directory
+            return load_static(
+                path,
+                name=name,
+                redis_url=redis_url,
+                store=store,
+                codec=codec,
+                batch_size=batch_size,
+                progress=progress,
+                allow_eviction=allow_eviction,
+            )
     if store is None:
         with open_store(redis_url) as st:
             return load_file(
@@ -331,18 +337,72 @@ def load_file(
                 progress=progress,
                 allow_eviction=allow_eviction,
             )
-    fingerprint = _fingerprint(path) if path.is_file() else ""
-    with open_vectors(
-        path,
-        format=format,
-        limit=limit,
-        unicode_errors=unicode_errors,
-        encoding=encoding,
-        batch_size=1,
-    ) as probe:
-        dim, fmt, declared = probe.dim, probe.format, probe.count
-        sub = probe.subwords
+    fingerprint = _fingerprint(path) if not stream and path.is_file() else ""
+    options = {"limit": limit, "unicode_errors": unicode_errors, "encoding": encoding}
+    # a file is opened twice (its metadata first, then from where a load resumes); a
+    # stream once, its metadata read by the same reader that then reads its records
+    first = open_vectors(path, format=format, batch_size=batch_size if stream else 1, **options)
+    with contextlib.ExitStack() as closing:
+        closing.callback(first.close)
+        if stream and resume:
+            raise VectorFileError(
+                first.path,
+                "a stream cannot be read again, so its load cannot be resumed (--resume): "
+                "load from a file to resume, or pass --restart to drop the unfinished load "
+                "and read the stream afresh",
+            )
+        dim, fmt, declared = first.dim, first.format, first.count
+        sub = first.subwords
         ngrams = sub.bucket if sub is not None and sub.max_n > 0 else 0
+        if not stream:
+            closing.close()
+        return _load(
+            store,
+            name,
+            path,
+            first if stream else None,
+            open_reader=lambda **more: open_vectors(path, format=fmt, **options, **more),
+            dim=dim,
+            fmt=fmt,
+            declared=declared,
+            sub=sub,
+            ngrams=ngrams,
+            fingerprint=fingerprint,
+            codec=codec,
+            batch_size=batch_size,
+            resume=resume,
+            restart=restart,
+            progress=progress,
+            allow_eviction=allow_eviction,
+        )
+
+
+def _load(
+    store: Store,
+    name: str,
+    path,
+    reader,
+    *,
+    open_reader,
+    dim: int,
+    fmt: str,
+    declared: int | None,
+    sub,
+    ngrams: int,
+    fingerprint: str,
+    codec: str,
+    batch_size: int | None,
+    resume: bool,
+    restart: bool,
+    progress: bool | None,
+    allow_eviction: bool,
+) -> ModelInfo:
+    """`load_file` once its input is open: ``reader`` for a stream (read once), else
+    None and ``open_reader(batch_size=, resume=, seen_tokens=)`` opens the file."""
+    from .readers import ResumePoint, batch_for
+
+    stream = reader is not None
+    label = reader.path if stream else str(path)  # the input, as messages name it
     done = store.get_load(name) if resume else None
     preflight(
         store,
@@ -358,7 +418,7 @@ def load_file(
         name,
         dim=dim,
         codec=codec,
-        source=str(path.resolve()) if path.exists() else str(path),
+        source=label if stream else str(path.resolve()) if path.exists() else label,
         source_format=fmt,
         fingerprint=fingerprint,
         declared_count=declared,
@@ -367,7 +427,7 @@ def load_file(
     )
     if ngrams and not session.state.ngram_buckets:
         try:
-            session.declare_ngrams(min_n=sub.min_n, max_n=sub.max_n, bucket=ngrams)  # type: ignore[union-attr]
+            session.declare_ngrams(min_n=sub.min_n, max_n=sub.max_n, bucket=ngrams)
         except BaseException:
             _abort(session, keep=False)
             raise
@@ -380,28 +440,21 @@ def load_file(
         skipped = int(point.get("duplicates", 0))
         seen = session.seen_tokens()
         log.info("resuming the load of %s after %s vectors", name, f"{session.written:,}")
-    batch = batch_size or max(64, DEFAULT_BATCH_BYTES // (4 * dim))
+    batch = batch_size or batch_for(dim)
     total = None if declared is None else declared + ngrams
     prog = Progress(total=total, desc=f"loading {name}", enabled=progress)
     prog.done = prog.base = session.written
     try:
-        with open_vectors(
-            path,
-            format=fmt,
-            limit=limit,
-            unicode_errors=unicode_errors,
-            encoding=encoding,
-            batch_size=batch,
-            resume=resume_at,
-            seen_tokens=seen,
-        ) as reader:
+        if reader is None:
+            reader = open_reader(batch_size=batch, resume=resume_at, seen_tokens=seen)
+        with reader:
             writer = _Writer(session, prog)
             try:
                 for b in reader:
                     where = _resume_dict(b.resume, skipped + reader.duplicates)
                     writer.put(b.tokens, b.vectors, b.counts, where)
                 if ngrams:  # fastText: the n-gram bucket rows, after the words
-                    for first, rows in reader.subwords.batches(batch):  # type: ignore[union-attr]
+                    for first, rows in reader.subwords.batches(batch):
                         writer.put_ngrams(first, rows)
             except BaseException:
                 with contextlib.suppress(BaseException):
@@ -409,7 +462,7 @@ def load_file(
                 raise
             writer.finish()
             if session.written == 0:
-                raise VectorFileError(str(path), "the file holds no vectors")
+                raise VectorFileError(label, "the file holds no vectors")
             _record_word_rule(session, session.seen_tokens(), session.written_counts())
             duplicates = skipped + reader.duplicates
             info = session.commit(
@@ -423,12 +476,20 @@ def load_file(
         _abort(session, keep=False)  # a bad file cannot be resumed: leave nothing behind
         raise
     except StoreUnavailable as exc:
+        if stream:  # nothing to resume from: drop what was written, if Redis lets us
+            _abort(session, keep=False)
+            raise StoreUnavailable(
+                f"{exc}. The load of {name!r} from {label} stopped after "
+                f"{session.written:,} vectors; nothing is visible, and a stream cannot be "
+                "read again: run the command again (with --restart if `vecserve models` "
+                "still lists the load)"
+            ) from exc
         _abort(session, keep=True)
         stopped = LoadInterrupted(str(exc), model=name, path=str(path), written=session.written)
         stopped.transient = exc.transient  # OOM, READONLY...: a retry would not help
         raise stopped from exc
     except BaseException:
-        _abort(session, keep=True)
+        _abort(session, keep=not stream)
         raise
     finally:
         prog.close()

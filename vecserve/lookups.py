@@ -22,6 +22,7 @@ from . import config
 from .errors import TokenNotFound
 from .reader import Reader, apply_missing, check_policy, swap_oov, unit_rows
 from .search.snapshot import mean_vector
+from .search.wire import NO_INPUT
 from .store import ModelInfo, Store
 from .store.wire import Steps
 
@@ -379,7 +380,7 @@ class Calls:
     ):
         """gensim's ``get_mean_vector``, with every word fetched in one round trip."""
         if len(keys) == 0:
-            raise ValueError("cannot compute mean with no input")
+            raise ValueError(NO_INPUT)
         if isinstance(weights, list):
             weights = np.array(weights, dtype=REAL)
         if weights is None:

@@ -31,6 +31,17 @@ name the file and the position (line, vector number counted from 1, byte offset 
 decompressed stream) instead of ``EOFError``/``ValueError``; a missing file is a
 `VectorFileError` whose ``__cause__`` is the ``FileNotFoundError``.
 
+A file is what its format says or it is refused: a format given by the caller is
+checked against the first bytes (`FormatMismatch` names the format they plainly are);
+a word2vec binary file must end after its header's ``count`` records (up to one final
+newline), a text file may only have blank lines after them (`TrailingData` counts what
+remains; gensim ignores it, ``limit`` reads only the first records on purpose); the
+first vector of a binary file must not be text.
+
+Standard input (``"-"``), a binary stream or a named pipe (`is_pipe`) is read once,
+front to back: the text formats and word2vec binary, plain, gzip or bz2 (a native
+fastText ``.bin`` and gensim files need a file).
+
 Memory does not grow with the file: a 4 MiB parse buffer and up to three more read
 ahead (a thread reads, hashes and decompresses them), the batch being built, and at
 most 16 bytes per distinct token for duplicate detection. A bad record raises only after every
@@ -47,8 +58,17 @@ settings and bucket rows), ``_dedup`` (duplicates), ``_reader`` (`open_vectors`)
 ...     checksum = reader.sha256()
 """
 
-from ._reader import VectorReader, open_vectors
+from ._reader import VectorReader, batch_for, is_pipe, open_vectors
 from ._sniff import FORMATS, detect_format
 from ._types import ResumePoint, VectorBatch
 
-__all__ = ["FORMATS", "ResumePoint", "VectorBatch", "VectorReader", "detect_format", "open_vectors"]
+__all__ = [
+    "FORMATS",
+    "ResumePoint",
+    "VectorBatch",
+    "VectorReader",
+    "batch_for",
+    "detect_format",
+    "is_pipe",
+    "open_vectors",
+]

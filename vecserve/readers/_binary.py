@@ -20,7 +20,7 @@ from collections.abc import Generator
 
 import numpy as np
 
-from ..errors import CorruptVectorFile
+from ..errors import CorruptVectorFile, FormatMismatch, TrailingData
 from ._source import Source
 from ._types import ResumePoint, VectorBatch
 
@@ -31,14 +31,30 @@ _JOINABLE = {"utf-8", "ascii", "latin-1", "iso8859-1", "cp1252"}  # decode alike
 
 
 def binary_batches(
-    src: Source, *, dim: int, count: int, records: int, batch_size: int, encoding: str, errors: str
+    src: Source,
+    *,
+    dim: int,
+    count: int,
+    records: int,
+    batch_size: int,
+    encoding: str,
+    errors: str,
+    whole: bool = False,
 ) -> Generator[VectorBatch, None, None]:
-    """Batches of records ``records`` to ``count`` from ``src``, positioned at a record."""
+    """Batches of records ``records`` to ``count`` from ``src``, positioned at a record.
+
+    ``whole``: ``count`` is the header's, so the file must end after it (up to one
+    newline, which word2vec's own tool writes after every vector); `TrailingData` if not.
+    The first record's vector must not read as text (`FormatMismatch`): a text file
+    parsed as binary would give number tokens and vectors made of digits.
+    """
     vb, vbp1 = 4 * dim, 4 * dim + 1
     row = np.dtype((np.void, vb))  # one vector's bytes, copied as one item
     joinable = codecs.lookup(encoding).name in _JOINABLE
     buf, pos, base = b"", 0, src.offset  # base: decompressed offset of buf[0]
     chunk: bytes | None = None  # a new chunk while ``buf`` is only a bridge into it
+    # the bytes from the first record on, kept while a wrong header dimension can show
+    opening: bytes | None = b"" if records == 0 else None
     rest = 0  # the bytes of ``buf`` before the chunk, in the bridge
     src.start_readahead()
     while records < count:
@@ -89,6 +105,8 @@ def binary_batches(
                 )
                 break
             data = src.read(src.chunk_size)
+            if opening is not None and len(opening) < _OPENING:
+                opening += data[: _OPENING - len(opening)]
             if not data:
                 done = records + len(tokens)
                 error = _binary_eof(src.path, buf[pos:], vb, count, done, base + pos)
@@ -100,13 +118,113 @@ def binary_batches(
                 buf, base, pos, chunk = buf[pos:] + data[: vb + MAX_TOKEN + 1], base + pos, 0, data
             else:
                 buf, base, pos = buf[pos:] + data, base + pos, 0
+        if tokens and records == 0 and dim >= 4 and _is_text(out[0].tobytes()):
+            raise FormatMismatch(
+                src.path,
+                f"the vector of {tokens[0][:40]!r} is text ({out[0].tobytes()[:40]!r}), not "
+                "binary float32: the file is not w2v-bin but a text format; pass --format "
+                "w2v-text, fasttext or glove, or leave --format out to detect it",
+                declared="w2v-bin",
+                detected=None,
+            )
+        if error is not None and opening is not None and records + len(tokens) < _OPENING_RECORDS:
+            fits = _fitting_dim(opening, dim, min(count, _OPENING_RECORDS), encoding)
+            if fits is not None:  # the header's dimension, not the bytes, is wrong
+                error = CorruptVectorFile(
+                    src.path,
+                    f"the records do not fit the header's dimension {dim}: they read as "
+                    f"{fits}-d vectors (is the header wrong, or the file not word2vec "
+                    "binary?)",
+                    record=error.record,
+                    offset=error.offset,
+                )
         if tokens:
             vectors = out[: len(tokens)].view("<f4").reshape(len(tokens), dim)
             vectors = vectors.astype(np.float32, copy=False)  # (a copy on big-endian hosts)
             records += len(tokens)
             yield VectorBatch(tokens, vectors, None, ResumePoint(base + pos, records))
+            if records >= _OPENING_RECORDS:
+                opening = None
         if error is not None:
             raise error
+    if whole:
+        trailing = _trailing_bytes(src, buf[pos:], count, base + pos)
+        if trailing is not None:
+            raise trailing
+
+
+_OPENING = 1 << 16  # bytes of the first records kept to diagnose a wrong dimension
+_OPENING_RECORDS = 64  # records within which a wrong dimension is diagnosed
+
+
+def _fitting_dim(data: bytes, dim: int, records: int, encoding: str) -> int | None:
+    """Another dimension than ``dim`` whose records of ``data`` (from the first record
+    on) all have a plausible token -- strictly decodable, no control bytes, at most 256
+    bytes -- over the first ``records`` records (or 16 and more, when ``data`` is only
+    the file's opening), or None.
+
+    >>> import numpy as np
+    >>> two = b"".join(w + b" " + np.ones(4, "<f4").tobytes() for w in (b"a", b"bc", b"d"))
+    >>> _fitting_dim(two, 5, 3, "utf-8")
+    4
+    """
+    for d in range(1, _OPENING // 4):
+        if d == dim:
+            continue
+        p, n = 0, 0
+        while n < records:
+            i = data.find(b" ", p, p + 257)
+            if i < 0:
+                break
+            token = data[p:i].lstrip(b"\n")
+            if not token or token.translate(None, _PRINTABLE_AND_HIGH):
+                break
+            try:
+                token.decode(encoding)
+            except UnicodeDecodeError:
+                break
+            p, n = i + 1 + 4 * d, n + 1
+            if p >= len(data):
+                break
+        if n == records or (len(data) == _OPENING and p >= len(data) and n >= 16):
+            return d
+    return None
+
+
+_PRINTABLE_AND_HIGH = bytes(range(0x21, 0x7F)) + bytes(range(0x80, 0x100))
+
+
+def _is_text(raw: bytes) -> bool:
+    """Whether a vector's bytes are all printable ASCII (or tabs, newlines): numbers
+    written as text. A float32 vector of 4 or more components is that by chance with
+    odds below 1e-5 (its mantissa bytes are near uniform)."""
+    return not raw.translate(None, _TEXT_BYTES)
+
+
+_TEXT_BYTES = bytes(range(0x20, 0x7F)) + b"\t\n\r"
+
+
+def _trailing_bytes(src: Source, tail: bytes, count: int, offset: int) -> TrailingData | None:
+    """`TrailingData` if more than one final newline follows the last record, else None.
+
+    Reads the rest of the stream to say how many bytes remain (an error path only)."""
+    n, first = len(tail), tail[:2]
+    while len(first) < 2 and (data := src.read(src.chunk_size)):
+        n, first = n + len(data), first + data[: 2 - len(first)]
+    if first in (b"", b"\n"):
+        return None
+    while data := src.read(src.chunk_size):
+        n += len(data)
+    return TrailingData(
+        src.path,
+        f"{n:,} bytes remain after the {count:,} vectors the header declares: its count "
+        f"is wrong, or the file is not word2vec binary; pass --limit {count} to read only "
+        "those vectors",
+        remaining=n,
+        lines=None,
+        record=count + 1,
+        offset=offset,
+    )
 
 
 def _decode_tokens(
@@ -148,8 +266,8 @@ def undecodable(exc: UnicodeDecodeError, raw: bytes, encoding: str, what: str = 
     return (
         f"{raw[max(0, exc.start - 40) : exc.start + 40]!r} is not valid {encoding} "
         f"({exc.reason} at byte {exc.start} of the {what}); "
-        "name the file's encoding (--encoding, encoding=) if it is another, or pass "
-        "unicode_errors='replace' or 'ignore' to load it anyway"
+        "name the file's encoding with --encoding if it is another, or pass "
+        "--unicode-errors replace (or ignore) to load it anyway"
     )
 
 

@@ -5,10 +5,12 @@ from __future__ import annotations
 import codecs
 import logging
 import os
+import stat
+import sys
 from collections.abc import Callable, Generator, Iterable, Iterator
 from itertools import islice
 from types import TracebackType
-from typing import Any
+from typing import Any, BinaryIO
 
 import numpy as np
 
@@ -17,12 +19,12 @@ from ._binary import binary_batches
 from ._dedup import TokenSet
 from ._fasttext import fasttext_batches, ngram_batches, open_fasttext
 from ._gensim import gensim_batches, gensim_subwords, load_keyed_vectors, side_files
-from ._sniff import FORMATS, glove_dim, parse_header, sniff
-from ._source import SNIFF, Source
+from ._sniff import FORMATS, check_declared, glove_dim, parse_header, sniff
+from ._source import SNIFF, STDIN, Source
 from ._text import text_batches
 from ._types import ResumePoint, VectorBatch
 
-__all__ = ["VectorReader", "open_vectors"]
+__all__ = ["BATCH_BYTES", "VectorReader", "batch_for", "is_pipe", "open_vectors"]
 
 logger = logging.getLogger("vecserve.readers")
 
@@ -67,7 +69,11 @@ class VectorReader:
         self._src = src
         self._seen = seen
         self._extra_files = extra_files or []
-        self.size_bytes = src.size_bytes + sum(os.path.getsize(f) for f in self._extra_files)
+        self.size_bytes = (
+            None
+            if src.size_bytes is None
+            else src.size_bytes + sum(os.path.getsize(f) for f in self._extra_files)
+        )
         self._bytes_read = bytes_read or (lambda: src.bytes_read)
         self._batches = self._dedup(batches) if seen is not None else batches
         self.subwords = subwords
@@ -166,14 +172,38 @@ class _Subwords:
         self._close = lambda: None
 
 
+BATCH_BYTES = 2 << 20  # float32 bytes of a batch when the caller leaves its size to us
+
+
+def batch_for(dim: int) -> int:
+    """Records per batch of about ``BATCH_BYTES`` of ``dim``-d float32 vectors.
+
+    >>> batch_for(300)
+    1747
+    """
+    return max(64, BATCH_BYTES // (4 * max(dim, 1)))
+
+
+def is_pipe(path: str | os.PathLike[str] | BinaryIO) -> bool:
+    """Whether ``path`` is read once, front to back: ``"-"`` (standard input), a binary
+    stream, or a path that is no regular file (a named pipe, ``/dev/stdin``)."""
+    if path == "-" or hasattr(path, "read"):
+        return True
+    try:
+        mode = os.stat(path).st_mode  # type: ignore[arg-type]
+    except OSError:
+        return False
+    return stat.S_ISFIFO(mode) or stat.S_ISCHR(mode) or stat.S_ISSOCK(mode)
+
+
 def open_vectors(
-    path: str | os.PathLike[str],
+    path: str | os.PathLike[str] | BinaryIO,
     *,
     format: str = "auto",
     limit: int | None = None,
     unicode_errors: str = "strict",
     encoding: str = "utf-8",
-    batch_size: int = 2000,
+    batch_size: int | None = 2000,
     resume: ResumePoint | None = None,
     seen_tokens: Iterable[str] = (),
 ) -> VectorReader:
@@ -181,8 +211,11 @@ def open_vectors(
 
     Parameters
     ----------
-    path : str or PathLike
-        The file; gzip and bz2 compression are recognised by content.
+    path : str, PathLike or binary stream
+        The file; gzip and bz2 compression are recognised by content. ``"-"`` reads
+        standard input, and an object with ``read(n)`` is read as a stream: front to
+        back, once, in constant memory (the text and word2vec binary formats; a native
+        fastText ``.bin`` and a gensim file need a file).
     format : str, optional
         One of `FORMATS`, or "auto" (default) to recognise it with `detect_format`.
     limit : int, optional
@@ -194,7 +227,8 @@ def open_vectors(
     encoding : str, optional
         The tokens' encoding (an ASCII-compatible one), "utf-8" by default.
     batch_size : int, optional
-        Records per batch (a batch holds fewer tokens when some are duplicates).
+        Records per batch (a batch holds fewer tokens when some are duplicates); None:
+        about 2 MiB of float32 vectors a batch (``BATCH_BYTES``), for the file's ``dim``.
     resume : ResumePoint, optional
         Continue after the batch whose ``resume`` this is: the bytes before it are read
         (for the checksum) but not parsed.
@@ -224,26 +258,39 @@ def open_vectors(
     >>> reader.format, reader.dim, reader.count, len(batch.tokens), batch.vectors.shape
     ('w2v-bin', 10, 2747, 10, (10, 10))
     """
-    path = os.fspath(path)
+    stream: BinaryIO | None = None
+    if path == "-":
+        if sys.stdin.isatty():
+            raise VectorFileError(STDIN, "is a terminal: pipe a vector file into it")
+        stream, path = sys.stdin.buffer, STDIN
+    elif hasattr(path, "read"):
+        stream, path = path, str(getattr(path, "name", "") or "<stream>")  # type: ignore[assignment]
+    path = os.fspath(path)  # type: ignore[arg-type]
+    owned = stream is None and is_pipe(path)
+    if owned:  # a named pipe, /dev/stdin, `<(curl ...)`: read once, as a stream
+        try:
+            stream = open(path, "rb")  # noqa: SIM115 - closed by the Source
+        except OSError as exc:
+            raise VectorFileError(path, f"cannot open: {exc.strerror or exc}") from exc
     if format != "auto" and format not in FORMATS:
         raise UnknownFormat(path, f"unknown format {format!r}; choose auto or {', '.join(FORMATS)}")
     if limit is not None and limit < 0:
         raise ValueError(f"limit must be >= 0 or None, not {limit}")
-    if batch_size < 1:
+    if batch_size is not None and batch_size < 1:
         raise ValueError(f"batch_size must be >= 1, not {batch_size}")
     try:
         codecs.lookup(encoding)
     except LookupError:
         raise VectorFileError(
-            path, f"unknown encoding {encoding!r} (e.g. utf-8, latin-1)"
+            path, f"unknown encoding {encoding!r} (--encoding, e.g. utf-8, latin-1)"
         ) from None
     try:
         codecs.lookup_error(unicode_errors)
     except LookupError:
         raise VectorFileError(
-            path, f"unknown unicode_errors {unicode_errors!r}: strict, ignore or replace"
+            path, f"unknown --unicode-errors {unicode_errors!r}: strict, ignore or replace"
         ) from None
-    src = Source(path)
+    src = Source(path, stream, owned=owned)
     try:
         return _open(
             src,
@@ -267,7 +314,7 @@ def _open(
     limit: int | None,
     unicode_errors: str,
     encoding: str,
-    batch_size: int,
+    batch_size: int | None,
     resume: ResumePoint | None,
     seen_tokens: Iterable[str],
 ) -> VectorReader:
@@ -275,8 +322,18 @@ def _open(
     prefix = src.peek(2)
     if not prefix:
         raise CorruptVectorFile(path, "the file is empty", offset=0)
-    fmt = sniff(prefix, path, encoding) if format == "auto" else format
+    if format == "auto":
+        fmt = sniff(prefix, path, encoding)
+    else:
+        check_declared(prefix, path, format, encoding)
+        fmt = format
     records = resume.records if resume else 0
+    if src.is_stream and fmt in ("fasttext-bin", "gensim"):
+        raise VectorFileError(
+            path,
+            f"a {fmt} file cannot be read from a stream (its parts are read at random, or "
+            "from files beside it): save it to a file and load that",
+        )
     if fmt == "fasttext-bin":
         f, layout = open_fasttext(src, encoding=encoding, errors=unicode_errors)
         count = min(layout.nwords, limit) if limit else layout.nwords
@@ -285,6 +342,7 @@ def _open(
         ):
             f.close()
             raise ValueError(f"{resume} is not a point in the dictionary of {path}")
+        batch_size = batch_size or batch_for(layout.dim)
         sub = _Subwords(
             layout.min_n,
             layout.max_n,
@@ -320,6 +378,7 @@ def _open(
         kv = load_keyed_vectors(path, compressed=src.compression is not None)
         count = min(len(kv), limit) if limit else len(kv)
         done = [records]
+        batch_size = batch_size or batch_for(int(kv.vector_size))
         batches = gensim_batches(
             kv, count=count, records=records, batch_size=batch_size, progress=done
         )
@@ -340,7 +399,7 @@ def _open(
         )
     first, newline, _ = prefix.partition(b"\n")
     if fmt == "glove":
-        dim, count, header = glove_dim(first, encoding), None, False
+        dim, count, header, whole = glove_dim(first, encoding), None, False, False
         if dim < 1:
             raise CorruptVectorFile(path, f"{first[:60]!r} is not a GloVe line", line=1, offset=0)
     else:
@@ -352,8 +411,10 @@ def _open(
                 line=1,
                 offset=0,
             )
-        count, dim = parsed
-        count, header = min(count, limit) if limit else count, True
+        declared, dim = parsed
+        count, header = min(declared, limit) if limit else declared, True
+        # bytes after the declared records are refused, unless --limit stops before them
+        whole = not limit or limit > declared
         src.skip(len(first) + len(newline))
     if resume is not None:
         if resume.offset < src.offset or resume.records < 0:
@@ -371,19 +432,20 @@ def _open(
         seen.add_new(chunk)
     options: dict[str, Any] = {
         "records": records,
-        "batch_size": batch_size,
+        "batch_size": batch_size or batch_for(dim),
         "encoding": encoding,
         "errors": unicode_errors,
     }
     if fmt == "w2v-bin":
         assert count is not None
-        batches = binary_batches(src, dim=dim, count=count, **options)
+        batches = binary_batches(src, dim=dim, count=count, whole=whole, **options)
     else:
         batches = text_batches(
             src,
             dim=dim,
             count=count if header else limit,
             header=header,
+            whole=whole,
             glove=fmt == "glove",
             **options,
         )

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import os
 
-from ..errors import CorruptVectorFile, UnknownFormat
+from ..errors import CorruptVectorFile, FormatMismatch, UnknownFormat
 from ._fasttext import old_header
 from ._source import SNIFF, Source
 
-__all__ = ["FORMATS", "detect_format", "glove_dim", "parse_header", "sniff"]
+__all__ = ["FORMATS", "check_declared", "detect_format", "glove_dim", "parse_header", "sniff"]
 
 #: The formats `open_vectors` reads, by the names its ``format=`` accepts besides "auto".
 FORMATS = ("w2v-bin", "w2v-text", "glove", "fasttext", "fasttext-bin", "gensim")
@@ -69,7 +69,91 @@ def sniff(prefix: bytes, path: str, encoding: str) -> str:
     raise UnknownFormat(
         path,
         f"cannot detect the format: line 1 ({first[:60]!r}) is neither a 'count dim' header "
-        f"nor a GloVe line of a token and numbers; pass format= one of {', '.join(FORMATS)}",
+        f"nor a GloVe line of a token and numbers; pass --format, one of {', '.join(FORMATS)}",
+    )
+
+
+#: What each format's content looks like, for the message that names the likely format.
+_LOOKS = {
+    "w2v-bin": "a 'count dim' header, then binary float32 vectors",
+    "w2v-text": "a 'count dim' header, then lines of a token and numbers",
+    "fasttext": "a 'count dim' header, then lines of a token and numbers",
+    "glove": "lines of a token and numbers, no header",
+    "fasttext-bin": "a native fastText model",
+    "gensim": "a pickle, as gensim's KeyedVectors.save() writes",
+}
+_TEXT_BYTES = frozenset(range(0x20, 0x7F)) | {0x09, 0x0A, 0x0D}
+
+
+def _text_like(data: bytes) -> bool:
+    """Whether ``data`` reads as text: printable ASCII, tabs, newlines, or UTF-8 beyond it."""
+    if all(b in _TEXT_BYTES for b in data):
+        return True
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return exc.start >= len(data) - 3 and exc.reason == "unexpected end of data"
+    return not any(b < 0x20 and b not in _TEXT_BYTES for b in data)
+
+
+def looks_like(prefix: bytes, path: str, encoding: str) -> str | None:
+    """The format the content plainly is, or None where it is not plain.
+
+    Unlike `sniff`, which must pick one, this names a format only on strong evidence (a
+    pickle, fastText's header, a header then a record that is text or is not): the
+    check of a format given by the caller (`check_declared`) must never refuse a file on
+    a guess.
+    """
+    if not prefix:
+        return None
+    if prefix[:1] == b"\x80" and prefix[1:2] and prefix[1] in _PICKLE_PROTOCOLS:
+        return "gensim"
+    if prefix[:4] == _FASTTEXT_MAGIC or old_header(prefix) is not None:
+        return "fasttext-bin"
+    first, newline, rest = prefix.partition(b"\n")
+    if not newline:
+        return None
+    header = parse_header(first, encoding)
+    name = path.lower().removesuffix(".gz").removesuffix(".bz2")
+    text = "fasttext" if name.endswith(".vec") else "w2v-text"
+    if header is not None:
+        dim = header[1]
+        token, space, after = rest.partition(b" ")
+        if not space or len(token) > 1000:
+            return None
+        record = after[: 4 * dim]
+        if len(record) < min(4 * dim, 16):
+            return None
+        if not _text_like(record):
+            return "w2v-bin"
+        line = rest.partition(b"\n")[0].rstrip().split(b" ")
+        if len(line) == dim + 1 and all(_is_float(f) for f in line[1:]):
+            return text
+        return None
+    second, newline, _ = rest.partition(b"\n")
+    lines = [first, second] if newline else [first]
+    if all(map(_text_like, lines)):
+        dims = {glove_dim(line, encoding) for line in lines}
+        if len(dims) == 1 and min(dims) >= 1:  # the first two lines agree
+            return "glove"
+    return None
+
+
+def check_declared(prefix: bytes, path: str, declared: str, encoding: str) -> None:
+    """Raise `FormatMismatch` when the content plainly is another format than ``declared``.
+
+    word2vec text and fastText ``.vec`` are one layout: either name fits either file.
+    """
+    detected = looks_like(prefix, path, encoding)
+    same = {detected, declared} <= {"w2v-text", "fasttext"}
+    if detected is None or detected == declared or same:
+        return
+    raise FormatMismatch(
+        path,
+        f"the content is not {declared}: it looks like {detected} ({_LOOKS[detected]}); "
+        f"pass --format {detected}, or leave --format out to detect it",
+        declared=declared,
+        detected=detected,
     )
 
 

@@ -25,7 +25,7 @@ from typing import BinaryIO
 
 from ..errors import CorruptVectorFile, VectorFileError
 
-__all__ = ["CHUNK", "SNIFF", "Source"]
+__all__ = ["CHUNK", "SNIFF", "STDIN", "Source"]
 
 CHUNK = 4 << 20  # decompressed bytes read (and parsed) at a time
 SNIFF = 1 << 20  # at most this much is looked at to recognise a format
@@ -117,32 +117,78 @@ def _readahead(
                 continue
 
 
-class Source:
-    """A vector file as a decompressed byte stream with a position and a push-back buffer."""
+class _Prefixed:
+    """A stream whose first bytes were read already (to recognise its compression)."""
 
-    def __init__(self, path: str):
+    def __init__(self, head: bytes, stream: BinaryIO):
+        self._head = head
+        self._stream = stream
+
+    def read(self, n: int = -1) -> bytes:
+        if not self._head:
+            return self._stream.read(n)
+        if n < 0:
+            data, self._head = self._head + self._stream.read(), b""
+        else:
+            data, self._head = self._head[:n], self._head[n:]
+        return data
+
+
+#: The name standard input goes by in messages and as a model's source.
+STDIN = "<stdin>"
+
+
+def _open(path: str) -> tuple[BinaryIO, int, bytes]:
+    """The open file, its size and its first 10 bytes; errors translated to ours."""
+    try:
+        raw = open(path, "rb")  # noqa: SIM115 - closed by Source.close()
+    except FileNotFoundError as exc:
+        raise VectorFileError(path, "no such file") from exc
+    except IsADirectoryError as exc:
+        raise VectorFileError(path, "is a directory, not a vector file") from exc
+    except OSError as exc:
+        raise VectorFileError(path, f"cannot open: {exc.strerror or exc}") from exc
+    try:
+        return raw, os.fstat(raw.fileno()).st_size, os.pread(raw.fileno(), 10, 0)
+    except OSError as exc:
+        raw.close()
+        raise VectorFileError(path, f"cannot read: {exc.strerror or exc}") from exc
+
+
+class Source:
+    """A vector file as a decompressed byte stream with a position and a push-back buffer.
+
+    ``stream``: read this binary stream (standard input) instead of opening ``path``,
+    which then only names it (``owned``: close it too). A stream is read once, front to
+    back: ``size_bytes`` is None, and `sha256` covers the bytes read (the whole stream
+    unless a limit stopped the reading early: a stream is not drained only to be hashed).
+    """
+
+    def __init__(self, path: str, stream: BinaryIO | None = None, *, owned: bool = False):
         self.path = path
-        try:
-            self._raw = open(path, "rb")  # noqa: SIM115 - closed by close()
-        except FileNotFoundError as exc:
-            raise VectorFileError(path, "no such file") from exc
-        except IsADirectoryError as exc:
-            raise VectorFileError(path, "is a directory, not a vector file") from exc
-        except OSError as exc:
-            raise VectorFileError(path, f"cannot open: {exc.strerror or exc}") from exc
-        try:
-            self.size_bytes = os.fstat(self._raw.fileno()).st_size
-            magic = os.pread(self._raw.fileno(), 10, 0)
-        except OSError as exc:
-            self._raw.close()
-            raise VectorFileError(path, f"cannot read: {exc.strerror or exc}") from exc
-        self._file = _HashingFile(self._raw)
+        self.is_stream = stream is not None
+        self._owned = owned  # a stream opened for us (a named pipe): ours to close
+        self.size_bytes: int | None = None
+        if stream is None:
+            self._raw, self.size_bytes, magic = _open(path)
+            suffix = os.path.splitext(path)[1].lower()
+            expected = {".gz": "gzip", ".bz2": "bz2"}.get(suffix)
+            if expected and _compression_of(magic) != expected:
+                self._raw.close()
+                raise CorruptVectorFile(
+                    path, f"named {suffix} but is not {expected} data", offset=0
+                )
+            self._file = _HashingFile(self._raw)
+        else:
+            self._raw = stream
+            try:
+                magic = stream.read(10)
+                while 0 < len(magic) < 10 and (more := stream.read(10 - len(magic))):
+                    magic += more
+            except OSError as exc:
+                raise VectorFileError(path, f"cannot read: {exc.strerror or exc}") from exc
+            self._file = _HashingFile(_Prefixed(magic, stream))  # type: ignore[arg-type]
         self.compression = _compression_of(magic)
-        suffix = os.path.splitext(path)[1].lower()
-        expected = {".gz": "gzip", ".bz2": "bz2"}.get(suffix)
-        if expected and self.compression != expected:
-            self._raw.close()
-            raise CorruptVectorFile(path, f"named {suffix} but is not {expected} data", offset=0)
         self._stream: BinaryIO | _HashingFile
         if self.compression == "gzip":
             self._stream = gzip.GzipFile(fileobj=self._file, mode="rb")  # type: ignore[arg-type]
@@ -228,7 +274,9 @@ class Source:
         """
         with self._file.lock:
             h, pos = self._file.sha.copy(), self._file.bytes_read
-        if self._raw.closed:
+        if self.is_stream:
+            pass  # read once: what was read is what there is to hash
+        elif self._raw.closed:
             with open(self.path, "rb") as f:
                 f.seek(pos)
                 while data := f.read(1 << 20):
@@ -250,4 +298,5 @@ class Source:
             self._thread.join()
         if self._stream is not self._file:
             self._stream.close()  # type: ignore[union-attr]
-        self._raw.close()
+        if not self.is_stream or self._owned:  # a stream given is the caller's to close
+            self._raw.close()

@@ -16,7 +16,7 @@ from collections.abc import Generator
 
 import numpy as np
 
-from ..errors import CorruptVectorFile, DimensionMismatch
+from ..errors import CorruptVectorFile, DimensionMismatch, TrailingData
 from ._binary import MAX_TOKEN, undecodable
 from ._source import Source
 from ._types import ResumePoint, VectorBatch
@@ -37,12 +37,14 @@ def text_batches(
     batch_size: int,
     encoding: str,
     errors: str,
+    whole: bool = False,
 ) -> Generator[VectorBatch, None, None]:
     """Batches of one record per line, from ``src`` positioned at a line start.
 
     ``count`` is the number of records to reach (None: to the end of the file);
     ``header`` says whether the file promised them (then fewer is an error) and puts
-    the first record on line 2; ``glove`` lets a token contain spaces.
+    the first record on line 2; ``glove`` lets a token contain spaces. ``whole``: the
+    file must end after ``count`` records (blank lines aside), else `TrailingData`.
     """
     max_line = MAX_TOKEN + 64 * dim  # a longer line means this is not a vector text file
     lines: list[bytes] = []
@@ -94,6 +96,38 @@ def text_batches(
             f"the header promises {count} vectors but the file ends after {records}",
             **where,
         )
+    if whole and count is not None:
+        trailing = _trailing_lines(src, lines[taken:], pending, count, where)
+        if trailing is not None:
+            raise trailing
+
+
+def _trailing_lines(
+    src: Source, rest: list[bytes], pending: bytes, count: int, where: dict
+) -> TrailingData | None:
+    """`TrailingData` if a line that is not blank follows the ``count`` declared records.
+
+    Reads the rest of the stream to count the bytes and lines left (an error path only).
+    """
+    tail = b"\n".join([*rest, pending]) if rest else pending
+    blank = 0  # bytes of blank lines before ``tail``
+    while not tail.strip():
+        blank += len(tail)
+        tail = src.read(src.chunk_size)
+        if not tail:
+            return None
+    n, newlines, last = blank + len(tail), tail.count(b"\n"), tail[-1:]
+    while data := src.read(src.chunk_size):
+        n, newlines, last = n + len(data), newlines + data.count(b"\n"), data[-1:]
+    lines = newlines + (last != b"\n")
+    return TrailingData(
+        src.path,
+        f"{lines:,} more lines ({n:,} bytes) follow the {count:,} vectors the header "
+        f"declares: is its count wrong? pass --limit {count} to read only those vectors",
+        remaining=n,
+        lines=lines,
+        **where,
+    )
 
 
 def _parse_lines(

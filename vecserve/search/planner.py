@@ -41,7 +41,7 @@ import numpy as np
 
 from ..errors import BadQuery, GenerationChanged, QueryRejected, TokenNotFound
 from ..subwords import swap_oov, unit_rows
-from .wire import parse_item
+from .wire import parse_item, require_input
 
 __all__ = ["QUERY_ERRORS", "Answer", "Limits", "Planner", "Query"]
 
@@ -166,10 +166,7 @@ class Planner:
         for name, items in (("positive", pos), ("negative", neg)):
             if len(items) > self.limits.max_words:  # each list: what the schema declares
                 raise BadQuery(f"{len(items)} {name} items; the limit is {self.limits.max_words}")
-        if not pos and not neg:
-            raise QueryRejected("cannot compute mean with no input: give positive and/or negative")
-        if q.cosmul and not pos:
-            raise QueryRejected("cannot compute similarity with no input: cosmul needs positive")
+        require_input(pos, neg, cosmul=q.cosmul)  # gensim's ValueError, and its message
         built = list(dict.fromkeys(oov)) if oov is not None else None
         return _Plan(q, pos, neg, built)
 

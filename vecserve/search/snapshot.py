@@ -111,6 +111,7 @@ from . import i8rows
 from .exact import ExactScan, gensim_argsort
 from .vocab import SharedVocab
 from .vocab import write as write_vocab
+from .wire import NO_COSMUL_INPUT, require_input
 
 __all__ = [
     "IndexManager",
@@ -150,6 +151,7 @@ def split_weights(positive, negative) -> tuple[list, np.ndarray]:
     """Keys and float64 weights of a most_similar query, exactly as gensim builds them."""
     positive = ensure_list(positive)
     negative = ensure_list(negative)
+    require_input(positive, negative)  # gensim's ValueError for nothing to average
     keys = []
     weight = np.concatenate((np.ones(len(positive)), -1.0 * np.ones(len(negative))))
     for idx, item in enumerate(positive + negative):
@@ -469,7 +471,7 @@ class SimilarityIndex:
         positive = [self.get_vector(w, norm=True) if isinstance(w, str) else w for w in positive]
         negative = [self.get_vector(w, norm=True) if isinstance(w, str) else w for w in negative]
         if not positive:
-            raise ValueError("cannot compute similarity with no input")
+            raise ValueError(NO_COSMUL_INPUT)
         pos = [((1 + np.dot(self.vectors, t) / self.norms) / 2) for t in positive]
         neg = [((1 + np.dot(self.vectors, t) / self.norms) / 2) for t in negative]
         dists = np.prod(pos, axis=0) / (np.prod(neg, axis=0) + 0.000001)

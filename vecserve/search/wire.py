@@ -25,9 +25,21 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import BadQuery
+from ..errors import BadQuery, QueryRejected
 
-__all__ = ["COSMUL_ITEM_SCHEMA", "ITEM_SCHEMA", "check_form", "encode_items", "parse_item"]
+__all__ = [
+    "COSMUL_ITEM_SCHEMA",
+    "ITEM_SCHEMA",
+    "check_form",
+    "encode_items",
+    "parse_item",
+    "require_input",
+]
+
+#: gensim's messages for a query with nothing to compute from (``get_mean_vector``'s, and
+#: ``most_similar_cosmul``'s when it has no positive item).
+NO_INPUT = "cannot compute mean with no input"
+NO_COSMUL_INPUT = "cannot compute similarity with no input"
 
 _F2_MAX, _F4_MAX = 65504.0, 3.4028234663852886e38
 _VECTOR_SCHEMA = {
@@ -200,6 +212,28 @@ def parse_item(item: Any, *, dim: int, weighted_ok: bool = True):
         f"query item {item!r:.80} is not a word, a vocabulary position, a vector of {dim} "
         "numbers, or [item, weight]"
     )
+
+
+def require_input(positive: list, negative: list, *, cosmul: bool = False) -> None:
+    """gensim's error for a most_similar query with nothing to compute from, raised where
+    every path reads a query (the planner for the service, the snapshot's
+    ``split_weights`` for a local one): no item at all, or for cosmul no positive one.
+    ``positive`` and ``negative`` are lists (gensim's ``_ensure_list`` of the arguments);
+    `QueryRejected` is a ``ValueError``, with gensim's message.
+
+    >>> require_input([], [])
+    Traceback (most recent call last):
+    ...
+    vecserve.errors.QueryRejected: cannot compute mean with no input
+    >>> require_input([], ["king"], cosmul=True)
+    Traceback (most recent call last):
+    ...
+    vecserve.errors.QueryRejected: cannot compute similarity with no input
+    """
+    if cosmul and not len(positive):
+        raise QueryRejected(NO_COSMUL_INPUT)
+    if not len(positive) and not len(negative):
+        raise QueryRejected(NO_INPUT)
 
 
 def encode_items(value) -> list:

@@ -29,6 +29,7 @@ from .layout import (
     EVENTS,
     LOADS,
     MODELS,
+    NS,
     TRASH,
     LoadState,
     ModelInfo,
@@ -38,6 +39,7 @@ from .layout import (
     encode_tokens,
     group_by_tag,
     lock_key,
+    model_key_patterns,
     ngram_keys,
     ngrams_key,
     redact_url,
@@ -46,6 +48,7 @@ from .layout import (
     text_key,
     translate_errors,
     unpack_vocab,
+    validate_model_name,
     vector_keys,
     vocab_hashes_key,
     vocab_key,
@@ -104,12 +107,24 @@ def gb(n: float) -> str:
 
 @dataclass(frozen=True)
 class RowCheck:
-    """What :meth:`Store.check_rows` found: rows checked, rows missing, a few lost words."""
+    """What :meth:`Store.check_rows` found: rows checked, rows missing, a few lost words.
+
+    ``lost``: the generation's metadata found gone, as phrases ("its vocabulary");
+    ``unlisted``: rows a lost vocabulary no longer names, so they could not be asked
+    for (neither present nor missing: `damaged` all the same).
+    """
 
     checked: int
     missing: int
     words: list[str]
     hashes: np.ndarray | None = None  # the vocabulary's sorted word hashes, when asked
+    lost: tuple[str, ...] = ()
+    unlisted: int = 0
+
+    @property
+    def damaged(self) -> bool:
+        """Whether rows are missing or could not be checked, or metadata is gone."""
+        return bool(self.missing or self.unlisted or self.lost)
 
 
 #: One round trip for a fastText batch: every word's row, and the n-gram bucket rows of
@@ -657,9 +672,10 @@ class Store:
         total)`` after every group.
         """
         total = model.count + (model.ngram_buckets if ngrams else 0)
-        found = {"missing": 0, "done": 0}
+        found = {"missing": 0, "done": 0, "listed": 0}
         words: list[str] = []
         parts: list[np.ndarray] = []
+        lost: list[str] = []
 
         def tally(blobs: list[bytes], lens: np.ndarray, present: int) -> None:
             if present < len(lens):
@@ -671,7 +687,7 @@ class Store:
                 progress(found["done"], total)
 
         with self.errors(f"checking the rows of {model.name!r}"):
-            groups = self._vocab_groups(model)
+            groups = self._vocab_groups(model, lost, found)
             if self.is_cluster or model.buckets:
                 for blobs, lens, buf in groups:
                     if hashes:
@@ -707,10 +723,17 @@ class Store:
             known = (
                 known[np.concatenate(([True], known[1:] != known[:-1]))] if len(known) else known
             )
-        return RowCheck(checked=found["done"], missing=found["missing"], words=words, hashes=known)
+        return RowCheck(
+            checked=found["done"],
+            missing=found["missing"],
+            words=words,
+            hashes=known,
+            lost=tuple(lost),
+            unlisted=max(0, model.count - found["listed"]),  # rows no vocabulary names now
+        )
 
     def _vocab_groups(
-        self, model: ModelInfo, *, per: int = 64
+        self, model: ModelInfo, lost: list[str], found: dict[str, int], *, per: int = 64
     ) -> Iterator[tuple[list[bytes], np.ndarray, np.ndarray]]:
         """``(blobs, lengths, bytes)``: the vocabulary blobs holding the first
         ``model.count`` tokens, ``per`` at a time (a load's count ends at a blob's end),
@@ -718,23 +741,128 @@ class Store:
 
         All the blobs are read first (~13 bytes a word), in one pipeline: a read between
         two groups would queue behind the server's work on the last group's keys, and
-        the client would build the next group while the server idles."""
-        sizes = np.frombuffer(self.client.get(vocab_sizes_key(model.prefix)) or b"", "<u4")
-        ends = np.cumsum(sizes, dtype=np.int64)
-        last = int(np.searchsorted(ends, model.count, side="left")) + 1 if model.count else 0
-        last = min(last, len(sizes))
+        the client would build the next group while the server idles. Nothing is taken
+        on trust: a vocabulary (or its index of blob sizes) that is gone, or lists fewer
+        words than the model has, is said in ``lost``; ``found["listed"]`` counts the
+        words the blobs read hold."""
+        pipe = self.client.pipeline(transaction=False)
+        pipe.get(vocab_sizes_key(model.prefix))
+        pipe.llen(vocab_key(model.prefix))
+        raw, held = pipe.execute()
+        sizes = np.frombuffer(raw or b"", "<u4")
+        if raw is None and model.count:
+            lost.append("its vocabulary's index of blob sizes")
+            last = int(held)  # the blobs themselves still say what they hold
+        else:
+            ends = np.cumsum(sizes, dtype=np.int64)
+            last = int(np.searchsorted(ends, model.count, side="left")) + 1 if model.count else 0
+            last = min(last, len(sizes))
         pipe = self.client.pipeline(transaction=False)
         for lo in range(0, last, 256):
             pipe.lrange(vocab_key(model.prefix), lo, min(lo + 256, last) - 1)
         every = [b for part in pipe.execute() for b in part] if last else []
-        for lo in range(0, last, per):
+        for lo in range(0, len(every), per):
             blobs = every[lo : lo + per]
             split = [vocab_parts(b) for b in blobs]
-            yield (
-                blobs,
-                np.concatenate([p[0] for p in split]),
-                np.concatenate([p[1] for p in split]),
-            )
+            lens = np.concatenate([p[0] for p in split])
+            found["listed"] += len(lens)
+            yield blobs, lens, np.concatenate([p[1] for p in split])
+        if found["listed"] < model.count:
+            lost.append(f"its vocabulary ({found['listed']:,} of its {model.count:,} words listed)")
+
+    def lost_metadata(self, model: ModelInfo) -> list[str]:
+        """What of a committed generation's metadata beside its vocabulary is gone, as
+        phrases: its word hashes (every generation committed since they exist has them)
+        and its counts. One round trip; :meth:`check_rows` checks the vocabulary."""
+        asked = []
+        pipe = self.client.pipeline(transaction=False)
+        if model.word_hashes:
+            asked.append(("its vocabulary's word hashes", 8))
+            pipe.strlen(vocab_hashes_key(model.prefix))
+        if model.has_counts:
+            asked.append(("its word counts", 8))
+            pipe.strlen(model.counts_key)
+        if not asked:
+            return []
+        with self.errors(f"checking the metadata of {model.name!r}"):
+            lengths = pipe.execute()
+        out = []
+        for (what, _), n in zip(asked, lengths, strict=True):
+            if not int(n) and model.count:
+                out.append(what)
+        return out
+
+    def remains(self, name: str) -> dict[str, list[str]]:
+        """``{prefix: [what]}``: keys of generations of ``name`` that nothing accounts
+        for -- neither its registry entry, nor its history (retired generations), the
+        trash, or an unfinished load. Keys left when a registry entry is gone (evicted,
+        lost in a failover, deleted by hand) are damage, not an unknown model.
+
+        One ``SCAN`` of the metadata keys, then (when none is found) one of the row keys
+        that stops at the first: O(keys in the database) on the server, for
+        ``vecserve models check`` of a model with no registry entry only."""
+        validate_model_name(name)
+        with self.errors(f"looking for what remains of {name!r}"):
+            accounted = self._accounted(name)
+            out: dict[str, list[str]] = {}
+            for prefix, what in self._metadata_traces():
+                if _of_model(prefix, name) and prefix not in accounted:
+                    out.setdefault(prefix, []).append(what)
+            if not out:
+                for pattern in model_key_patterns(name)[:3]:  # rows: the first found will do
+                    for key in self.client.scan_iter(match=pattern, count=10_000):
+                        prefix = key.decode("utf-8", "replace").split(":")[0].split("#")[0]
+                        if prefix not in accounted:
+                            out.setdefault(prefix, []).append("rows")
+                            break
+        return {p: sorted(set(w)) for p, w in sorted(out.items())}
+
+    def orphans(self) -> dict[str, dict[str, list[str]]]:
+        """``{model: {prefix: [what]}}`` for every model with generation metadata that
+        nothing accounts for (see :meth:`remains`): models whose registry entry is gone,
+        which a listing of the registry alone would not show. One ``SCAN`` of the
+        metadata keys; rows are not scanned."""
+        with self.errors("looking for models without a registry entry"):
+            found: dict[str, dict[str, list[str]]] = {}
+            for prefix, what in self._metadata_traces():
+                found.setdefault(prefix.split("~")[0], {}).setdefault(prefix, []).append(what)
+            out = {}
+            for name, prefixes in sorted(found.items()):
+                accounted = self._accounted(name)
+                left = {p: sorted(w) for p, w in sorted(prefixes.items()) if p not in accounted}
+                if left:
+                    out[name] = left
+        return out
+
+    def _accounted(self, name: str) -> set[str]:
+        """The generation prefixes of ``name`` something accounts for: its registry
+        entry, its unfinished load, its history, the trash."""
+        from .pins import _read_history
+
+        accounted = {p.decode() for p in self.client.smembers(TRASH)}
+        raw = self.client.hget(MODELS, name)
+        if raw is not None:
+            accounted.add(ModelInfo.from_json(raw).prefix)
+        load = self.client.hget(LOADS, name)
+        if load is not None:
+            accounted.add(LoadState.from_json(load).prefix)
+        retired, _ = _read_history(self, name)
+        return accounted | {info.prefix for _, info in retired.values()}
+
+    def _metadata_traces(self) -> Iterator[tuple[str, str]]:
+        """``(prefix, what)`` for every generation metadata key in the database."""
+        kinds = {
+            vocab_key(""): "vocabulary",
+            vocab_sizes_key(""): "vocabulary sizes",
+            vocab_hashes_key(""): "word hashes",
+            counts_key(""): "counts",
+            ngrams_key(""): "n-gram settings",
+        }
+        for key in self.client.scan_iter(match=f"{NS}:*", count=10_000):
+            key = key.decode("utf-8", "replace")
+            for head, what in kinds.items():
+                if key.startswith(head):
+                    yield key[len(head) :], what
 
     def _exists_overlapped(self, model, groups, tally, parts, *, sep: bytes = b":") -> None:
         """A single server: each group's EXISTS sent before the last one's count is read."""
@@ -778,6 +906,7 @@ class Store:
             "rows": check.checked,
             "missing": check.missing,
             "words": check.words,
+            "lost": list(check.lost),
         }
         with self.errors(f"recording the check of {model.name!r}"):
             self.client.hset(CHECKS, model.name, json.dumps(record))
@@ -967,7 +1096,9 @@ class Store:
             return []
         what = f"reading the vocabulary of {model.name!r}"
         (sizes,) = yield Round([("GET", vocab_sizes_key(model.prefix))], what)
-        sizes = np.frombuffer(sizes or b"", dtype="<u4")
+        if sizes is None:
+            raise _vocabulary_gone(model, "its index of blob sizes")
+        sizes = np.frombuffer(sizes, dtype="<u4")
         bounds = np.concatenate(([0], np.cumsum(sizes, dtype=np.int64)))
         first = int(np.searchsorted(bounds, start, side="right")) - 1
         last = int(np.searchsorted(bounds, stop, side="left"))
@@ -976,6 +1107,8 @@ class Store:
             (blobs,) = yield Round(
                 [("LRANGE", vocab_key(model.prefix), lo, min(lo + 64, last) - 1)], what
             )
+            if len(blobs) < min(lo + 64, last) - lo:
+                raise _vocabulary_gone(model, f"blobs {lo + len(blobs)} to {last - 1}")
             for blob in blobs:
                 raw.extend(unpack_vocab(blob))
         skip = start - int(bounds[first])
@@ -995,6 +1128,15 @@ class Store:
         if not model.has_counts:
             return None
         (raw,) = yield Round([("GET", model.counts_key)], f"reading counts of {model.name!r}")
+        if raw is None and model.count:
+            raise ModelDamaged(
+                model.name,
+                model.generation,
+                [],
+                0,
+                what="its word counts are gone from Redis (evicted, lost in a failover, or "
+                "deleted by hand)",
+            )
         return np.frombuffer(raw or b"", dtype="<i8").astype(np.int64)
 
     def text_blob_steps(self, model: ModelInfo) -> Steps[bytes]:
@@ -1070,6 +1212,23 @@ class Store:
         for idx in group_by_tag(keys):
             pipe.execute_command("UNLINK", *[keys[i] for i in idx])
         pipe.execute()
+
+
+def _vocabulary_gone(model: ModelInfo, part: str) -> ModelDamaged:
+    return ModelDamaged(
+        model.name,
+        model.generation,
+        [],
+        0,
+        what=f"its vocabulary ({part}) is gone from Redis (evicted, lost in a failover, or "
+        "deleted by hand)",
+    )
+
+
+def _of_model(prefix: str, name: str) -> bool:
+    """Whether ``prefix`` is one of model ``name``'s generation prefixes (``name`` for a
+    first load, ``name~<generation>`` after)."""
+    return prefix == name or (prefix.startswith(name + "~") and prefix[len(name) + 1 :].isdigit())
 
 
 def server_mode(client: redis.Redis) -> str:

@@ -469,11 +469,13 @@ class LoadSession:
             how,
             time.perf_counter() - started,
         )
-        if check.missing:
+        if check.missing or check.unlisted:  # (rows a lost vocabulary names no more)
             words = ", ".join(repr(w) for w in check.words[:3])
             raise LoadIncomplete(
-                f"the new generation of {s.name!r} is missing {check.missing:,} of its "
-                f"{check.checked:,} rows ({words or 'n-gram rows'}...) although the server "
+                f"the new generation of {s.name!r} is missing "
+                f"{check.missing + check.unlisted:,} of its "
+                f"{check.checked + check.unlisted:,} rows ({words or 'n-gram rows'}...) "
+                "although the server "
                 "acknowledged them (a policy that evicts keys? a failover?); it was not "
                 f"committed. Fix the server, then load again with --resume"
             )
