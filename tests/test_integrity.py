@@ -5,6 +5,7 @@ refusing writes. Every server here is a real valkey-server the test starts and c
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import shutil
@@ -542,6 +543,9 @@ def test_a_lost_registry_entry_is_damage_not_an_unknown_model(store, model_file)
         "sizes, word hashes); load it again (vecserve load FILE --key M)"
     )
     assert store.orphans() == {"M": {"M~2": ["vocabulary", "vocabulary sizes", "word hashes"]}}
+    listing = cli(store.url, "models").stdout  # the listing shows it, not "no models"
+    assert "M                        DAMAGED: its registry entry is gone" in listing
+    assert json.loads(cli(store.url, "models", "--json").stdout)["damaged"] == ["M"]
     for kind in (vocab_key, vocab_sizes_key, vocab_hashes_key):
         store.client.delete(kind("M~2"))
     assert store.remains("M") == {"M~2": ["rows"]}  # the rows alone still tell

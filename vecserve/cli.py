@@ -347,6 +347,7 @@ def models(ctx, redis_url, as_json):
     with open_store(redis_url) as store:
         rows = store.list_models()
         loads = [(s, store.lock_holder(s.name)) for s in store.list_loads()]
+        orphans = store.orphans()  # models whose registry entry is gone, keys remaining
     # a loader that is a dead process of this host no longer loads, lease or not
     loads = [(s, None if h is None or holder_is_dead(h) else h) for s, h in loads]
     if as_json:
@@ -355,12 +356,13 @@ def models(ctx, redis_url, as_json):
                 {
                     "models": [_model_json(m) for m in rows],
                     "loads": [_load_json(s, holder) for s, holder in loads],
+                    "damaged": sorted(orphans),
                 },
                 sort_keys=True,
             )
         )
         return
-    if not rows and not loads:
+    if not rows and not loads and not orphans:
         click.echo("no models")
         return
     if rows:
@@ -374,6 +376,11 @@ def models(ctx, redis_url, as_json):
         total = f"/{s.declared_count:,}" if s.declared_count else ""
         click.echo(
             f"{s.name:<24} {s.written:>12,}{total} vectors written, {status}; source {s.source}"
+        )
+    for name in orphans:
+        click.echo(
+            f"{name:<24} DAMAGED: its registry entry is gone, keys of it remain "
+            f"(vecserve models check --key {name})"
         )
     if any(holder is None for _, holder in loads):
         click.echo(
