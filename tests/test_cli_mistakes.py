@@ -82,9 +82,10 @@ def argv_for(path, command, *, model="NOPE", file=None, port=None) -> list[str]:
     so that what fails is the mistake under test."""
     args = list(path)
     for p in command.params:
-        if isinstance(p, click.Argument) and (p.required or p.name == "name_arg"):
+        if isinstance(p, click.Argument) and (p.required or p.name in ("name_arg", "texts")):
             args += {
                 "words": ["king"],
+                "texts": ["the king"],
                 "role": ["worker"],
                 "name_arg": [model],
                 "file": [file],

@@ -28,7 +28,13 @@ from .clioptions import (
     redis_url_option,
 )
 from .codec import CODECS
-from .errors import LoadInterrupted, ModelNotFound, StoreUnavailable, VecserveError
+from .errors import (
+    LoadInterrupted,
+    ModelNotFound,
+    PermissionDenied,
+    StoreUnavailable,
+    VecserveError,
+)
 
 log = logging.getLogger("vecserve")
 
@@ -347,7 +353,10 @@ def models(ctx, redis_url, as_json):
     with open_store(redis_url) as store:
         rows = store.list_models()
         loads = [(s, store.lock_holder(s.name)) for s in store.list_loads()]
-        orphans = store.orphans()  # models whose registry entry is gone, keys remaining
+        try:  # models whose registry entry is gone, keys of them remaining
+            orphans = store.orphans()
+        except PermissionDenied:  # a user limited to some models: it lists what it may read
+            orphans = {}
     # a loader that is a dead process of this host no longer loads, lease or not
     loads = [(s, None if h is None or holder_is_dead(h) else h) for s, h in loads]
     if as_json:
