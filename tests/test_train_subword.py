@@ -168,16 +168,20 @@ def test_bad_parameters(params, match):
         FastText(**params)
 
 
-def test_several_ranks_are_refused_in_one_line():
-    class TwoRanks:  # a communicator of 2 ranks, as mpi4py's answers these calls
-        def Get_size(self):
-            return 2
-
-        def Get_rank(self):
-            return 0
-
-    with pytest.raises(TrainingError, match="several MPI ranks is not supported yet"):
-        FastText(comm=TwoRanks())
+def test_two_mpi_ranks_are_refused_in_one_line(tmp_path):
+    pytest.importorskip("mpi4py", reason="needs the MPI extra: pip install 'vecserve[mpi]'")
+    mpiexec = os.path.join(os.path.dirname(sys.executable), "mpiexec")
+    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    cmd = [mpiexec, "-n", "2", "--oversubscribe", sys.executable, "-m", "vecserve.cli"]
+    cmd += ["train", str(_corpus_file(tmp_path, 20)), "--subwords", "--save", "x.bin"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=120)
+    assert proc.returncode != 0
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("Error:")]
+    assert errors == [
+        "Error: rank 0 of 2: subword (fastText) training on several MPI ranks is not "
+        "supported yet: run it as one process (its threads use every core)"
+    ], proc.stderr
+    assert "Traceback" not in proc.stderr
 
 
 # -- files ------------------------------------------------------------------------------
@@ -261,6 +265,22 @@ def test_cli_trains_commits_and_saves(tmp_path, redis_url):
     assert (ft.min_n, ft.max_n, ft.bucket) == (2, 6, 500)
     with RedisKeyedVectors("TEST_TRAIN_FT_CLI", redis_url=redis_url) as kv:
         np.testing.assert_allclose(kv["catss"], ft["catss"], rtol=0, atol=1e-7)
+
+
+def test_cli_saves_vec_text_where_asked(tmp_path):
+    from gensim.models import KeyedVectors
+
+    from vecserve.cli import cli
+
+    corpus, out = _corpus_file(tmp_path), tmp_path / "m.vec"
+    args = ["train", str(corpus), "--subwords", "--buckets", "500", "--save", str(out), "--text"]
+    args += ["--min-count", "1", "--vector-size", "8", "--epochs", "1", "--workers", "1"]
+    result = CliRunner().invoke(cli, args, catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    vec = KeyedVectors.load_word2vec_format(str(out))
+    model = FastText(str(corpus), sg=1, vector_size=8, min_count=1, bucket=500, epochs=1, workers=1)
+    assert vec.index_to_key == model.wv.index_to_key
+    np.testing.assert_allclose(vec.vectors, model.wv.vectors, rtol=1e-5, atol=1e-6)
 
 
 def test_cli_errors_are_one_line(tmp_path):
