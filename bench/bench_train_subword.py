@@ -7,7 +7,8 @@ WordSim-353 and SimLex-999 pairs that hold a word the corpus never showed the mo
 vector composed from n-grams. For that every run trains on a *trimmed* corpus: a third of
 the distinct words of WordSim-353 and SimLex-999 (sorted, every third one, none of them a
 word of the analogy questions) are deleted from it. Training words/s = corpus words x
-epochs / training wall time; words/CPU-s divides by the process CPU time of training
+epochs / training wall time; peak RSS is taken when training ends (before the
+evaluation loads anything); words/CPU-s divides by the process CPU time of training
 instead, steadier on a machine shared with other work.
 
 Settings are fastText's defaults (dim 100, window 5, negative 5, min_count 5, minn 3,
@@ -145,12 +146,13 @@ def child(spec: dict) -> dict:
             verbose=0,
         )
         train_s, cpu_s = time.perf_counter() - t1, time.process_time() - c1
+        peak = peak_rss_mb()
         corpus_words = spec["corpus_words"]
         with tempfile.TemporaryDirectory(dir=WORK) as tmp:
             ft.save_model(f"{tmp}/m.bin")
             del ft
             kv = load_facebook_vectors(f"{tmp}/m.bin")
-        version = fasttext.__name__ + " " + _version("fasttext-wheel", "fasttext")
+        version = fasttext.__name__ + " " + _version("fasttext", "fasttext-wheel")
     elif tool == "gensim":
         import gensim
         from gensim.models import FastText as GensimFT
@@ -162,6 +164,7 @@ def child(spec: dict) -> dict:
             corpus_file=spec["lines"], total_words=model.corpus_total_words, epochs=model.epochs
         )
         train_s, cpu_s = time.perf_counter() - t1, time.process_time() - c1
+        peak = peak_rss_mb()
         corpus_words = model.corpus_total_words
         kv = model.wv
         version = "gensim " + gensim.__version__
@@ -173,6 +176,7 @@ def child(spec: dict) -> dict:
         c1 = time.process_time()
         model.train()
         cpu_s = time.process_time() - c1
+        peak = peak_rss_mb()
         train_s = model.train_stats["train_seconds"]
         corpus_words = model.train_stats["corpus_words"]
         kv = model.wv
@@ -192,7 +196,7 @@ def child(spec: dict) -> dict:
         "words_per_s": corpus_words * spec["epochs"] / train_s,
         "cpu_s": cpu_s,
         "words_per_cpu_s": corpus_words * spec["epochs"] / cpu_s,
-        "peak_rss_mb": peak_rss_mb(),
+        "peak_rss_mb": peak,
         "analogy": analogy,
         "wordsim": wordsim,
         "unseen_spearman": unseen,
