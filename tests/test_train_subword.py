@@ -122,6 +122,42 @@ def test_kernel_steps_match_numpy(sg):
     assert not np.array_equal(wi, _setup()[0])  # it did change something
 
 
+@pytest.mark.parametrize("sg", [1, 0])
+def test_hierarchical_softmax_steps_match_numpy(sg):
+    from vecserve.train.vocab import huffman_tree
+
+    wi, wo, ptr, rows, tables, _ = _setup(seed=3)
+    n = len(wo)
+    tree = huffman_tree(np.array([50, 30, 20, 9, 5, 2], np.int64))
+    syn1 = np.random.default_rng(4).normal(0, 0.5, (n - 1, 8)).astype(np.float32)
+    worker = SubwordWorker(wi, None, ptr, rows, *tables, syn1, tree.codes, tree.points,
+                           tree.codelens, sg=sg, negative=0, window=2, hs=1)  # fmt: skip
+    ref_wi, ref_syn1 = wi.copy(), syn1.copy()
+    table = _kernels.sigmoid_table()
+    contexts, centre = [1, 3, 5], 2
+    inputs, targets = ([centre], contexts) if sg else (contexts, [centre])
+    if sg:
+        worker.sg_step(centre, contexts, [], alpha=0.1)
+    else:
+        worker.cbow_step(centre, contexts, [], alpha=0.1)
+    in_rows = np.concatenate([rows[ptr[w] : ptr[w + 1]] for w in inputs])
+    h = ref_wi[in_rows].sum(0, dtype=np.float32) / np.float32(len(in_rows))
+    work = np.zeros_like(h)
+    for t in targets:
+        for k in range(tree.codelens[t]):
+            node, label = tree.points[t, k], 1.0 - tree.codes[t, k]
+            f = float(h @ ref_syn1[node])
+            if -6 < f < 6:  # hierarchical softmax skips a score out of the table
+                g = (label - table[int((f + 6) * 83)]) * 0.1
+                work += g * ref_syn1[node]
+                ref_syn1[node] += g * h
+    for r in in_rows:
+        ref_wi[r] += work
+    np.testing.assert_allclose(wi, ref_wi, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(syn1, ref_syn1, rtol=1e-5, atol=1e-6)
+    assert not np.array_equal(syn1, np.random.default_rng(4).normal(0, 0.5, (n - 1, 8)))
+
+
 def test_worker_checks_its_arrays():
     wi, wo, ptr, rows, tables, neg = _setup()
     with pytest.raises(ValueError, match="outside wi"):
@@ -133,17 +169,25 @@ def test_worker_checks_its_arrays():
 # -- the model --------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("sg", [1, 0])
-def test_learns_topics_and_is_reproducible(sg):
+@pytest.mark.parametrize(
+    "sg, hs, mode",
+    [(1, 0, "subword-sg-neg"), (0, 0, "subword-cbow-mean-neg"), (1, 1, "subword-sg-hs"),
+     (0, 1, "subword-cbow-mean-hs")],
+)  # fmt: skip
+def test_learns_topics_and_is_reproducible(sg, hs, mode):
     corpus = topic_corpus()
     params = dict(SMALL, vector_size=24, sg=sg, epochs=5, workers=1, bucket=5000)
+    if hs:
+        params.update(hs=1, negative=0)
     if not sg:
         params["alpha"] = 0.05
     a = FastText(corpus, **params)
     assert topic_purity(a.wv) > 0.9
     b = FastText(corpus, **params)
-    assert np.array_equal(a.wi, b.wi) and np.array_equal(a.syn1neg, b.syn1neg)
-    assert a.train_stats["mode"] == ("subword-sg-neg" if sg else "subword-cbow-mean-neg")
+    assert np.array_equal(a.wi, b.wi)
+    out = a.syn1 if hs else a.syn1neg
+    assert np.array_equal(out, b.syn1 if hs else b.syn1neg) and out.any()
+    assert a.train_stats["mode"] == mode
 
 
 def test_unseen_words_come_from_ngrams():
@@ -157,7 +201,7 @@ def test_unseen_words_come_from_ngrams():
 @pytest.mark.parametrize(
     "params, match",
     [
-        ({"hs": 1, "negative": 0}, "not supported yet"),
+        ({"hs": 1}, "trains one loss"),
         ({"max_n": 2, "min_n": 3}, "max_n=2"),
         ({"bucket": 0}, "bucket=0"),
         ({"min_n": 0}, "min_n=0"),
@@ -187,18 +231,21 @@ def test_two_mpi_ranks_are_refused_in_one_line(tmp_path):
 # -- files ------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("sg", [1, 0])
-def test_gensim_reads_the_saved_bin_with_our_vectors(tmp_path, sg):
-    model = _trained(sg=sg)
+@pytest.mark.parametrize("sg, hs", [(1, 0), (0, 0), (1, 1)])
+def test_gensim_reads_the_saved_bin_with_our_vectors(tmp_path, sg, hs):
+    model = _trained(sg=sg, **({"hs": 1, "negative": 0} if hs else {}))
     path = tmp_path / "m.bin"
     model.save_facebook_model(path)
     ft = load_facebook_model(str(path))
     assert ft.wv.index_to_key == model.wv.index_to_key
     assert (ft.wv.min_n, ft.wv.max_n, ft.wv.bucket) == (3, 6, 997)
-    assert ft.sg == sg and ft.negative == 5 and ft.window == 3
+    assert ft.sg == sg and ft.hs == hs and ft.negative == (0 if hs else 5) and ft.window == 3
     assert np.array_equal(ft.wv.vectors, model.wv.vectors)
     assert np.array_equal(ft.wv.vectors_ngrams, model.vectors_ngrams)
-    assert np.array_equal(ft.syn1neg, model.syn1neg)
+    if hs:  # the inner nodes, and fastText's unused last row
+        assert np.array_equal(ft.syn1[:-1], model.syn1) and not ft.syn1[-1].any()
+    else:
+        assert np.array_equal(ft.syn1neg, model.syn1neg)
     for word in ["catss", "naïf", "übers", "日本", "zzz"]:
         assert np.array_equal(ft.wv[word], model.wv[word]), word
     assert [ft.wv.get_vecattr(w, "count") for w in WORDS] == [
@@ -206,9 +253,10 @@ def test_gensim_reads_the_saved_bin_with_our_vectors(tmp_path, sg):
     ]
 
 
-def test_fasttexts_own_load_model_reads_the_bin(tmp_path):
+@pytest.mark.parametrize("hs", [0, 1])
+def test_fasttexts_own_load_model_reads_the_bin(tmp_path, hs):
     fasttext = pytest.importorskip("fasttext")
-    model = _trained()
+    model = _trained(**({"hs": 1, "negative": 0} if hs else {}))
     path = tmp_path / "m.bin"
     model.save_facebook_model(path)
     ft = fasttext.load_model(str(path))
@@ -292,7 +340,7 @@ def test_cli_errors_are_one_line(tmp_path):
     assert result.exit_code == 2 and "--min-n: n-gram options need --subwords" in result.output
     result = runner.invoke(cli, ["train", str(corpus), "--save", "x", "--subwords", "--hs"])
     assert result.exit_code == 1 and "Traceback" not in result.output
-    assert "hierarchical softmax with subwords is not supported yet" in result.output
+    assert "Error: hs=1 with negative=5: a subword model trains one loss" in result.output
 
 
 # -- checkpoints ------------------------------------------------------------------------

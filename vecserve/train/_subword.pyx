@@ -30,7 +30,7 @@ prefetched.
 import numpy as np
 
 cimport numpy as cnp
-from libc.stdint cimport int32_t, int64_t, uint32_t, uint64_t
+from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
 from libc.string cimport memset
 
 cnp.import_array()
@@ -61,10 +61,16 @@ for _i in range(EXP_TABLE_SIZE):
 # the buffers after ``rng`` belong to one thread.
 cdef struct SubState:
     real *wi                    # (nwords + bucket, size) input rows: words, then n-grams
-    real *wo                    # (nwords, size) output rows (fastText's output matrix)
+    real *wo                    # (nwords, size) negative sampling's output rows, or NULL
+    real *syn1                  # (nwords - 1, size) hierarchical softmax's inner nodes, or NULL
     int size
     int window
     int negative
+    int hs                      # hierarchical softmax instead of negative sampling
+    const uint8_t *codes        # (nwords, max_code) Huffman codes
+    const int32_t *points       # (nwords, max_code) inner nodes on the path
+    const int32_t *codelens     # (nwords,)
+    int max_code
     int sg
     int cbow_mean
     int32_t vocab_size
@@ -131,13 +137,29 @@ cdef inline int add_outputs(SubState *s, int at, int32_t target, const int32_t *
         s.labels[at + 1 + d] = -1.0 if negs[d] == target else 0.0
     return at + 1 + s.negative
 
+cdef inline int add_path(SubState *s, int at, int32_t target) noexcept nogil:
+    """s.outr / s.labels from ``at`` on: target's Huffman path (root first), labels
+    1 - code; returns the next free slot."""
+    cdef int k
+    cdef const uint8_t *code = &s.codes[<int64_t>target * s.max_code]
+    cdef const int32_t *point = &s.points[<int64_t>target * s.max_code]
+    for k in range(s.codelens[target]):
+        s.outr[at + k] = &s.syn1[<int64_t>point[k] * s.size]
+        s.labels[at + k] = 1.0 - code[k]
+    return at + s.codelens[target]
+
+cdef inline int add_target(SubState *s, int at, int32_t target, const int32_t *negs) noexcept nogil:
+    if s.hs:
+        return add_path(s, at, target)
+    return add_outputs(s, at, target, negs)
+
 cdef inline void input_step(SubState *s, int n_rows, int n_out) noexcept nogil:
     """The input = the mean (or sum) of s.rows[:n_rows] predicts s.outr[:n_out]; the
     gradient goes whole to every input row."""
     vs_sum_rows(s.size, n_rows, s.rows, s.cbow_mean if not s.sg else 1, s.neu1)
     memset(s.work, 0, s.size * sizeof(real))
     s.inp[0] = s.neu1
-    vs_chain(s.size, 1, s.inp, s.outr, s.labels, n_out, s.work, s.alpha, 0, EXP_TABLE,
+    vs_chain(s.size, 1, s.inp, s.outr, s.labels, n_out, s.work, s.alpha, s.hs, EXP_TABLE,
              MAX_EXP, EXP_SCALE)
     vs_add_rows(s.size, n_rows, s.rows, s.work, 0)
 
@@ -148,7 +170,7 @@ cdef void sg_centre(SubState *s, int32_t centre, const int32_t *ctx, int n_ctx,
     cdef int c, n_out = 0
     cdef int n_rows = gather_rows(s, centre, 0)
     for c in range(n_ctx):
-        n_out = add_outputs(s, n_out, ctx[c], &negs[c * s.negative])
+        n_out = add_target(s, n_out, ctx[c], &negs[c * s.negative])
     input_step(s, n_rows, n_out)
 
 cdef void cbow_centre(SubState *s, int32_t centre, const int32_t *ctx, int n_ctx,
@@ -157,7 +179,7 @@ cdef void cbow_centre(SubState *s, int32_t centre, const int32_t *ctx, int n_ctx
     cdef int c, n_rows = 0
     for c in range(n_ctx):
         n_rows += gather_rows(s, ctx[c], n_rows)
-    input_step(s, n_rows, add_outputs(s, 0, centre, negs))
+    input_step(s, n_rows, add_target(s, 0, centre, negs))
 
 cdef int64_t train_sentences(SubState *s, const int32_t *words, const int64_t *bounds,
                              int64_t s0, int64_t s1, real alpha0, real alpha1,
@@ -224,31 +246,48 @@ cdef class SubwordWorker:
     Parameters
     ----------
     wi : float32 (nwords + bucket, size): word rows, then n-gram rows.
-    wo : float32 (nwords, size): output rows.
+    wo : float32 (nwords, size): negative sampling's output rows (``None`` with hs).
     sub_ptr, sub_rows : int64 (nwords + 1,), int32: each word's input rows (rows of wi).
     sample_int : uint32 (nwords,) subsampling thresholds.
     alias_prob, alias_idx : uint32 / int32 (nwords,) negative-sampling alias table.
+    syn1, codes, points, codelens : hierarchical softmax (``hs=1``): inner nodes
+        (nwords - 1, size) and the Huffman tree; ``None`` otherwise.
     """
 
     cdef SubState st
     cdef list _keep
     cdef object _ctx, _negs
 
-    def __init__(self, wi, wo, sub_ptr, sub_rows, sample_int, alias_prob, alias_idx, *,
-                 int sg, int negative, int window, int cbow_mean=1):
+    def __init__(self, wi, wo, sub_ptr, sub_rows, sample_int, alias_prob, alias_idx,
+                 syn1=None, codes=None, points=None, codelens=None, *,
+                 int sg, int negative, int window, int cbow_mean=1, int hs=0):
         _check("wi", wi, np.float32, 2, True)
-        _check("wo", wo, np.float32, 2, True)
         _check("sub_ptr", sub_ptr, np.int64, 1)
         _check("sub_rows", sub_rows, np.int32, 1)
         _check("sample_int", sample_int, np.uint32, 1)
         _check("alias_prob", alias_prob, np.uint32, 1)
         _check("alias_idx", alias_idx, np.int32, 1)
         cdef int size = wi.shape[1]
-        cdef int32_t nwords = wo.shape[0]
-        if window < 1 or size < 1 or negative < 1:
-            raise ValueError("window, vector size and negative must be >= 1")
-        if wo.shape[1] != size or wi.shape[0] < nwords:
-            raise ValueError(f"wo {wo.shape} does not match wi {wi.shape}")
+        cdef int32_t nwords = sample_int.shape[0]
+        if window < 1 or size < 1 or wi.shape[0] < nwords:
+            raise ValueError("window and vector size must be >= 1, wi hold every word")
+        if hs:
+            if negative or syn1 is None or codes is None:
+                raise ValueError("hs=1 needs negative=0, syn1 and a Huffman tree")
+            _check("syn1", syn1, np.float32, 2, True)
+            _check("codes", codes, np.uint8, 2)
+            _check("points", points, np.int32, 2)
+            _check("codelens", codelens, np.int32, 1)
+            if (syn1.shape[1] != size or points.max(initial=0) >= syn1.shape[0]
+                    or codes.shape[0] != nwords or points.shape != codes.shape
+                    or codelens.shape[0] != nwords or codelens.max(initial=0) > codes.shape[1]):
+                raise ValueError("syn1 and the Huffman tree do not match the vocabulary")
+        else:
+            if negative < 1:
+                raise ValueError("negative must be >= 1 (or hs=1)")
+            _check("wo", wo, np.float32, 2, True)
+            if wo.shape != (nwords, size):
+                raise ValueError(f"wo {wo.shape} does not match {nwords} words x {size}")
         if sub_ptr.shape[0] != nwords + 1 or sub_ptr[0] != 0 or sub_ptr[nwords] != len(sub_rows):
             raise ValueError("sub_ptr must be (nwords + 1,) from 0 to len(sub_rows)")
         counts = np.diff(sub_ptr)
@@ -261,7 +300,7 @@ cdef class SubwordWorker:
             if a.shape[0] != nwords:
                 raise ValueError(f"{name} has {a.shape[0]} entries for {nwords} words")
         max_rows = int(counts.max()) if nwords else 1
-        n_out = 2 * window * (1 + negative)
+        n_out = 2 * window * max(1 + negative, codes.shape[1] if hs else 0)
         bufs = {
             "neu1": np.zeros(size, np.float32),
             "work": np.zeros(size, np.float32),
@@ -272,11 +311,19 @@ cdef class SubwordWorker:
             "labels": np.zeros(n_out, np.float32),
         }
         self._ctx = np.zeros(2 * window, np.int32)
-        self._negs = np.zeros(2 * window * negative, np.int32)
-        self._keep = [wi, wo, sub_ptr, sub_rows, sample_int, alias_prob, alias_idx, bufs]
+        self._negs = np.zeros(max(2 * window * negative, 1), np.int32)
+        self._keep = [wi, wo, sub_ptr, sub_rows, sample_int, alias_prob, alias_idx, syn1,
+                      codes, points, codelens, bufs]
         memset(&self.st, 0, sizeof(SubState))
         self.st.wi = <real *>cnp.PyArray_DATA(wi)
-        self.st.wo = <real *>cnp.PyArray_DATA(wo)
+        self.st.wo = NULL if hs else <real *>cnp.PyArray_DATA(wo)
+        if hs:
+            self.st.hs = 1
+            self.st.syn1 = <real *>cnp.PyArray_DATA(syn1)
+            self.st.codes = <uint8_t *>cnp.PyArray_DATA(codes)
+            self.st.points = <int32_t *>cnp.PyArray_DATA(points)
+            self.st.codelens = <int32_t *>cnp.PyArray_DATA(codelens)
+            self.st.max_code = codes.shape[1]
         self.st.size = size
         self.st.window = window
         self.st.negative = negative

@@ -32,7 +32,7 @@ __all__ = ["MAGIC", "VERSION", "write_fasttext_bin"]
 
 MAGIC = 793712314
 VERSION = 12
-_LOSS_NS = 2  # fastText's loss_name: hs 1, ns 2, softmax 3, ova 4
+_LOSS_HS, _LOSS_NS = 1, 2  # fastText's loss_name: hs 1, ns 2, softmax 3, ova 4
 _MODEL = {0: 1, 1: 2}  # fastText's model_name: cbow 1, sg 2 (by sg)
 _LR_UPDATE_RATE = 100  # fastText's default; not used by a trained model
 
@@ -48,7 +48,7 @@ def write_fasttext_bin(
 ) -> None:
     """Write the model (*wi*: word rows then n-gram rows; *wo*: output rows) to *path*,
     whole or not at all. *args*: ``dim, ws, epoch, min_count, neg, sg, bucket, minn,
-    maxn, t``."""
+    maxn, t`` and ``hs`` (hierarchical softmax: *wo* holds the tree's inner nodes)."""
     encoded = [w.encode("utf-8") for w in words]
     for w, raw in zip(words, encoded, strict=True):
         if b"\0" in raw or any(c in raw for c in b" \t\n\v\f\r"):
@@ -74,7 +74,7 @@ def _write(fh: BinaryIO, words: list[bytes], counts, wi, wo, a: dict) -> None:
             a["min_count"],
             a["neg"],
             1,  # wordNgrams
-            _LOSS_NS,
+            _LOSS_HS if a.get("hs") else _LOSS_NS,
             _MODEL[int(bool(a["sg"]))],
             a["bucket"],
             a["minn"],

@@ -13,7 +13,8 @@ number (:func:`vecserve.subwords.compose`); a word never seen is the mean of its
 rows. :meth:`FastText.to_redis` commits both as a fastText model (served with vectors for
 unseen words), :meth:`FastText.save_facebook_model` writes fastText's ``.bin``.
 
-Not yet: hierarchical softmax, and training on several MPI ranks (refused with a
+One loss at a time, as in fastText: negative sampling, or hierarchical softmax
+(``hs=1, negative=0``). Not yet: training on several MPI ranks (refused with a
 :class:`~vecserve.errors.TrainingError`).
 """
 
@@ -33,14 +34,14 @@ from .corpus import Corpus
 from .fasttext_bin import write_fasttext_bin
 from .model import Word2Vec, _param_property
 from .params import SubwordParams, SyncParams, TrainParams, subword_names
-from .vocab import alias_table, sample_thresholds
+from .vocab import alias_table, huffman_tree, sample_thresholds
 
 __all__ = ["FastText"]
 
 
 class FastText(Word2Vec):
-    """fastText's subword model (skip-gram or CBOW, negative sampling) trained by
-    vecserve's kernels.
+    """fastText's subword model (skip-gram or CBOW; negative sampling or hierarchical
+    softmax) trained by vecserve's kernels.
 
     The parameters are :class:`Word2Vec`'s (gensim's names) and ``min_n``, ``max_n``,
     ``bucket`` (:class:`~vecserve.train.params.SubwordParams`; fastText's defaults 3, 6,
@@ -77,10 +78,11 @@ class FastText(Word2Vec):
             resume=resume,
             **rest,
         )
-        if self.params.hs:
+        if self.params.hs and self.params.negative:
             raise TrainingError(
-                "hs=1: hierarchical softmax with subwords is not supported yet; "
-                "use negative sampling (negative > 0, hs=0)",
+                f"hs=1 with negative={self.params.negative}: a subword model trains one "
+                "loss, as fastText: hierarchical softmax (hs=1, negative=0) or negative "
+                "sampling (hs=0)",
                 collective=True,
             )
         if self.group.size > 1:
@@ -99,7 +101,7 @@ class FastText(Word2Vec):
         """A short name of the training mode, e.g. ``"subword-sg-neg"``."""
         p = self.params
         kind = "sg" if p.sg else ("cbow-mean" if p.cbow_mean else "cbow-sum")
-        return f"subword-{kind}-neg"
+        return f"subword-{kind}-{'hs' if p.hs else 'neg'}"
 
     # ------------------------------------------------------------ weights
 
@@ -114,9 +116,9 @@ class FastText(Word2Vec):
         self.wi -= 1.0
         self.wi /= d
         self.syn0 = self.wi[:n]
-        self.syn1neg = np.zeros((n, d), np.float32)
-        self.syn1 = None
-        self._tree = None
+        self.syn1neg = np.zeros((n, d), np.float32) if self.negative else None
+        self.syn1 = np.zeros((max(n - 1, 1), d), np.float32) if self.hs else None
+        self._tree = huffman_tree(self.vocab.counts) if self.hs else None
         flat, bounds = ngram_buckets_flat(self.vocab.words, sub.min_n, sub.max_n, sub.bucket)
         self._ngram_ids = (flat, bounds)
         # each word's input rows, its own first (fastText's Dictionary::getSubwords)
@@ -133,7 +135,7 @@ class FastText(Word2Vec):
         self._wv = None
 
     def _kernel_worker(self) -> _subword.SubwordWorker:
-        p = self.params
+        p, tree = self.params, self._tree
         return _subword.SubwordWorker(
             self.wi,
             self.syn1neg,
@@ -141,10 +143,15 @@ class FastText(Word2Vec):
             self._sub_rows,
             self._sample_int,
             *self._alias,
+            self.syn1,
+            tree.codes if tree else None,
+            tree.points if tree else None,
+            tree.codelens if tree else None,
             sg=p.sg,
             negative=p.negative,
             window=p.window,
             cbow_mean=p.cbow_mean,
+            hs=p.hs,
         )
 
     @property
@@ -168,7 +175,8 @@ class FastText(Word2Vec):
     # ------------------------------------------------------------ checkpoints
 
     def _weights(self) -> dict[str, np.ndarray]:
-        return {"wi": self.wi, "syn1neg": self.syn1neg}
+        out = {"wi": self.wi, "syn1neg": self.syn1neg, "syn1": self.syn1}
+        return {k: v for k, v in out.items() if v is not None}
 
     def _fingerprint(self) -> dict[str, Any]:
         fp = checkpoint.fingerprint(self.params, self.vocab.words, self.vocab.counts)
@@ -210,13 +218,18 @@ class FastText(Word2Vec):
         this model's vectors, for unseen words too."""
         self._need_vocab()
         p, sub = self.params, self.subword_params
+        wo = self.syn1neg
+        if p.hs:  # fastText's output matrix has a row per word: the inner nodes, and a 0
+            wo = np.zeros((len(self.vocab), self.vector_size), np.float32)
+            wo[: len(self.vocab) - 1] = self.syn1[: len(self.vocab) - 1]
         write_fasttext_bin(
             path,
             words=self.vocab.words,
             counts=self.vocab.counts,
             wi=self.wi,
-            wo=self.syn1neg,
+            wo=wo,
             args={
+                "hs": p.hs,
                 "dim": self.vector_size,
                 "ws": p.window,
                 "epoch": p.epochs,
