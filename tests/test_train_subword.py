@@ -390,3 +390,26 @@ def test_a_word2vec_checkpoint_is_not_resumed_as_subwords(tmp_path):
     with pytest.raises(TrainingError, match="other parameters"):
         FastText(_word_corpus(50), **SMALL, epochs=1, workers=1, checkpoint_dir=tmp_path,
                  resume=True)  # fmt: skip
+
+
+def test_cbows_kept_sums_train_as_the_rows_where_no_rows_are_shared():
+    """Words alone (``max_n=0``: no row shared by two words) on one thread: CBOW with
+    each window word's sum of rows kept from centre to centre trains the vectors that
+    summing every row for every centre trains (up to float rounding)."""
+    corpus = [s[:6] for s in _word_corpus(60)]
+    models = []
+    for cache in (0, 1):
+        model = FastText(**dict(SMALL, max_n=0, sg=0, alpha=0.05, epochs=1, workers=1))
+        model.build_vocab(corpus)
+        worker = SubwordWorker(model.wi, model.syn1neg, model._sub_ptr, model._sub_rows,
+                               model._sample_int, *model._alias, sg=0, negative=5, window=3,
+                               cbow_cache=cache)  # fmt: skip
+        model._kernel_worker = lambda worker=worker: worker
+        model.train()
+        models.append(model)
+    exact, kept = models
+    untrained = FastText(**dict(SMALL, max_n=0, sg=0))
+    untrained.build_vocab(corpus)
+    assert np.abs(exact.wi - untrained.wi).max() > 1e-3  # it trained
+    np.testing.assert_allclose(kept.wi, exact.wi, rtol=1e-4, atol=1e-6)
+    np.testing.assert_allclose(kept.syn1neg, exact.syn1neg, rtol=1e-4, atol=1e-6)

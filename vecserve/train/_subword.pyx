@@ -19,7 +19,12 @@ inner loops): output rows updated at once, up to 4 interleaved.
 
 CBOW: the mean of every row of every context word (their own rows and n-gram rows)
 predicts the centre against ``negative`` negatives; the gradient goes to each of those
-rows (``cbow_mean=0``: their sum, as word2vec's CBOW).
+rows (``cbow_mean=0``: their sum, as word2vec's CBOW). Each window word's sum of rows is
+kept while it stays in the window, updated with this thread's changes to its rows
+(:c:func:`cbow_cached`): a centre adds its contexts' sums instead of all their rows,
+~25% less work. It misses, until the word next enters a window, what other threads and
+other words sharing a bucket row changed; ``cbow_cache=0`` sums every row every time,
+as fastText.
 
 Subsampling, window shrinking, the alias table of negatives and the random numbers are
 the word2vec kernels' (:mod:`vecserve.train._kernels`), so one thread with a seed trains
@@ -44,6 +49,7 @@ cdef extern from "_w2v.h" nogil:
                   int scale) noexcept
     void vs_sum_rows(int n, int m, real **rows, int mean, real *out) noexcept
     void vs_add_rows(int n, int m, real **rows, const real *work, int per_row) noexcept
+    void vs_axpy(int n, real a, const real *x, real *y) noexcept
 
 cdef enum:
     EXP_TABLE_SIZE = 1000
@@ -89,6 +95,10 @@ cdef struct SubState:
     const real **inp            # (1,) -> neu1
     real **outr                 # (2 * window * (1 + negative),) output rows
     real *labels                # (same,) 1 target, 0 negative, -1 skipped
+    int cbow_cache              # CBOW: keep each window word's sum of rows (see cbow_cached)
+    real *csum                  # (2 * window + 1, size) the sums, by position % (2w + 1)
+    int64_t *cpos               # (2 * window + 1,) the position each sum is of (-1: none)
+    int *cn                     # (2 * window + 1,) its number of rows
 
 
 cdef inline uint64_t rng_next(SubState *s) noexcept nogil:
@@ -181,6 +191,55 @@ cdef void cbow_centre(SubState *s, int32_t centre, const int32_t *ctx, int n_ctx
         n_rows += gather_rows(s, ctx[c], n_rows)
     input_step(s, n_rows, add_target(s, 0, centre, negs))
 
+cdef void cbow_cached(SubState *s, int i, int lo, int hi, const int32_t *negs) noexcept nogil:
+    """CBOW for the centre at position i of s.sent, its contexts at [lo, hi) less i, each
+    context word's sum of rows kept from one centre to the next (``cbow_cache``).
+
+    A sum is taken when its position enters the window and kept up to date with this
+    thread's updates (a word met k times among the contexts gets k x work on each of
+    its rows); what other threads change, and rows two words share, reach it when the
+    word next enters a window. Each centre then sums its contexts' sums instead of all
+    their rows; every row still gets its update at once.
+    """
+    cdef int D = s.size
+    cdef int W = 2 * s.window + 1
+    cdef int j, q, c, k, n, n_rows = 0
+    cdef int64_t p
+    cdef real inv
+    cdef real *acc
+    memset(s.neu1, 0, D * sizeof(real))
+    for j in range(lo, hi):
+        if j == i:
+            continue
+        q = j % W
+        acc = &s.csum[q * D]
+        n = gather_rows(s, s.sent[j], n_rows)
+        if s.cpos[q] != j:
+            vs_sum_rows(D, n, &s.rows[n_rows], 0, acc)
+            s.cpos[q] = j
+            s.cn[q] = n
+        vs_axpy(D, 1.0, acc, s.neu1)
+        n_rows += n
+    if s.cbow_mean and n_rows > 1:
+        inv = 1.0 / n_rows
+        for c in range(D):
+            s.neu1[c] *= inv
+    memset(s.work, 0, D * sizeof(real))
+    s.inp[0] = s.neu1
+    vs_chain(D, 1, s.inp, s.outr, s.labels, add_target(s, 0, s.sent[i], negs), s.work,
+             s.alpha, s.hs, EXP_TABLE, MAX_EXP, EXP_SCALE)
+    vs_add_rows(D, n_rows, s.rows, s.work, 0)
+    for q in range(W):
+        p = s.cpos[q]
+        if p < 0 or p < i - s.window or p > i + s.window:
+            continue
+        k = 0
+        for c in range(lo, hi):
+            if c != i and s.sent[c] == s.sent[p]:
+                k += 1
+        if k:
+            vs_axpy(D, <real>(k * s.cn[q]), s.work, &s.csum[q * D])
+
 cdef int64_t train_sentences(SubState *s, const int32_t *words, const int64_t *bounds,
                              int64_t s0, int64_t s1, real alpha0, real alpha1,
                              int32_t *ctx, int32_t *negs) noexcept nogil:
@@ -201,6 +260,8 @@ cdef int64_t train_sentences(SubState *s, const int32_t *words, const int64_t *b
             n += 1
         done += bounds[sent + 1] - bounds[sent]
         effective += n
+        for j in range(2 * window + 1):
+            s.cpos[j] = -1
         for i in range(n):
             b = <int>rand_below(s, window)
             lo = i - window + b
@@ -226,7 +287,10 @@ cdef int64_t train_sentences(SubState *s, const int32_t *words, const int64_t *b
             else:
                 if i + window + 1 < n:
                     prefetch_rows(s, s.sent[i + window + 1])
-                cbow_centre(s, s.sent[i], ctx, n_ctx, negs)
+                if s.cbow_cache:
+                    cbow_cached(s, i, lo, hi, negs)
+                else:
+                    cbow_centre(s, s.sent[i], ctx, n_ctx, negs)
     return effective
 
 
@@ -260,7 +324,8 @@ cdef class SubwordWorker:
 
     def __init__(self, wi, wo, sub_ptr, sub_rows, sample_int, alias_prob, alias_idx,
                  syn1=None, codes=None, points=None, codelens=None, *,
-                 int sg, int negative, int window, int cbow_mean=1, int hs=0):
+                 int sg, int negative, int window, int cbow_mean=1, int hs=0,
+                 int cbow_cache=1):
         _check("wi", wi, np.float32, 2, True)
         _check("sub_ptr", sub_ptr, np.int64, 1)
         _check("sub_rows", sub_rows, np.int32, 1)
@@ -309,6 +374,9 @@ cdef class SubwordWorker:
             "inp": np.zeros(1, np.uintp),
             "outr": np.zeros(n_out, np.uintp),
             "labels": np.zeros(n_out, np.float32),
+            "csum": np.zeros((2 * window + 1, size), np.float32),
+            "cpos": np.full(2 * window + 1, -1, np.int64),
+            "cn": np.zeros(2 * window + 1, np.intc),
         }
         self._ctx = np.zeros(2 * window, np.int32)
         self._negs = np.zeros(max(2 * window * negative, 1), np.int32)
@@ -343,6 +411,10 @@ cdef class SubwordWorker:
         self.st.inp = <const real **>cnp.PyArray_DATA(bufs["inp"])
         self.st.outr = <real **>cnp.PyArray_DATA(bufs["outr"])
         self.st.labels = <real *>cnp.PyArray_DATA(bufs["labels"])
+        self.st.cbow_cache = cbow_cache
+        self.st.csum = <real *>cnp.PyArray_DATA(bufs["csum"])
+        self.st.cpos = <int64_t *>cnp.PyArray_DATA(bufs["cpos"])
+        self.st.cn = <int *>cnp.PyArray_DATA(bufs["cn"])
 
     def train(self, const int32_t[::1] words, const int64_t[::1] bounds, int64_t s0,
               int64_t s1, float alpha0, float alpha1, uint64_t seed):
