@@ -39,9 +39,8 @@ static inline float vs_grad(float f, float label, float alpha, int hs, const flo
     return (label - table[(int)((f + max_exp) * (float)scale)]) * alpha;
 }
 
-/* y += a x (unused where an extension includes this file for its other loops) */
-VS_CLONES __attribute__((unused)) static void vs_axpy(int n, float a, const float *restrict x,
-                                                      float *restrict y) {
+/* y += a x */
+VS_CLONES static void vs_axpy(int n, float a, const float *restrict x, float *restrict y) {
     for (int d = 0; d < n; d++) y[d] += a * x[d];
 }
 
