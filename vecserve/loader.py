@@ -601,11 +601,14 @@ def load_arrays(
     allow_eviction: bool = False,
     source_format: str = "arrays",
     text: tuple[str, bytes] | None = None,
+    subwords: tuple[int, int, np.ndarray] | None = None,
 ) -> ModelInfo:
     """Commit in-memory vectors (e.g. a freshly trained model) as model ``name``.
 
     The same checks as :func:`load_file`: :func:`preflight`, verified writes, every row
-    checked present before the commit.
+    checked present before the commit. ``subwords=(min_n, max_n, rows)`` makes it a
+    fastText model, as a native fastText ``.bin`` loads: ``vectors`` are then the words'
+    composed vectors and ``rows`` the n-gram bucket rows, stored after the words.
 
     >>> import numpy as np
     >>> info = load_arrays(["a", "b"], np.eye(2, dtype=np.float32), name="TINY")  # doctest: +SKIP
@@ -634,9 +637,22 @@ def load_arrays(
                 allow_eviction=allow_eviction,
                 source_format=source_format,
                 text=text,
+                subwords=subwords,
             )
     dim = vectors.shape[1]
-    preflight(store, name, count=len(tokens), dim=dim, codec=codec, allow_eviction=allow_eviction)
+    ngram_rows = None if subwords is None else np.asarray(subwords[2], dtype=np.float32)
+    if ngram_rows is not None and (ngram_rows.ndim != 2 or ngram_rows.shape[1] != dim):
+        raise ValueError(f"n-gram rows must be (bucket, {dim}), got {ngram_rows.shape}")
+    n_ngrams = 0 if ngram_rows is None else len(ngram_rows)
+    preflight(
+        store,
+        name,
+        count=len(tokens),
+        dim=dim,
+        codec=codec,
+        allow_eviction=allow_eviction,
+        ngram_rows=n_ngrams,
+    )
     session = begin_load(
         store,
         name,
@@ -648,8 +664,10 @@ def load_arrays(
         restart=True,
     )
     batch = batch_size or max(64, DEFAULT_BATCH_BYTES // (4 * max(dim, 1)))
-    prog = Progress(total=len(tokens), desc=f"writing {name}", enabled=progress)
+    prog = Progress(total=len(tokens) + n_ngrams, desc=f"writing {name}", enabled=progress)
     try:
+        if subwords is not None:
+            session.declare_ngrams(min_n=subwords[0], max_n=subwords[1], bucket=n_ngrams)
         writer = _Writer(session, prog)
         try:
             for lo in range(0, len(tokens), batch):
@@ -660,6 +678,8 @@ def load_arrays(
                     None if counts is None else np.asarray(counts[lo:hi], dtype=np.int64),
                     {},
                 )
+            for lo in range(0, n_ngrams, batch):  # fastText: the n-gram rows, after the words
+                writer.put_ngrams(lo, ngram_rows[lo : lo + batch])  # type: ignore[index]
         finally:
             writer.finish()
         if text is None:

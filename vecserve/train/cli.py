@@ -134,6 +134,12 @@ def flagged(message: str) -> str:
 )
 @click.option("--resume", is_flag=True, help="Continue from --checkpoint-dir's checkpoint.")
 @click.option(
+    "--subwords",
+    is_flag=True,
+    help="Train fastText's subword model (character n-grams: vectors for unseen words); "
+    "--save then writes fastText's .bin (--text: .vec).",
+)
+@click.option(
     "--allow-eviction",
     is_flag=True,
     help="Commit even into a server whose maxmemory-policy is allkeys-* (it may evict "
@@ -191,12 +197,14 @@ def train(corpus, name, save, binary, codec, redis_url, allow_eviction, **option
 def _train(
     group, corpus, name, save, binary, codec, redis_url, allow_eviction, options, state=None
 ):
-    from .model import Word2Vec
-
-    model = Word2Vec(corpus, comm=group, **options)
+    model_class, options = _model_class(options)
+    model = model_class(corpus, comm=group, **options)
     if group.rank != 0:
         return
-    if save:
+    if save and binary and hasattr(model, "save_facebook_model"):
+        model.save_facebook_model(save)
+        click.echo(f"saved the fastText model ({len(model.vocab):,} words) to {save}")
+    elif save:
         model.save_word2vec_format(save, binary=binary)
         click.echo(f"saved {len(model.vocab):,} vectors to {save}")
     if name:
@@ -206,6 +214,30 @@ def _train(
         count = getattr(info, "count", len(model.vocab))
         ranks = f" (trained on {group.size} ranks)" if group.size > 1 else ""
         click.echo(f"{name}: {count:,} vectors x {model.vector_size} committed{ranks}")
+
+
+_SUBWORD_FLAGS = {"min_n": "--min-n", "max_n": "--max-n", "bucket": "--buckets"}
+
+
+def _model_class(options: dict) -> tuple[type, dict]:
+    """``--subwords``: :class:`~vecserve.train.FastText` with the n-gram options given;
+    otherwise :class:`~vecserve.train.Word2Vec`, and an n-gram option is a usage error."""
+    from .params import subword_names
+
+    options = dict(options)
+    subwords = options.pop("subwords", False)
+    given = {k: options.pop(k) for k in subword_names() if k in options}
+    given = {k: v for k, v in given.items() if v is not None}
+    if subwords:
+        from .subword import FastText
+
+        return FastText, {**options, **given}
+    if given:
+        flags = ", ".join(_SUBWORD_FLAGS[k] for k in sorted(given))
+        raise click.UsageError(f"{flags}: n-gram options need --subwords")
+    from .model import Word2Vec
+
+    return Word2Vec, options
 
 
 def _leave(status: int) -> None:

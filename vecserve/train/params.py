@@ -29,7 +29,14 @@ import numpy as np
 
 from ..errors import TrainingError
 
-__all__ = ["SYNC_DTYPES", "SYNC_SCHEDULES", "SyncParams", "TrainParams", "usable_cores"]
+__all__ = [
+    "SYNC_DTYPES",
+    "SYNC_SCHEDULES",
+    "SubwordParams",
+    "SyncParams",
+    "TrainParams",
+    "usable_cores",
+]
 
 #: the changes' types on the wire between ranks
 SYNC_DTYPES = ("float32", "float16", "int16", "int8")
@@ -234,9 +241,56 @@ class SyncParams:
         return alpha * float((n / min(n, self.sync_cap)) ** self.sync_scale_alpha)
 
 
+_SUB = "With --subwords: "
+
+
+@dataclass(frozen=True)
+class SubwordParams:
+    """fastText's character n-grams (:class:`~vecserve.train.FastText`; gensim's names,
+    fastText's defaults). ``vecserve train`` offers them with ``--subwords`` only, so
+    their options have no default of their own there.
+
+    >>> SubwordParams(min_n=4, max_n=3)
+    Traceback (most recent call last):
+    ...
+    vecserve.errors.TrainingError: max_n=3: must be 0 (no n-grams) or >= min_n=4
+    """
+
+    min_n: int = _param(
+        3, _SUB + "shortest character n-gram [default: 3].", cli_default=None, type=int
+    )
+    max_n: int = _param(
+        6, _SUB + "longest character n-gram, 0: none [default: 6].", cli_default=None, type=int
+    )
+    bucket: int = _param(
+        2_000_000,
+        _SUB + "hash buckets of n-gram rows [default: 2000000].",
+        flags=("--buckets", "--bucket"),
+        cli_default=None,
+        type=int,
+    )
+
+    def __post_init__(self) -> None:
+        if not _whole(self.min_n) or self.min_n < 1:
+            raise _bad("min_n", self.min_n, "must be an integer >= 1")
+        if not _whole(self.max_n) or (self.max_n != 0 and self.max_n < self.min_n):
+            raise _bad("max_n", self.max_n, f"must be 0 (no n-grams) or >= min_n={self.min_n}")
+        if not _whole(self.bucket) or not 1 <= self.bucket <= 1 << 30:
+            raise _bad("bucket", self.bucket, "must be an integer between 1 and 2**30")
+
+
 def option_fields() -> list[dataclasses.Field]:
     """Every parameter, training first: what ``vecserve train`` offers as options."""
-    return [*dataclasses.fields(TrainParams), *dataclasses.fields(SyncParams)]
+    return [
+        *dataclasses.fields(TrainParams),
+        *dataclasses.fields(SyncParams),
+        *dataclasses.fields(SubwordParams),
+    ]
+
+
+def subword_names() -> frozenset[str]:
+    """The names of :class:`SubwordParams`' fields."""
+    return frozenset(f.name for f in dataclasses.fields(SubwordParams))
 
 
 def split_params(options: dict[str, Any]) -> tuple[TrainParams, SyncParams]:

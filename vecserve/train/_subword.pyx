@@ -1,0 +1,476 @@
+# cython: language_level=3
+"""fastText's subword kernels: skip-gram and CBOW with negative sampling on n-gram rows.
+
+A word's *input* is the mean of its rows in the input matrix ``wi`` (fastText's layout:
+``nwords`` word rows, then ``bucket`` n-gram rows): its own row and the rows of its
+n-grams' buckets, in fastText's order, a bucket met twice counted twice
+(``Dictionary::getSubwords``). ``sub_rows[sub_ptr[w]:sub_ptr[w + 1]]`` lists them (the
+word's own row first). As in fastText's ``Model::update``, the gradient of that mean
+goes *whole* to every one of its rows (not divided by their number).
+
+Skip-gram (fastText's orientation, not word2vec's): the *centre*'s input predicts each
+context word of the window against ``negative`` negatives drawn per pair (a negative
+equal to its pair's target is skipped). The centre's mean is taken once per window and
+its rows are updated once after it, with the summed gradient of the window's pairs
+(fastText recomputes the mean and updates the rows after every pair): ``1 + n`` row
+reads and writes per centre instead of per pair, the same pairs, outputs and negatives.
+The pairs run as one output chain (``vs_chain`` of ``_w2v.h``, the word2vec kernels'
+inner loops): output rows updated at once, up to 4 interleaved.
+
+CBOW: the mean of every row of every context word (their own rows and n-gram rows)
+predicts the centre against ``negative`` negatives; the gradient goes to each of those
+rows (``cbow_mean=0``: their sum, as word2vec's CBOW). Each window word's sum of rows is
+kept while it stays in the window, updated with this thread's changes to its rows
+(:c:func:`cbow_cached`): a centre adds its contexts' sums instead of all their rows,
+~25% less work. It misses, until the word next enters a window, what other threads and
+other words sharing a bucket row changed; ``cbow_cache=0`` sums every row every time,
+as fastText.
+
+Subsampling, window shrinking, the alias table of negatives and the random numbers are
+the word2vec kernels' (:mod:`vecserve.train._kernels`), so one thread with a seed trains
+the same vectors every time. While a centre trains, the next centre's rows are
+prefetched.
+"""
+
+import numpy as np
+
+cimport numpy as cnp
+from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
+from libc.string cimport memset
+
+cnp.import_array()
+
+ctypedef float real
+
+cdef extern from "_w2v.h" nogil:
+    void prefetch "vs_prefetch"(const void *p, int nbytes) noexcept
+    void vs_chain(int n, int B, const real **inp, real **o, const real *lab, int n_out,
+                  real *work, real alpha, int hs, const real *table, real max_exp,
+                  int scale) noexcept
+    void vs_sum_rows(int n, int m, real **rows, int mean, real *out) noexcept
+    void vs_add_rows(int n, int m, real **rows, const real *work, int per_row) noexcept
+    void vs_axpy(int n, real a, const real *x, real *y) noexcept
+
+cdef enum:
+    EXP_TABLE_SIZE = 1000
+    MAX_EXP = 6
+    MAX_SENTENCE = 10000
+
+cdef real EXP_TABLE[EXP_TABLE_SIZE]
+cdef int EXP_SCALE = EXP_TABLE_SIZE // MAX_EXP // 2
+for _i in range(EXP_TABLE_SIZE):
+    _e = np.exp((_i / <double>EXP_TABLE_SIZE * 2.0 - 1.0) * MAX_EXP)
+    EXP_TABLE[_i] = <real>(_e / (_e + 1.0))
+
+
+# One worker thread's state. Weights and tables are shared by every thread (Hogwild);
+# the buffers after ``rng`` belong to one thread.
+cdef struct SubState:
+    real *wi                    # (nwords + bucket, size) input rows: words, then n-grams
+    real *wo                    # (nwords, size) negative sampling's output rows, or NULL
+    real *syn1                  # (nwords - 1, size) hierarchical softmax's inner nodes, or NULL
+    int size
+    int window
+    int negative
+    int hs                      # hierarchical softmax instead of negative sampling
+    const uint8_t *codes        # (nwords, max_code) Huffman codes
+    const int32_t *points       # (nwords, max_code) inner nodes on the path
+    const int32_t *codelens     # (nwords,)
+    int max_code
+    int sg
+    int cbow_mean
+    int32_t vocab_size
+    const int64_t *sub_ptr      # (nwords + 1,) each word's span of sub_rows
+    const int32_t *sub_rows     # the input rows of every word, its own first
+    const uint32_t *sample_int  # keep word w if sample_int[w] >= a uniform uint32
+    const uint32_t *alias_prob  # unigram^ns_exponent alias table: threshold ...
+    const int32_t *alias_idx    # ... and alias
+    # per thread
+    uint64_t rng
+    real alpha
+    real *neu1                  # (size,) the input: a mean of rows
+    real *work                  # (size,) the input's gradient
+    int32_t *sent               # (MAX_SENTENCE,) the subsampled sentence
+    real **rows                 # (2 * window * max_rows,) input row pointers
+    const real **inp            # (1,) -> neu1
+    real **outr                 # (2 * window * (1 + negative),) output rows
+    real *labels                # (same,) 1 target, 0 negative, -1 skipped
+    int cbow_cache              # CBOW: keep each window word's sum of rows (see cbow_cached)
+    real *csum                  # (2 * window + 1, size) the sums, by position % (2w + 1)
+    int64_t *cpos               # (2 * window + 1,) the position each sum is of (-1: none)
+    int *cn                     # (2 * window + 1,) its number of rows
+
+
+cdef inline uint64_t rng_next(SubState *s) noexcept nogil:
+    """xorshift64* (the word2vec kernels' generator)."""
+    cdef uint64_t x = s.rng
+    x ^= x >> 12
+    x ^= x << 25
+    x ^= x >> 27
+    s.rng = x
+    return x * <uint64_t>2685821657736338717ULL
+
+cdef inline uint32_t rand_below(SubState *s, uint32_t n) noexcept nogil:
+    return <uint32_t>(((rng_next(s) >> 32) * <uint64_t>n) >> 32)
+
+cdef inline int32_t draw_negative(SubState *s) noexcept nogil:
+    cdef uint64_t r = rng_next(s)
+    cdef int32_t i = <int32_t>(((r >> 32) * <uint64_t>s.vocab_size) >> 32)
+    if <uint32_t>r < s.alias_prob[i]:
+        return i
+    return s.alias_idx[i]
+
+
+cdef inline int gather_rows(SubState *s, int32_t word, int at) noexcept nogil:
+    """s.rows[at:] = word's input rows; returns how many."""
+    cdef int64_t k
+    cdef int n = 0
+    for k in range(s.sub_ptr[word], s.sub_ptr[word + 1]):
+        s.rows[at + n] = &s.wi[<int64_t>s.sub_rows[k] * s.size]
+        n += 1
+    return n
+
+cdef inline void prefetch_rows(SubState *s, int32_t word) noexcept nogil:
+    cdef int64_t k
+    cdef int nbytes = s.size * sizeof(real)
+    for k in range(s.sub_ptr[word], s.sub_ptr[word + 1]):
+        prefetch(&s.wi[<int64_t>s.sub_rows[k] * s.size], nbytes)
+
+cdef inline int add_outputs(SubState *s, int at, int32_t target, const int32_t *negs) noexcept nogil:
+    """s.outr / s.labels from ``at`` on: target, then its negatives (one equal to the
+    target skipped); returns the next free slot."""
+    cdef int d
+    s.outr[at] = &s.wo[<int64_t>target * s.size]
+    s.labels[at] = 1.0
+    for d in range(s.negative):
+        s.outr[at + 1 + d] = &s.wo[<int64_t>negs[d] * s.size]
+        s.labels[at + 1 + d] = -1.0 if negs[d] == target else 0.0
+    return at + 1 + s.negative
+
+cdef inline int add_path(SubState *s, int at, int32_t target) noexcept nogil:
+    """s.outr / s.labels from ``at`` on: target's Huffman path (root first), labels
+    1 - code; returns the next free slot."""
+    cdef int k
+    cdef const uint8_t *code = &s.codes[<int64_t>target * s.max_code]
+    cdef const int32_t *point = &s.points[<int64_t>target * s.max_code]
+    for k in range(s.codelens[target]):
+        s.outr[at + k] = &s.syn1[<int64_t>point[k] * s.size]
+        s.labels[at + k] = 1.0 - code[k]
+    return at + s.codelens[target]
+
+cdef inline int add_target(SubState *s, int at, int32_t target, const int32_t *negs) noexcept nogil:
+    if s.hs:
+        return add_path(s, at, target)
+    return add_outputs(s, at, target, negs)
+
+cdef inline void input_step(SubState *s, int n_rows, int n_out) noexcept nogil:
+    """The input = the mean (or sum) of s.rows[:n_rows] predicts s.outr[:n_out]; the
+    gradient goes whole to every input row."""
+    vs_sum_rows(s.size, n_rows, s.rows, s.cbow_mean if not s.sg else 1, s.neu1)
+    memset(s.work, 0, s.size * sizeof(real))
+    s.inp[0] = s.neu1
+    vs_chain(s.size, 1, s.inp, s.outr, s.labels, n_out, s.work, s.alpha, s.hs, EXP_TABLE,
+             MAX_EXP, EXP_SCALE)
+    vs_add_rows(s.size, n_rows, s.rows, s.work, 0)
+
+cdef void sg_centre(SubState *s, int32_t centre, const int32_t *ctx, int n_ctx,
+                    const int32_t *negs) noexcept nogil:
+    """Skip-gram: the centre's input predicts each of ctx[:n_ctx], each against its own
+    negatives negs[c * negative:(c + 1) * negative]."""
+    cdef int c, n_out = 0
+    cdef int n_rows = gather_rows(s, centre, 0)
+    for c in range(n_ctx):
+        n_out = add_target(s, n_out, ctx[c], &negs[c * s.negative])
+    input_step(s, n_rows, n_out)
+
+cdef void cbow_centre(SubState *s, int32_t centre, const int32_t *ctx, int n_ctx,
+                      const int32_t *negs) noexcept nogil:
+    """CBOW: every row of the contexts ctx[:n_ctx] together predict the centre."""
+    cdef int c, n_rows = 0
+    for c in range(n_ctx):
+        n_rows += gather_rows(s, ctx[c], n_rows)
+    input_step(s, n_rows, add_target(s, 0, centre, negs))
+
+cdef void cbow_cached(SubState *s, int i, int lo, int hi, const int32_t *negs) noexcept nogil:
+    """CBOW for the centre at position i of s.sent, its contexts at [lo, hi) less i, each
+    context word's sum of rows kept from one centre to the next (``cbow_cache``).
+
+    A sum is taken when its position enters the window and kept up to date with this
+    thread's updates (a word met k times among the contexts gets k x work on each of
+    its rows); what other threads change, and rows two words share, reach it when the
+    word next enters a window. Each centre then sums its contexts' sums instead of all
+    their rows; every row still gets its update at once.
+    """
+    cdef int D = s.size
+    cdef int W = 2 * s.window + 1
+    cdef int j, q, c, k, n, n_rows = 0
+    cdef int64_t p
+    cdef real inv
+    cdef real *acc
+    memset(s.neu1, 0, D * sizeof(real))
+    for j in range(lo, hi):
+        if j == i:
+            continue
+        q = j % W
+        acc = &s.csum[q * D]
+        n = gather_rows(s, s.sent[j], n_rows)
+        if s.cpos[q] != j:
+            vs_sum_rows(D, n, &s.rows[n_rows], 0, acc)
+            s.cpos[q] = j
+            s.cn[q] = n
+        vs_axpy(D, 1.0, acc, s.neu1)
+        n_rows += n
+    if s.cbow_mean and n_rows > 1:
+        inv = 1.0 / n_rows
+        for c in range(D):
+            s.neu1[c] *= inv
+    memset(s.work, 0, D * sizeof(real))
+    s.inp[0] = s.neu1
+    vs_chain(D, 1, s.inp, s.outr, s.labels, add_target(s, 0, s.sent[i], negs), s.work,
+             s.alpha, s.hs, EXP_TABLE, MAX_EXP, EXP_SCALE)
+    vs_add_rows(D, n_rows, s.rows, s.work, 0)
+    for q in range(W):
+        p = s.cpos[q]
+        if p < 0 or p < i - s.window or p > i + s.window:
+            continue
+        k = 0
+        for c in range(lo, hi):
+            if c != i and s.sent[c] == s.sent[p]:
+                k += 1
+        if k:
+            vs_axpy(D, <real>(k * s.cn[q]), s.work, &s.csum[q * D])
+
+cdef int64_t train_sentences(SubState *s, const int32_t *words, const int64_t *bounds,
+                             int64_t s0, int64_t s1, real alpha0, real alpha1,
+                             int32_t *ctx, int32_t *negs) noexcept nogil:
+    """Train sentences [s0, s1), alpha falling linearly from alpha0 to alpha1; returns
+    the words left after subsampling."""
+    cdef int64_t sent, k, total = bounds[s1] - bounds[s0], done = 0, effective = 0
+    cdef int n, i, j, b, lo, hi, n_ctx, d, n_neg
+    cdef int32_t w
+    cdef int window = s.window
+    for sent in range(s0, s1):
+        s.alpha = alpha0 + (alpha1 - alpha0) * (<real>done / <real>total)
+        n = 0
+        for k in range(bounds[sent], bounds[sent + 1]):
+            w = words[k]
+            if s.sample_int[w] < <uint32_t>(rng_next(s) >> 32):
+                continue
+            s.sent[n] = w
+            n += 1
+        done += bounds[sent + 1] - bounds[sent]
+        effective += n
+        for j in range(2 * window + 1):
+            s.cpos[j] = -1
+        for i in range(n):
+            b = <int>rand_below(s, window)
+            lo = i - window + b
+            if lo < 0:
+                lo = 0
+            hi = i + window + 1 - b
+            if hi > n:
+                hi = n
+            n_ctx = 0
+            for j in range(lo, hi):
+                if j != i:
+                    ctx[n_ctx] = s.sent[j]
+                    n_ctx += 1
+            if n_ctx == 0:
+                continue
+            n_neg = s.negative * (n_ctx if s.sg else 1)
+            for d in range(n_neg):
+                negs[d] = draw_negative(s)
+            if s.sg:
+                if i + 1 < n:
+                    prefetch_rows(s, s.sent[i + 1])
+                sg_centre(s, s.sent[i], ctx, n_ctx, negs)
+            else:
+                if i + window + 1 < n:
+                    prefetch_rows(s, s.sent[i + window + 1])
+                if s.cbow_cache:
+                    cbow_cached(s, i, lo, hi, negs)
+                else:
+                    cbow_centre(s, s.sent[i], ctx, n_ctx, negs)
+    return effective
+
+
+cdef _check(name, a, dtype, ndim, writable=False):
+    if not isinstance(a, np.ndarray):
+        raise TypeError(f"{name} must be a numpy array")
+    if a.dtype != dtype or a.ndim != ndim or not a.flags.c_contiguous:
+        raise TypeError(f"{name} must be a C-contiguous {ndim}-d {np.dtype(dtype)} array, "
+                        f"got {a.dtype} with shape {a.shape}")
+    if writable and not a.flags.writeable:
+        raise TypeError(f"{name} must be writable")
+
+
+cdef class SubwordWorker:
+    """One thread's subword trainer: shared weights and tables, private buffers.
+
+    Parameters
+    ----------
+    wi : float32 (nwords + bucket, size): word rows, then n-gram rows.
+    wo : float32 (nwords, size): negative sampling's output rows (``None`` with hs).
+    sub_ptr, sub_rows : int64 (nwords + 1,), int32: each word's input rows (rows of wi).
+    sample_int : uint32 (nwords,) subsampling thresholds.
+    alias_prob, alias_idx : uint32 / int32 (nwords,) negative-sampling alias table.
+    syn1, codes, points, codelens : hierarchical softmax (``hs=1``): inner nodes
+        (nwords - 1, size) and the Huffman tree; ``None`` otherwise.
+    """
+
+    cdef SubState st
+    cdef list _keep
+    cdef object _ctx, _negs
+
+    def __init__(self, wi, wo, sub_ptr, sub_rows, sample_int, alias_prob, alias_idx,
+                 syn1=None, codes=None, points=None, codelens=None, *,
+                 int sg, int negative, int window, int cbow_mean=1, int hs=0,
+                 int cbow_cache=1):
+        _check("wi", wi, np.float32, 2, True)
+        _check("sub_ptr", sub_ptr, np.int64, 1)
+        _check("sub_rows", sub_rows, np.int32, 1)
+        _check("sample_int", sample_int, np.uint32, 1)
+        _check("alias_prob", alias_prob, np.uint32, 1)
+        _check("alias_idx", alias_idx, np.int32, 1)
+        cdef int size = wi.shape[1]
+        cdef int32_t nwords = sample_int.shape[0]
+        if window < 1 or size < 1 or wi.shape[0] < nwords:
+            raise ValueError("window and vector size must be >= 1, wi hold every word")
+        if hs:
+            if negative or syn1 is None or codes is None:
+                raise ValueError("hs=1 needs negative=0, syn1 and a Huffman tree")
+            _check("syn1", syn1, np.float32, 2, True)
+            _check("codes", codes, np.uint8, 2)
+            _check("points", points, np.int32, 2)
+            _check("codelens", codelens, np.int32, 1)
+            if (syn1.shape[1] != size or points.max(initial=0) >= syn1.shape[0]
+                    or codes.shape[0] != nwords or points.shape != codes.shape
+                    or codelens.shape[0] != nwords or codelens.max(initial=0) > codes.shape[1]):
+                raise ValueError("syn1 and the Huffman tree do not match the vocabulary")
+        else:
+            if negative < 1:
+                raise ValueError("negative must be >= 1 (or hs=1)")
+            _check("wo", wo, np.float32, 2, True)
+            if wo.shape != (nwords, size):
+                raise ValueError(f"wo {wo.shape} does not match {nwords} words x {size}")
+        if sub_ptr.shape[0] != nwords + 1 or sub_ptr[0] != 0 or sub_ptr[nwords] != len(sub_rows):
+            raise ValueError("sub_ptr must be (nwords + 1,) from 0 to len(sub_rows)")
+        counts = np.diff(sub_ptr)
+        if nwords and counts.min() < 1:
+            raise ValueError("every word needs at least its own row")
+        if len(sub_rows) and (sub_rows.min() < 0 or sub_rows.max() >= wi.shape[0]):
+            raise ValueError("sub_rows points outside wi")
+        for name, a in (("sample_int", sample_int), ("alias_prob", alias_prob),
+                        ("alias_idx", alias_idx)):
+            if a.shape[0] != nwords:
+                raise ValueError(f"{name} has {a.shape[0]} entries for {nwords} words")
+        max_rows = int(counts.max()) if nwords else 1
+        n_out = 2 * window * max(1 + negative, codes.shape[1] if hs else 0)
+        bufs = {
+            "neu1": np.zeros(size, np.float32),
+            "work": np.zeros(size, np.float32),
+            "sent": np.zeros(MAX_SENTENCE, np.int32),
+            "rows": np.zeros(2 * window * max_rows, np.uintp),
+            "inp": np.zeros(1, np.uintp),
+            "outr": np.zeros(n_out, np.uintp),
+            "labels": np.zeros(n_out, np.float32),
+            "csum": np.zeros((2 * window + 1, size), np.float32),
+            "cpos": np.full(2 * window + 1, -1, np.int64),
+            "cn": np.zeros(2 * window + 1, np.intc),
+        }
+        self._ctx = np.zeros(2 * window, np.int32)
+        self._negs = np.zeros(max(2 * window * negative, 1), np.int32)
+        self._keep = [wi, wo, sub_ptr, sub_rows, sample_int, alias_prob, alias_idx, syn1,
+                      codes, points, codelens, bufs]
+        memset(&self.st, 0, sizeof(SubState))
+        self.st.wi = <real *>cnp.PyArray_DATA(wi)
+        self.st.wo = NULL if hs else <real *>cnp.PyArray_DATA(wo)
+        if hs:
+            self.st.hs = 1
+            self.st.syn1 = <real *>cnp.PyArray_DATA(syn1)
+            self.st.codes = <uint8_t *>cnp.PyArray_DATA(codes)
+            self.st.points = <int32_t *>cnp.PyArray_DATA(points)
+            self.st.codelens = <int32_t *>cnp.PyArray_DATA(codelens)
+            self.st.max_code = codes.shape[1]
+        self.st.size = size
+        self.st.window = window
+        self.st.negative = negative
+        self.st.sg = sg
+        self.st.cbow_mean = cbow_mean
+        self.st.vocab_size = nwords
+        self.st.sub_ptr = <int64_t *>cnp.PyArray_DATA(sub_ptr)
+        self.st.sub_rows = <int32_t *>cnp.PyArray_DATA(sub_rows)
+        self.st.sample_int = <uint32_t *>cnp.PyArray_DATA(sample_int)
+        self.st.alias_prob = <uint32_t *>cnp.PyArray_DATA(alias_prob)
+        self.st.alias_idx = <int32_t *>cnp.PyArray_DATA(alias_idx)
+        self.st.rng = 1
+        self.st.neu1 = <real *>cnp.PyArray_DATA(bufs["neu1"])
+        self.st.work = <real *>cnp.PyArray_DATA(bufs["work"])
+        self.st.sent = <int32_t *>cnp.PyArray_DATA(bufs["sent"])
+        self.st.rows = <real **>cnp.PyArray_DATA(bufs["rows"])
+        self.st.inp = <const real **>cnp.PyArray_DATA(bufs["inp"])
+        self.st.outr = <real **>cnp.PyArray_DATA(bufs["outr"])
+        self.st.labels = <real *>cnp.PyArray_DATA(bufs["labels"])
+        self.st.cbow_cache = cbow_cache
+        self.st.csum = <real *>cnp.PyArray_DATA(bufs["csum"])
+        self.st.cpos = <int64_t *>cnp.PyArray_DATA(bufs["cpos"])
+        self.st.cn = <int *>cnp.PyArray_DATA(bufs["cn"])
+
+    def train(self, const int32_t[::1] words, const int64_t[::1] bounds, int64_t s0,
+              int64_t s1, float alpha0, float alpha1, uint64_t seed):
+        """Train sentences ``[s0, s1)`` (``words[bounds[i]:bounds[i+1]]`` is sentence i)
+        in one GIL-free call; returns the words trained on (after subsampling)."""
+        cdef int64_t effective
+        cdef int32_t[::1] ctx = self._ctx
+        cdef int32_t[::1] negs = self._negs
+        if s0 < 0 or s1 < s0 or s1 >= bounds.shape[0]:
+            raise ValueError(f"sentence range [{s0}, {s1}) outside 0..{bounds.shape[0] - 1}")
+        if bounds[s1] > words.shape[0]:
+            raise ValueError("bounds point past the end of words")
+        if s1 == s0 or bounds[s1] == bounds[s0]:
+            return 0
+        lengths = np.diff(np.asarray(bounds[s0 : s1 + 1]))
+        if lengths.min() < 0 or lengths.max() > MAX_SENTENCE:
+            raise ValueError(f"sentence lengths must be 0..{MAX_SENTENCE}, bounds out of order")
+        self.st.rng = seed if seed else 1
+        with nogil:
+            effective = train_sentences(&self.st, &words[0], &bounds[0], s0, s1,
+                                        alpha0, alpha1, &ctx[0], &negs[0])
+        return effective
+
+    # ------------------------------------------------------------ test wrappers
+
+    def _ids(self, values, n, what):
+        out = np.asarray(values, np.int32).ravel()
+        if len(out) != n:
+            raise ValueError(f"{n} {what}")
+        if len(out) and (out.min() < 0 or out.max() >= self.st.vocab_size):
+            raise ValueError(f"{what} outside the vocabulary")
+        return out
+
+    def sg_step(self, int centre, contexts, negatives, float alpha=0.025):
+        """Skip-gram for one centre: its input predicts each context against its own
+        negatives (``negatives``: ``len(contexts) x negative`` word ids)."""
+        cdef int n_ctx = len(contexts)
+        if not 0 < n_ctx <= 2 * self.st.window:
+            raise ValueError(f"1 to {2 * self.st.window} contexts")
+        ctx = self._ids(contexts, n_ctx, "contexts")
+        negs = self._ids(negatives, n_ctx * self.st.negative, "negatives")
+        self._ids([centre], 1, "centre")
+        cdef int32_t[::1] c = ctx
+        cdef int32_t[::1] g = negs
+        self.st.alpha = alpha
+        sg_centre(&self.st, centre, &c[0], n_ctx, &g[0])
+
+    def cbow_step(self, int centre, contexts, negatives, float alpha=0.05):
+        """CBOW for one centre: the rows of all its contexts predict it."""
+        cdef int n_ctx = len(contexts)
+        if not 0 < n_ctx <= 2 * self.st.window:
+            raise ValueError(f"1 to {2 * self.st.window} contexts")
+        ctx = self._ids(contexts, n_ctx, "contexts")
+        negs = self._ids(negatives, self.st.negative, "negatives")
+        self._ids([centre], 1, "centre")
+        cdef int32_t[::1] c = ctx
+        cdef int32_t[::1] g = negs
+        self.st.alpha = alpha
+        cbow_centre(&self.st, centre, &c[0], n_ctx, &g[0])
