@@ -340,7 +340,7 @@ def test_cli_errors_are_one_line(tmp_path):
     assert result.exit_code == 2 and "--min-n: n-gram options need --subwords" in result.output
     result = runner.invoke(cli, ["train", str(corpus), "--save", "x", "--subwords", "--hs"])
     assert result.exit_code == 1 and "Traceback" not in result.output
-    assert "Error: hs=1 with negative=5: a subword model trains one loss" in result.output
+    assert "Error: --hs=1 with --negative=5: a subword model trains one loss" in result.output
 
 
 # -- checkpoints ------------------------------------------------------------------------
