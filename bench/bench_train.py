@@ -254,7 +254,7 @@ def summary(results: list[dict]) -> str:
     gensim: dict[str, dict[str, dict]] = {}
     for r in results:
         if r["run"].startswith("gensim"):
-            gensim.setdefault(base(r["run"]).split("-")[1], {})[seed(r["run"])] = r
+            gensim.setdefault(base(r["run"]).split(":")[0].split("-")[1], {})[seed(r["run"])] = r
     groups: dict[str, list[dict]] = {}
     for r in results:
         groups.setdefault(base(r["run"]), []).append(r)
@@ -263,7 +263,7 @@ def summary(results: list[dict]) -> str:
         "|---|---:|---:|---:|---:|",
     ]
     for name, rs in groups.items():
-        refs = gensim.get(name.split("-")[1], {})
+        refs = gensim.get(name.split(":")[0].split("-")[1], {})
         ratios = []
         for r in rs:
             ref = refs.get(seed(r["run"])) or next(iter(refs.values()), None)
