@@ -203,13 +203,15 @@ def min_alpha_for(alpha: float, words: int) -> float:
 
     Why: a rate falling to ~0 spends the run's second half at rates too small to move a
     vector, which a long run can afford and a short one cannot. Measured (BENCHMARKS.md,
-    first 20 MB, 2 epochs, 2 threads): falling to 0.0001, skip-gram ends 0.2 analogy
-    points and 0.06 WS-353 below gensim, CBOW 0.8 and 0.03; ending at a quarter of alpha,
-    both match or pass it. gensim in ``corpus_file`` mode with W workers ends each epoch
-    at ``alpha (1 - 1/W) / E`` by accident (each worker counts only its own words), which
-    is why it leads on short runs and not on long ones. The share falls with the square
-    root of the words trained, so a long run still ends near the classic rate (whole
-    wiki100m, 5 epochs, 85M words: 0.12 of alpha; a billion words x 5: 0.016). Runs on
+    first 20 MB, 2 epochs, 2 threads, means of 3 seeds): falling to 0.0001, skip-gram
+    ends 1.0 analogy point and 0.057 WS-353 below gensim, CBOW 1.1 and 0.052; ending at a
+    quarter of alpha, -0.05 and -0.019, -0.12 and +0.022 (half of alpha passes gensim in
+    both; not measured on long runs). gensim's ``corpus_file`` mode with W workers ends
+    each epoch at ``alpha (1 - 1/W) / E`` by accident (each worker counts only its own
+    words), which is why it leads on short runs and not on long ones. The share falls
+    with the square root of the words trained, so a long run still ends near the classic
+    rate (whole wiki100m, 5 epochs, 85M words: 0.12 of alpha, +1.8 analogy points over
+    gensim in skip-gram, -0.2 in CBOW; a billion words x 5: 0.016). Runs on
     several ranks keep ``CLASSIC_MIN_ALPHA`` (``Word2Vec._plan_run``).
 
     >>> min_alpha_for(0.025, 6_800_000), min_alpha_for(0.05, 20_000_000)
