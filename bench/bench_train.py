@@ -134,11 +134,16 @@ def overrides(run: str) -> dict:
 
     >>> overrides("ours-cbow:min_alpha=0.005:seed=2:ns_skip=1")
     {'min_alpha': 0.005, 'seed': 2, 'ns_skip': 1}
+    >>> overrides("ours-sg-batch:min_alpha=gensim:batch=0")
+    {'min_alpha': 'gensim', 'batch': 0}
     """
-    out = {}
+    out: dict = {}
     for item in run.split(":")[1:]:
         key, _, value = item.partition("=")
-        out[key] = float(value) if any(c in value for c in ".e") else int(value)
+        if value == "gensim":
+            out[key] = value
+        else:
+            out[key] = float(value) if any(c in value for c in ".e") else int(value)
     return out
 
 
@@ -199,7 +204,9 @@ def child(spec: dict) -> dict:
 
 
 def table(results: list[dict]) -> str:
-    gensim = {r["run"].split("-")[1]: r for r in results if r["run"].startswith("gensim")}
+    gensim = {
+        r["run"].split(":")[0].split("-")[1]: r for r in results if r["run"].startswith("gensim")
+    }
     out = [
         "| run | wall s | train s | words/s | vs gensim | train CPU s | words/CPU-s | vs gensim "
         "| words trained | peak RSS MB | analogy % | WS-353 |",
@@ -218,6 +225,60 @@ def table(results: list[dict]) -> str:
     return "\n".join(out)
 
 
+def summary(results: list[dict]) -> str:
+    """One line per run (its seeds together): words/s against the gensim run of the same
+    mode (each seed against gensim's of the same seed where there is one), analogy and
+    WS-353 as mean, and min..max over seeds where there are several.
+
+    >>> rs = [
+    ...     {"run": "gensim-sg:seed=1", "words_per_s": 1.0, "analogy": 0.10, "wordsim": 0.50},
+    ...     {"run": "ours-sg-batch:seed=1", "words_per_s": 3.0, "analogy": 0.11, "wordsim": 0.52},
+    ...     {"run": "ours-sg-batch:seed=2", "words_per_s": 2.0, "analogy": 0.09, "wordsim": 0.50},
+    ... ]
+    >>> print(summary(rs).splitlines()[-1])
+    | ours-sg-batch | 2 | 2.50x (2.00-3.00) | 10.00 (9.00-11.00) | 0.510 (0.500-0.520) |
+    """
+
+    def base(run: str) -> str:
+        return ":".join(p for p in run.split(":") if not p.startswith("seed="))
+
+    def seed(run: str) -> str:
+        return next((p for p in run.split(":") if p.startswith("seed=")), "")
+
+    def spread(xs: list[float], fmt: str) -> str:
+        mean = sum(xs) / len(xs)
+        if len(xs) == 1:
+            return format(mean, fmt)
+        return f"{mean:{fmt}} ({min(xs):{fmt}}-{max(xs):{fmt}})"
+
+    gensim: dict[str, dict[str, dict]] = {}
+    for r in results:
+        if r["run"].startswith("gensim"):
+            gensim.setdefault(base(r["run"]).split(":")[0].split("-")[1], {})[seed(r["run"])] = r
+    groups: dict[str, list[dict]] = {}
+    for r in results:
+        groups.setdefault(base(r["run"]), []).append(r)
+    out = [
+        "| run | seeds | words/s vs gensim | analogy % | WS-353 |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for name, rs in groups.items():
+        refs = gensim.get(name.split(":")[0].split("-")[1], {})
+        ratios = []
+        for r in rs:
+            ref = refs.get(seed(r["run"])) or next(iter(refs.values()), None)
+            if ref and not r["run"].startswith("gensim"):
+                ratios.append(r["words_per_s"] / ref["words_per_s"])
+        ratio = spread(ratios, ".2f").replace(" (", "x (", 1) if ratios else "-"
+        if ratios and len(ratios) == 1:
+            ratio += "x"
+        out.append(
+            f"| {name} | {len(rs)} | {ratio} | {spread([100 * r['analogy'] for r in rs], '.2f')} "
+            f"| {spread([r['wordsim'] for r in rs], '.3f')} |"
+        )
+    return "\n".join(out)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("corpus", nargs="?", help="text8-style corpus (.zip or text file)")
@@ -225,6 +286,12 @@ def main() -> None:
     ap.add_argument("--epochs", type=int, default=5)
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--head-mb", type=float, default=None, help="only the first N MB")
+    ap.add_argument(
+        "--seeds",
+        type=int,
+        default=1,
+        help="run each of --runs with seeds 1..N, alternating tools (mean and spread)",
+    )
     ap.add_argument("--child", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
@@ -236,7 +303,10 @@ def main() -> None:
     results = []
     out_dir = Path(__file__).parent / "out"
     out_dir.mkdir(exist_ok=True)
-    for run in args.runs.split(","):
+    runs = args.runs.split(",")
+    if args.seeds > 1:
+        runs = [f"{run}:seed={k}" for k in range(1, args.seeds + 1) for run in runs]
+    for run in runs:
         if run.split(":")[0] not in RUNS:
             ap.error(f"unknown run {run!r}")
         spec = {"run": run, "text": str(text), "lines": str(lines)}
@@ -256,6 +326,8 @@ def main() -> None:
         with open(out_dir / "train.jsonl", "a") as f:
             f.write(json.dumps(res) + "\n")
     print(table(results))
+    print()
+    print(summary(results))
 
 
 if __name__ == "__main__":

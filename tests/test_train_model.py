@@ -10,6 +10,7 @@ from gensim.models import KeyedVectors
 from tests.helpers import PER_TOPIC, TOPICS, topic_corpus, topic_purity
 from vecserve.errors import TrainingError
 from vecserve.train import Word2Vec
+from vecserve.train.plan import min_alpha_for
 
 CORPUS = topic_corpus()
 SMALL = {"vector_size": 24, "window": 3, "min_count": 1, "sample": 0, "seed": 7}
@@ -47,6 +48,17 @@ def test_default_mode_is_hogbatch_for_skipgram_negative():
     assert Word2Vec(sg=1, batch=False).mode == "sg-neg"
     assert Word2Vec().mode == "cbow-mean-neg"
     assert Word2Vec(batch=True).mode == "cbow-mean-neg-hogbatch"
+
+
+def test_the_final_rate_follows_the_words_trained_unless_given():
+    """Without ``min_alpha`` a run ends at :func:`min_alpha_for` of its words trained
+    (corpus words x epochs); given, it is used as is."""
+    auto = Word2Vec(CORPUS, **SMALL, epochs=2, workers=1, sg=1)
+    assert auto.min_alpha is None  # the parameter as given
+    assert auto.train_stats["min_alpha"] == min_alpha_for(0.025, 2 * 6000) == 0.025 / 4
+    fixed = Word2Vec(CORPUS, **SMALL, epochs=2, workers=1, sg=1, min_alpha=0.0001)
+    assert fixed.train_stats["min_alpha"] == 0.0001
+    assert not np.array_equal(auto.wv.vectors, fixed.wv.vectors)
 
 
 def test_stats_and_keyedvectors():

@@ -15,6 +15,7 @@ from vecserve.train.plan import (
     cut_groups,
     cut_jobs,
     groups_needed,
+    min_alpha_for,
     plan_epoch,
 )
 
@@ -79,3 +80,26 @@ def test_learning_rate_falls_linearly_along_the_global_count():
     assert run.alphas(1, 2, 500, 500)[1] == pytest.approx(0.0)
     # half of this rank's share of group 1 of epoch 1: 4500 + 1500 + 750 words in
     assert run.alphas(1, 1, 0, 500)[1] == pytest.approx(0.025 * (1 - 6750 / 9000))
+
+
+@pytest.mark.parametrize(
+    ("words", "share"),
+    [
+        (1_000, 0.25),  # a toy corpus
+        (6_800_000, 0.25),  # wiki100m's first 20 MB x 2 epochs
+        (20_000_000, 0.25),  # the rule's knee
+        (80_000_000, 0.125),  # 4x the words: half the share
+        (85_000_000, 0.25 * (20 / 85) ** 0.5),  # the whole wiki100m x 5 epochs
+    ],
+)
+def test_the_default_final_rate_is_a_share_of_alpha_falling_with_the_words_trained(words, share):
+    """``min_alpha``'s default: a quarter of alpha up to 20M words trained, then falling
+    with the square root of the words, for either mode's alpha."""
+    for alpha in (0.025, 0.05):
+        assert min_alpha_for(alpha, words) == pytest.approx(alpha * share)
+
+
+def test_the_default_final_rate_never_falls_below_the_classic_one():
+    assert min_alpha_for(0.025, 10**12) == pytest.approx(0.0001)  # 0.25 x 0.0045 x alpha
+    assert min_alpha_for(0.025, 10**10) > 0.0001  # still above it at 10 billion words
+    assert min_alpha_for(0.0002, 1000) == 0.0001  # a tiny alpha: the classic rate

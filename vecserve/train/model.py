@@ -4,7 +4,8 @@ The model holds the parameters (:mod:`.params`), the vocabulary and the encoded 
 and the weights; :meth:`Word2Vec.train` plans the run (:mod:`.plan`), resumes a
 checkpoint (:mod:`.checkpoint`) and runs the training threads and the syncs between
 ranks (:mod:`.loop`, :mod:`.distributed`). The learning rate falls linearly from
-``alpha`` to ``min_alpha`` over all epochs.
+``alpha`` to ``min_alpha`` over all epochs (by default a share of ``alpha`` that falls
+with the words trained: :func:`~vecserve.train.plan.min_alpha_for`).
 """
 
 from __future__ import annotations
@@ -28,7 +29,15 @@ from .distributed.group import Group
 from .distributed.sync import Synchronizer
 from .loop import Pool, Progress, SyncRun, run_epochs, size_text
 from .params import SyncParams, TrainParams, split_params, usable_cores
-from .plan import RunPlan, head_rows_budget, plan_epoch, row_schedule, update_rates
+from .plan import (
+    CLASSIC_MIN_ALPHA,
+    RunPlan,
+    head_rows_budget,
+    min_alpha_for,
+    plan_epoch,
+    row_schedule,
+    update_rates,
+)
 from .vocab import (
     alias_table,
     build_vocab,
@@ -300,7 +309,15 @@ class Word2Vec:
             warm = plan_epoch(
                 g, bounds, workers=p.workers, job_words=p.job_words, sync=s, split=split
             )
-        return RunPlan(plan, warm, p.epochs, self.start_alpha, p.min_alpha)
+        min_alpha = p.min_alpha
+        if min_alpha is None and g.size > 1:
+            # several ranks keep the classic final rate: their syncs' int8 changes and
+            # the syncs still under way were tuned against it (a higher one lost topic
+            # purity in tests/mpi/test_scheme_ranks.py's int8 run with 3 under way)
+            min_alpha = CLASSIC_MIN_ALPHA
+        elif min_alpha is None:  # the default: by the run's words trained
+            min_alpha = min_alpha_for(self.start_alpha, plan.words * p.epochs)
+        return RunPlan(plan, warm, p.epochs, self.start_alpha, min_alpha)
 
     def _sync_run(self, run: RunPlan) -> SyncRun:
         """The syncs between ranks: both matrices, the head rows within the byte budget."""
@@ -360,6 +377,7 @@ class Word2Vec:
             workers=self.workers,
             ranks=g.size,
             mode=self.mode,
+            min_alpha=run.min_alpha,
             corpus_words=self.vocab.raw_words,
             trained_words=trained,
             effective_words=effective,

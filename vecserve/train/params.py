@@ -91,7 +91,12 @@ class TrainParams:
     alpha: float | None = _param(
         None, "Initial learning rate [default: 0.025 skip-gram, 0.05 CBOW].", type=float
     )
-    min_alpha: float = _param(0.0001, "Final learning rate.")
+    min_alpha: float | None = _param(
+        None,
+        "Final learning rate [default: by the words trained, a quarter of alpha on "
+        "short runs, toward 0.0001 on long ones; 0.0001 on several ranks].",
+        type=float,
+    )
     epochs: int = _param(5, "Passes over the corpus.", flags=("--epochs", "--iter"))
     workers: int | None = _param(
         None,
@@ -136,7 +141,7 @@ class TrainParams:
             )
         if not self.alpha > 0:
             raise _bad("alpha", self.alpha, "must be > 0")
-        if not 0 <= self.min_alpha <= self.alpha:
+        if self.min_alpha is not None and not 0 <= self.min_alpha <= self.alpha:
             raise _bad("min_alpha", self.min_alpha, f"must be between 0 and alpha={self.alpha}")
         if not self.sample >= 0:
             raise _bad("sample", self.sample, "must be >= 0")

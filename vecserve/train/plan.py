@@ -27,6 +27,7 @@ from .distributed.schedule import head_for_budget, sync_rows, tier_tables
 from .params import SyncParams
 
 __all__ = [
+    "CLASSIC_MIN_ALPHA",
     "MIN_SYNC_WORDS",
     "WARMUP_PARTS",
     "EpochPlan",
@@ -36,6 +37,7 @@ __all__ = [
     "cut_jobs",
     "groups_needed",
     "head_rows_budget",
+    "min_alpha_for",
     "plan_epoch",
     "row_schedule",
     "update_rates",
@@ -184,6 +186,41 @@ class RunPlan:
         p1 = (at + frac1 * plan.global_words[grp_i]) / self.total
         span = self.start_alpha - self.min_alpha
         return self.start_alpha - span * p0, self.start_alpha - span * p1
+
+
+#: ``min_alpha``'s default: the learning rate ends at this share of the start alpha on a
+#: run of up to ``FLOOR_WORDS`` words trained (corpus words x epochs, all ranks) ...
+FLOOR_SHARE = 0.25
+FLOOR_WORDS = 20_000_000
+#: ... and never below word2vec.c's and gensim's fixed final rate.
+CLASSIC_MIN_ALPHA = 0.0001
+
+
+def min_alpha_for(alpha: float, words: int) -> float:
+    """The final learning rate when the user gives none: ``alpha`` x ``FLOOR_SHARE`` x
+    ``min(1, sqrt(FLOOR_WORDS / words))``, at least ``CLASSIC_MIN_ALPHA``; *words* is the
+    run's words trained (corpus words x epochs).
+
+    Why: a rate falling to ~0 spends the run's second half at rates too small to move a
+    vector, which a long run can afford and a short one cannot. Measured (BENCHMARKS.md,
+    first 20 MB, 2 epochs, 2 threads, means of 3 seeds): falling to 0.0001, skip-gram
+    ends 1.0 analogy point and 0.057 WS-353 below gensim, CBOW 1.1 and 0.052; ending at a
+    quarter of alpha, -0.05 and -0.019, -0.12 and +0.022 (half of alpha passes gensim in
+    both; not measured on long runs). gensim's ``corpus_file`` mode with W workers ends
+    each epoch at ``alpha (1 - 1/W) / E`` by accident (each worker counts only its own
+    words), which is why it leads on short runs and not on long ones. The share falls
+    with the square root of the words trained, so a long run still ends near the classic
+    rate (whole wiki100m, 5 epochs, 85M words: 0.12 of alpha, +1.8 analogy points over
+    gensim in skip-gram, -0.2 in CBOW; a billion words x 5: 0.016). Runs on
+    several ranks keep ``CLASSIC_MIN_ALPHA`` (``Word2Vec._plan_run``).
+
+    >>> min_alpha_for(0.025, 6_800_000), min_alpha_for(0.05, 20_000_000)
+    (0.00625, 0.0125)
+    >>> round(min_alpha_for(0.025, 80_000_000), 6), min_alpha_for(0.025, 10**13)
+    (0.003125, 0.0001)
+    """
+    share = FLOOR_SHARE * min(1.0, (FLOOR_WORDS / max(words, 1)) ** 0.5)
+    return max(alpha * share, CLASSIC_MIN_ALPHA)
 
 
 # ---------------------------------------------------------------- the rows each sync carries
