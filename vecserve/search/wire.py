@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import BadQuery
+from .arith import ensure_list
 
 __all__ = ["ITEM_SCHEMA", "encode_items", "parse_item"]
 
@@ -132,17 +133,4 @@ def encode_items(value) -> list:
         key, weight = item
         return [one(key), float(weight)]
 
-    return [one(item) for item in _as_list(value)]
-
-
-def _as_list(value) -> list:
-    """most_similar's argument as a list of items (gensim's ``_ensure_list``)."""
-    if value is None:
-        return []
-    if isinstance(value, (str, int, np.integer)) or (
-        isinstance(value, np.ndarray) and value.ndim == 1
-    ):
-        return [value]
-    if isinstance(value, np.ndarray) and value.ndim == 2:
-        return list(value)
-    return value
+    return [one(item) for item in ensure_list(value)]
