@@ -223,7 +223,7 @@ def run_ann(args, x, kind, dtype=None):
         path = Path(tmp) / params.resolved(sim.count).filename
         ann = AnnIndex.build(sim, path=path, params=params, threads=args.threads)
         build = time.perf_counter() - t
-        size = ann.meta["index_bytes"]
+        size = ann.meta.index_bytes
         settings = args.nprobe if ann.params.kind == "ivf" else args.ef_search
         for value in (int(v) for v in settings.split(",")):
             if ann.params.kind == "ivf":

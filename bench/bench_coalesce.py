@@ -101,7 +101,7 @@ def main() -> None:
         ann = AnnManager(enabled=True).get(index, wait=True)
         print(
             f"{args.rows:,} x {DIM}: snapshot and IVF index built in "
-            f"{time.perf_counter() - t:.0f} s ({ann.meta.get('target', {}).get('setting')})",
+            f"{time.perf_counter() - t:.0f} s ({ann.meta.target and ann.meta.target.setting})",
             flush=True,
         )
         rng = np.random.default_rng(7)

@@ -117,9 +117,9 @@ def run(path: Path, kinds: list[str], queries: int, limit: int | None = None) ->
                 [sim.get_index(w) for w, _ in ann.most_similar(sim, [int(r)], [], 10)] for r in top
             ]
             found_top = recall.per_query_recall(truth_top, got_top).mean()
-            target = ann.meta.get("target", {})
+            target = ann.meta.to_json().get("target", {})
             if label.startswith("target"):
-                low, high = ann.meta.get("recall_interval") or (float("nan"), float("nan"))
+                low, high = ann.meta.recall_interval or (float("nan"), float("nan"))
                 est = f"{ann.recall_at_10:.3f} ({low:.3f}-{high:.3f})"
                 met = "yes" if target.get("met") else f"no: {target.get('reason')}"
             else:

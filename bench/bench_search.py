@@ -199,8 +199,9 @@ def run(name: str, words: list[str], vectors: np.ndarray, args) -> None:
             t_all.append(time.perf_counter() - start)
         t_ab = float(np.median(t_all))
         recall_b = recall_at_k(exact_words, [[w for w, _ in r] for r in got_ab])
-        settings = {k: v for k, v in ann.meta.items() if k in ("nlist", "recall_at_10")}
-        settings.update(ann.meta.get("target", {}).get("setting", {}))
+        meta = ann.meta.to_json()
+        settings = {k: v for k, v in meta.items() if k in ("nlist", "recall_at_10")}
+        settings.update(meta.get("target", {}).get("setting", {}))
         rows.append(
             (
                 f"approximate, batches of {len(batch)} (median of {BATCH_RUNS})",

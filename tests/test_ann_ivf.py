@@ -16,6 +16,8 @@ from vecserve.api import create_app
 from vecserve.loader import load_arrays
 from vecserve.search import ann as ann_module
 from vecserve.search.ann import AnnIndex, AnnManager, AnnParams, disk_status
+from vecserve.search.ann import build as ann_build
+from vecserve.search.ann import params as ann_params
 from vecserve.search.ivf import I8_SLACK, IvfIndex, quantize
 from vecserve.search.snapshot import SimilarityIndex
 from vecserve.service.settings import Settings
@@ -60,7 +62,7 @@ def test_every_list_scanned_gives_the_exact_answer_and_its_scores(sim):
 
 def test_fewer_lists_scanned_stay_close_and_scores_stay_exact(sim):
     ann = AnnIndex.build(sim, params=IVF)
-    assert ann.meta["nlist"] == 32 and ann.meta["params"]["kind"] == "ivf"
+    assert ann.meta.nlist == 32 and ann.meta.params.kind == "ivf"
     assert ann.recall_at_10 >= 0.9  # 4 of 32 lists over 30 clusters
     got = ann.most_similar_batch(sim, [(["w5"], [], 10), (["w6"], [], 3), (["w7"], [], 0)])
     assert [len(r) for r in got] == [10, 3, 0]
@@ -83,7 +85,7 @@ def test_a_batch_gives_each_query_its_single_answer(sim, kind):
 
 
 def test_progress_is_reported_while_it_builds(sim, monkeypatch):
-    monkeypatch.setattr(ann_module, "BUILD_CHUNK", 1_000)
+    monkeypatch.setattr(ann_build, "BUILD_CHUNK", 1_000)
     gate, reached, seen = threading.Event(), threading.Event(), []
     update = ann_module.BuildProgress.update
 
@@ -131,8 +133,8 @@ def test_reused_across_a_restart_mapped_not_rebuilt(sim, monkeypatch):
     again = manager.get(reopened)
     assert again is not None and builds == []
     assert isinstance(again.index.rows.base, np.memmap)  # mapped from the file, not read in
-    assert again.meta["build_seconds"] == first.meta["build_seconds"]
-    assert again.meta["index_bytes"] == path.stat().st_size
+    assert again.meta.build_seconds == first.meta.build_seconds
+    assert again.meta.index_bytes == path.stat().st_size
     got = again.most_similar(reopened, ["w9"], [], 5)
     assert got == first.most_similar(sim, ["w9"], [], 5)
 
@@ -171,7 +173,7 @@ def test_the_service_answers_with_an_ivf_index_for_large_models(
     redis_url, sim, tmp_path, monkeypatch
 ):
     """kind "auto" picks IVF from IVF_FROM_ROWS rows (lowered here to this model's size)."""
-    monkeypatch.setattr(ann_module, "IVF_FROM_ROWS", N)
+    monkeypatch.setattr(ann_params, "IVF_FROM_ROWS", N)
     settings = Settings(
         redis_url=redis_url, default_model="I", preload=True, ann=True, cache_dir=tmp_path
     )

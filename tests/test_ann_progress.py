@@ -16,6 +16,8 @@ from tests.helpers import program, wait_until
 from vecserve.api import create_app
 from vecserve.loader import load_arrays
 from vecserve.search import ann as ann_module
+from vecserve.search.ann import build as ann_build
+from vecserve.search.ann import manager as ann_manager
 from vecserve.service.settings import Settings
 
 N, DIM = 20_000, 16
@@ -49,7 +51,7 @@ def _count_builds(monkeypatch) -> list:
 def test_ready_before_the_ann_build_ends_with_progress_and_flagged_answers(
     redis_url, model, tmp_path, monkeypatch
 ):
-    monkeypatch.setattr(ann_module, "BUILD_CHUNK", 2_000)
+    monkeypatch.setattr(ann_build, "BUILD_CHUNK", 2_000)
     gate, reached = threading.Event(), threading.Event()
     update = ann_module.BuildProgress.update
 
@@ -110,7 +112,7 @@ def test_one_builder_per_index_across_processes(store, model, tmp_path, monkeypa
 
     from vecserve.search.snapshot import SimilarityIndex
 
-    monkeypatch.setattr(ann_module, "WAIT_POLL", 0.05)
+    monkeypatch.setattr(ann_manager, "WAIT_POLL", 0.05)
     sim = SimilarityIndex.build(store, store.get_model("A"), cache_dir=tmp_path)
     manager = ann_module.AnnManager(enabled=True)
     path = manager.path_for(sim)
@@ -133,7 +135,7 @@ def test_one_builder_per_index_across_processes(store, model, tmp_path, monkeypa
         theirs = ann_module.AnnIndex.build(sim, path=path)  # the other process finishes
         holder.kill()
         got = wait_until(lambda: manager.ready(sim) and manager.get(sim))
-        assert got.meta["build_seconds"] == theirs.meta["build_seconds"]
+        assert got.meta.build_seconds == theirs.meta.build_seconds
         assert builds == []
     finally:
         holder.kill()

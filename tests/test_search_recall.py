@@ -63,14 +63,14 @@ def test_the_build_raises_nprobe_where_a_fixed_one_falls_short(spread):
     assert fixed.index.nprobe == 16 and fixed.recall_at_10 < 0.9  # the old fixed knob
 
     ann = AnnIndex.build(spread, params=AnnParams(kind="ivf", nlist=512))
-    target = ann.meta["target"]
-    assert target["met"] and target["reason"] is None and ann.usable
-    chosen = target["setting"]["nprobe"]
+    target = ann.meta.target
+    assert target.met and target.reason is None and ann.usable
+    chosen = target.setting["nprobe"]
     assert 16 < chosen <= 0.4 * 512 and ann.index.nprobe == chosen
-    assert ann.meta["params"]["nprobe"] == chosen  # what a process mapping it uses
-    low, high = ann.meta["recall_interval"]
+    assert ann.meta.params.nprobe == chosen  # what a process mapping it uses
+    low, high = ann.meta.recall_interval
     assert ann.recall_at_10 >= 0.95 and low <= ann.recall_at_10 <= high
-    assert ann.meta["recall_queries"] == target["tuning_queries"] == 500
+    assert ann.meta.recall_queries == target.tuning_queries == 500
 
     # fresh queries, neither tuned on nor held aside: the answers meet the target
     used = set(np.concatenate(recall.query_sets(spread.count, 500)).tolist())
@@ -87,7 +87,7 @@ def test_the_build_raises_nprobe_where_a_fixed_one_falls_short(spread):
 
     # a higher target costs more lists
     more = AnnIndex.build(spread, params=AnnParams(kind="ivf", nlist=512, recall=0.99))
-    assert more.meta["target"]["setting"]["nprobe"] > chosen and more.recall_at_10 >= 0.99
+    assert more.meta.target.setting["nprobe"] > chosen and more.recall_at_10 >= 0.99
 
 
 def test_no_setting_within_the_budget_falls_back_to_exact(tmp_path):
@@ -96,17 +96,17 @@ def test_no_setting_within_the_budget_falls_back_to_exact(tmp_path):
     sim = SimilarityIndex.from_arrays([f"n{i}" for i in range(8_000)], x, name="N")
     params = AnnParams(kind="ivf", nlist=64)
     ann = AnnIndex.build(sim, path=tmp_path / params.resolved(sim.count).filename, params=params)
-    target = ann.meta["target"]
-    assert not ann.usable and target["met"] is False
-    assert "needs nprobe" in target["reason"] and "of 64 lists" in target["reason"]
-    assert target["setting"]["nprobe"] > 0.4 * 64
+    target = ann.meta.target
+    assert not ann.usable and target.met is False
+    assert "needs nprobe" in target.reason and "of 64 lists" in target.reason
+    assert target.setting["nprobe"] > 0.4 * 64
 
     manager = AnnManager(enabled=False, params=params)
     sim.path = tmp_path
     assert manager.get(sim) is not None  # on disk: opened, and its exact shortcut serves
     assert manager.approximate(sim) is None and not manager.ready(sim)
     status = manager.status(sim)
-    assert status["state"] == "exact-fallback" and status["target"]["reason"] == target["reason"]
+    assert status["state"] == "exact-fallback" and status["target"]["reason"] == target.reason
     assert manager.pending(sim).startswith("exact-fallback: recall@10 0.95 needs nprobe")
     assert disk_status(tmp_path)["state"] == "exact-fallback"
     # exact answers through the index's float16 rows are still exact
@@ -118,10 +118,10 @@ def test_no_setting_within_the_budget_falls_back_to_exact(tmp_path):
 def test_hnsw_raises_expansion_search_to_the_target():
     sim = _spread(n=6_000, intrinsic=24, seed=2)
     ann = AnnIndex.build(sim, params=AnnParams(kind="hnsw", recall=0.99, recall_queries=200))
-    target = ann.meta["target"]
-    assert target["met"] and ann.recall_at_10 >= 0.99
-    assert target["setting"] == {"expansion_search": ann.index.expansion_search}
-    assert ann.meta["params"]["expansion_search"] == ann.index.expansion_search
+    target = ann.meta.target
+    assert target.met and ann.recall_at_10 >= 0.99
+    assert target.setting == {"expansion_search": ann.index.expansion_search}
+    assert ann.meta.params.expansion_search == ann.index.expansion_search
 
 
 def test_an_index_built_before_recall_targets_is_rebuilt_to_one(tmp_path):
@@ -136,7 +136,7 @@ def test_an_index_built_before_recall_targets_is_rebuilt_to_one(tmp_path):
 
     assert AnnManager(enabled=False, params=params).get(sim) is not None  # used as it is
     rebuilt = AnnManager(enabled=True, params=params).get(sim, wait=True)
-    assert rebuilt is not None and rebuilt.meta["target"]["recall"] == 0.95
+    assert rebuilt is not None and rebuilt.meta.target.recall == 0.95
     assert "target" in json.loads(meta.read_text())
 
 
@@ -150,15 +150,15 @@ def test_real_vectors_gensim_ships_meet_the_target(kind):
     kv = KeyedVectors.load_word2vec_format(path, unicode_errors="ignore")
     sim = SimilarityIndex.from_arrays(list(kv.index_to_key), kv.vectors.astype(np.float32))
     ann = AnnIndex.build(sim, params=AnnParams(kind=kind))
-    target = ann.meta["target"]
-    if not target["met"]:  # allowed only when the cheapest setting is not cheap enough
-        assert "no faster than" in target["reason"] or "over the budget" in target["reason"]
+    target = ann.meta.target
+    if not target.met:  # allowed only when the cheapest setting is not cheap enough
+        assert "no faster than" in target.reason or "over the budget" in target.reason
         return
     assert ann.recall_at_10 >= 0.95
     rows = np.arange(0, sim.count, 7)  # any rows: the answers meet the target
     truth = recall.exact_neighbours(sim, rows)
     got = [[sim.get_index(w) for w, _ in ann.most_similar(sim, [int(r)], [], 10)] for r in rows]
-    low, high = ann.meta["recall_interval"]
+    low, high = ann.meta.recall_interval
     assert recall.per_query_recall(truth, got).mean() >= 0.95 - (high - low)
 
 
@@ -175,7 +175,7 @@ def test_frequent_words_meet_the_target_not_only_the_average():
     x = np.concatenate([hard, easy]).astype(np.float32)
     sim = SimilarityIndex.from_arrays([f"w{i}" for i in range(n)], x)
     ann = AnnIndex.build(sim, params=AnnParams(kind="ivf", nlist=256))
-    assert ann.meta["target"]["met"]
+    assert ann.meta.target.met
     chosen = ann.index.nprobe
 
     used = set(np.concatenate(recall.query_sets(n, 500)).tolist())

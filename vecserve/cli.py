@@ -313,14 +313,14 @@ def _build_ann(info, redis_url, recall: float) -> None:
             f"({sim.path})"
         )
         return
-    target = built.meta.get("target", {})
-    setting = ", ".join(f"{k} {v}" for k, v in target.get("setting", {}).items())
-    low, high = built.meta.get("recall_interval") or (None, None)
+    target = built.meta.target
+    setting = ", ".join(f"{k} {v}" for k, v in target.setting.items()) if target else ""
+    low, high = built.meta.recall_interval or (None, None)
     interval = f" (95% CI {low:.3f}-{high:.3f})" if low is not None else ""
     click.echo(
         f"{info.name}: approximate index of generation {info.generation} ready in {took}, "
         f"recall@10 {built.recall_at_10:.3f}{interval}"
-        + (f" at {setting}, target {target['recall']}" if setting else "")
+        + (f" at {setting}, target {target.recall}" if setting else "")
         + f" ({sim.path})"
     )
 

@@ -21,8 +21,8 @@ import numpy as np
 from . import config
 from .errors import TokenNotFound
 from .reader import Reader, apply_missing, check_policy, swap_oov, unit_rows
+from .search.arith import NO_INPUT
 from .search.snapshot import mean_vector
-from .search.wire import NO_INPUT
 from .store import ModelInfo, Store
 from .store.wire import Steps
 

@@ -105,14 +105,10 @@ static int64_t vs_i8_pack(const float *v, int64_t ld, const float *norms, int64_
         const float *x = v + i * ld;
         int64_t r = row0 + i;
         uint8_t *c = codes + (r / VS_PANEL) * groups * 64 + (r % VS_PANEL) * 4;
-        uint32_t bits;
-        int finite = 1;
+        int finite = isfinite(norms[i]);
         double norm = norms[i], top = 0.0, e2 = 0.0, n2 = 0.0;
-        memcpy(&bits, &norms[i], sizeof bits);
-        finite = (bits & 0x7f800000u) != 0x7f800000u;
         for (int j = 0; j < d; j++) {
-            memcpy(&bits, &x[j], sizeof bits);
-            if ((bits & 0x7f800000u) == 0x7f800000u) finite = 0;
+            if (!isfinite(x[j])) finite = 0;
             double a = fabs((double)x[j]);
             top = a > top ? a : top;
         }

@@ -96,9 +96,9 @@ VS_AVX2 static inline float vs_hsum(__m256 v) {
 }
 /* The last d % 8 products of a row added to s, one at a time in order, each by an explicit
    fused multiply-add: every AVX2 loop ends its sums here, and the compiler may neither
-   contract nor reorder these (it may for plain arithmetic under -ffast-math, and did so
-   differently in different loops), so a query's score is the same float whichever loop
-   computed it. */
+   contract nor reorder these (plain arithmetic is contracted, or not, as the build's flags
+   say: under -ffast-math it was, differently in different loops), so a query's score is
+   the same float whichever loop computed it. */
 VS_AVX2 static VS_INLINE float vs_tail(const char *r, int kind, const float *q, int j, int d,
                                        float s) {
     __m128 acc = _mm_set_ss(s);
@@ -209,9 +209,7 @@ static int32_t vs_qmax(int d) {
 static int vs_query_codes(const float *q, int d, int16_t *cq, float *t) {
     float m = 0.0f;
     for (int j = 0; j < d; j++) {
-        uint32_t bits; /* tested by its bits: -ffast-math may assume no float is NaN */
-        memcpy(&bits, q + j, sizeof bits);
-        if ((bits & 0x7f800000u) == 0x7f800000u) return 0;
+        if (!isfinite(q[j])) return 0;
         m = fabsf(q[j]) > m ? fabsf(q[j]) : m;
     }
     int e = 0;

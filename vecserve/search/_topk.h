@@ -2,10 +2,10 @@
  * (score, position) pairs of a stream, kept in a min-heap whose root is the worst kept.
  *
  * Scores are compared through an order-preserving map of their bits onto int32 (vs_key),
- * not as floats: the extensions are built with -ffast-math, under which float comparisons
- * may assume that no NaN or infinity exists, and an integer compare is also what lets the
- * compiler vectorise the cheap "is anything in this chunk better than the worst kept?"
- * test that skips almost every chunk of a stream.
+ * not as floats: an integer compare is what lets the compiler vectorise the cheap "is
+ * anything in this chunk better than the worst kept?" test that skips almost every chunk
+ * of a stream (a float max reduction vectorises only under -ffast-math's assumptions,
+ * which the search kernels are not built with: setup.py), and it gives NaN one place in every loop.
  *
  * The order is the floats' own: -0.0 and +0.0 are one key; -inf and +inf rank; NaN never
  * ranks (vs_heap_offer refuses it). Of equal keys the lower position ranks first, in

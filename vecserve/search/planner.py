@@ -41,7 +41,8 @@ import numpy as np
 
 from ..errors import BadQuery, GenerationChanged, QueryRejected, TokenNotFound
 from ..subwords import swap_oov, unit_rows
-from .wire import parse_item, require_input
+from .arith import require_input
+from .wire import parse_item
 
 __all__ = ["QUERY_ERRORS", "Answer", "Limits", "Planner", "Query"]
 

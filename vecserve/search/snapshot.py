@@ -108,10 +108,11 @@ from ..errors import SnapshotDamaged, StoreUnavailable
 from ..fileio import atomic_dir
 from ..store import ModelInfo, Store
 from . import i8rows
+from .arith import KEY_TYPES as _KEY_TYPES
+from .arith import NO_COSMUL_INPUT, REAL, ensure_list, mean_vector, row_norms, split_weights
 from .exact import ExactScan, gensim_argsort
 from .vocab import SharedVocab
 from .vocab import write as write_vocab
-from .wire import NO_COSMUL_INPUT, require_input
 
 __all__ = [
     "IndexManager",
@@ -121,9 +122,6 @@ __all__ = [
     "snapshot_dir",
 ]
 
-REAL = np.float32
-_KEY_TYPES = (str, int, np.integer)
-_EXTENDED_KEY_TYPES = (str, int, np.integer, np.ndarray)
 # Row chunk when streaming a generation out of Redis (~24 MB of 300-d float32).
 BUILD_CHUNK = 20_000
 VOCAB_FILE = "vocab.idx"
@@ -134,70 +132,6 @@ log = logging.getLogger(__name__)
 def default_cache_dir() -> Path:
     """``$VECSERVE_CACHE_DIR``, or ``<platform user cache dir>/vecserve``."""
     return config.cache_dir()
-
-
-def ensure_list(value):
-    """gensim's ``_ensure_list``: a single key or vector becomes a one-item list."""
-    if value is None:
-        return []
-    if isinstance(value, _KEY_TYPES) or (isinstance(value, np.ndarray) and value.ndim == 1):
-        return [value]
-    if isinstance(value, np.ndarray) and value.ndim == 2:
-        return list(value)
-    return value
-
-
-def split_weights(positive, negative) -> tuple[list, np.ndarray]:
-    """Keys and float64 weights of a most_similar query, exactly as gensim builds them."""
-    positive = ensure_list(positive)
-    negative = ensure_list(negative)
-    require_input(positive, negative)  # gensim's ValueError for nothing to average
-    keys = []
-    weight = np.concatenate((np.ones(len(positive)), -1.0 * np.ones(len(negative))))
-    for idx, item in enumerate(positive + negative):
-        if isinstance(item, _EXTENDED_KEY_TYPES):
-            keys.append(item)
-        else:
-            keys.append(item[0])
-            weight[idx] = item[1]
-    return keys, weight
-
-
-def mean_vector(
-    keys,
-    weights,
-    vecs: dict,
-    dim: int,
-    *,
-    post_normalize: bool = True,
-    ignore_missing: bool = False,
-) -> np.ndarray:
-    """gensim's ``get_mean_vector`` arithmetic, given the vectors of the word keys in ``vecs``.
-
-    Items of ``keys`` are words (looked up in ``vecs``, already normalised or not as the
-    caller's ``pre_normalize`` asks) or vectors (used as they are), as in gensim.
-    """
-    from gensim import matutils
-
-    mean = np.zeros(dim, REAL)
-    total_weight = 0
-    for idx, key in enumerate(keys):
-        if isinstance(key, np.ndarray):
-            mean += weights[idx] * key
-            total_weight += abs(weights[idx])
-        elif key in vecs:
-            mean += weights[idx] * vecs[key]
-            total_weight += abs(weights[idx])
-        elif not ignore_missing:
-            raise KeyError(f"Key '{key}' not present in vocabulary")
-    if total_weight > 0:
-        mean = mean / total_weight
-    return matutils.unitvec(mean).astype(REAL) if post_normalize else mean
-
-
-def row_norms(vectors: np.ndarray) -> np.ndarray:
-    """L2 norm of every row, as gensim's ``fill_norms`` computes it (float32)."""
-    return np.linalg.norm(vectors, axis=1)
 
 
 class SimilarityIndex:

@@ -25,7 +25,8 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import BadQuery, QueryRejected
+from ..errors import BadQuery
+from .arith import ensure_list
 
 __all__ = [
     "COSMUL_ITEM_SCHEMA",
@@ -33,13 +34,7 @@ __all__ = [
     "check_form",
     "encode_items",
     "parse_item",
-    "require_input",
 ]
-
-#: gensim's messages for a query with nothing to compute from (``get_mean_vector``'s, and
-#: ``most_similar_cosmul``'s when it has no positive item).
-NO_INPUT = "cannot compute mean with no input"
-NO_COSMUL_INPUT = "cannot compute similarity with no input"
 
 _F2_MAX, _F4_MAX = 65504.0, 3.4028234663852886e38
 _VECTOR_SCHEMA = {
@@ -214,28 +209,6 @@ def parse_item(item: Any, *, dim: int, weighted_ok: bool = True):
     )
 
 
-def require_input(positive: list, negative: list, *, cosmul: bool = False) -> None:
-    """gensim's error for a most_similar query with nothing to compute from, raised where
-    every path reads a query (the planner for the service, the snapshot's
-    ``split_weights`` for a local one): no item at all, or for cosmul no positive one.
-    ``positive`` and ``negative`` are lists (gensim's ``_ensure_list`` of the arguments);
-    `QueryRejected` is a ``ValueError``, with gensim's message.
-
-    >>> require_input([], [])
-    Traceback (most recent call last):
-    ...
-    vecserve.errors.QueryRejected: cannot compute mean with no input
-    >>> require_input([], ["king"], cosmul=True)
-    Traceback (most recent call last):
-    ...
-    vecserve.errors.QueryRejected: cannot compute similarity with no input
-    """
-    if cosmul and not len(positive):
-        raise QueryRejected(NO_COSMUL_INPUT)
-    if not len(positive) and not len(negative):
-        raise QueryRejected(NO_INPUT)
-
-
 def encode_items(value) -> list:
     """most_similar's ``positive``/``negative`` argument as JSON (see the module docstring).
 
@@ -254,17 +227,4 @@ def encode_items(value) -> list:
         key, weight = item
         return [one(key), float(weight)]
 
-    return [one(item) for item in _as_list(value)]
-
-
-def _as_list(value) -> list:
-    """most_similar's argument as a list of items (gensim's ``_ensure_list``)."""
-    if value is None:
-        return []
-    if isinstance(value, (str, int, np.integer)) or (
-        isinstance(value, np.ndarray) and value.ndim == 1
-    ):
-        return [value]
-    if isinstance(value, np.ndarray) and value.ndim == 2:
-        return list(value)
-    return value
+    return [one(item) for item in ensure_list(value)]
