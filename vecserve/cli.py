@@ -267,8 +267,8 @@ def load(file, resume, restart, retries, ann, ann_recall, redis_url, **options):
         except StoreUnavailable as exc:
             if attempt == retries or not exc.transient:  # OOM, READONLY...: retrying won't help
                 raise
-            if not isinstance(exc, LoadInterrupted):  # unreachable from the start: say so now
-                raise
+            if attempt == 0 and not isinstance(exc, LoadInterrupted):
+                raise  # unreachable from the start: say so now (mid-load, a failover is waited out)
             wait = 2 ** (attempt + 1)
             why = exc.reason if isinstance(exc, LoadInterrupted) else str(exc)
             click.echo(
