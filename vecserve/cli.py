@@ -131,7 +131,7 @@ class LazyGroup(click.Group):
 @click.option("-v", "--verbose", is_flag=True, help=VERBOSE_HELP)
 @redis_url_option
 def cli(quiet: bool, verbose: bool, redis_url: str | None) -> None:
-    """Serve word vectors out of Redis; train word2vec into it.
+    """Serve word vectors out of Redis, embed text with them, train word2vec or fastText into it.
 
     -q, -v and --redis-url may come before or after the command.
 

@@ -145,7 +145,11 @@ def _open(path: str) -> tuple[BinaryIO, int, bytes]:
     except FileNotFoundError as exc:
         raise VectorFileError(path, "no such file") from exc
     except IsADirectoryError as exc:
-        raise VectorFileError(path, "is a directory, not a vector file") from exc
+        raise VectorFileError(
+            path,
+            "is a directory, not a vector file nor a static model's (Model2Vec, "
+            "StaticEmbedding or WordLlama: a config and safetensors beside tokenizer.json)",
+        ) from exc
     except OSError as exc:
         raise VectorFileError(path, f"cannot open: {exc.strerror or exc}") from exc
     try:

@@ -155,7 +155,7 @@ def flagged(message: str) -> str:
 )
 @friendly_errors
 def train(corpus, name, save, binary, codec, redis_url, allow_eviction, **options):
-    """Train word2vec on CORPUS on all cores; commit the vectors as model --key.
+    """Train word2vec (fastText with --subwords) on CORPUS; commit the vectors as model --key.
 
     CORPUS is a text file (one sentence per line, or text8-style one huge line), a .gz or
     .bz2 file, or a directory of such files. Word counts are kept with the vectors.
@@ -167,6 +167,7 @@ def train(corpus, name, save, binary, codec, redis_url, allow_eviction, **option
     Example:
         vecserve train text8 --key TEXT8_W2V --sample 1e-4 --epochs 5
         vecserve train corpus/ --key NEWS --cbow --save news.bin
+        vecserve train titles.txt --key JOBS --subwords --save jobs.bin
         mpiexec -n 4 vecserve train corpus/ --key NEWS -j 2 --checkpoint-dir ckpt/
     """
     from .distributed import Group
