@@ -23,18 +23,15 @@ The router is included by :func:`vecserve.api.create_app`.
 
 from __future__ import annotations
 
-import io
 from typing import Annotated, Literal
 
-import numpy as np
 from fastapi import APIRouter, Query, Request
-from fastapi.responses import Response
 from pydantic import BaseModel, Field, StrictBool
 from starlette.concurrency import run_in_threadpool
 
 from ..text.embed import Embedding, embed_steps
 from .deps import AppContext, ContextDep, ModelName, ModelQuery, model_of
-from .responses import JSON, NPY, json_response, negotiate
+from .responses import JSON, NPY, json_response, negotiate, rows_response
 from .schemas import ErrorBody, ModelBody
 
 __all__ = ["EmbedRequest", "EmbedResponse", "router"]
@@ -107,21 +104,11 @@ async def _answer(request: Request, ctx: AppContext, name, texts, options: dict,
                 "unknown": got.unknown,
             }
         )
-    raw = rows.astype("<f4", copy=False).tobytes()
-    if media == NPY:
-        head = io.BytesIO()
-        header = {"descr": "<f4", "fortran_order": False, "shape": rows.shape}
-        np.lib.format.write_array_header_1_0(head, header)
-        raw = head.getvalue() + raw
-    headers = {
-        "X-Vecserve-Model": info.name,
-        "X-Vecserve-Generation": str(info.generation),
-        "X-Vecserve-Shape": f"{rows.shape[0]},{rows.shape[1]}",
-        "X-Vecserve-Dtype": "<f4",
+    counts = {
         "X-Vecserve-Tokens": ",".join(map(str, got.used.tolist())),
         "X-Vecserve-Unknown": ",".join(map(str, got.unknown.tolist())),
     }
-    return Response(raw, media_type=media, headers=headers)
+    return rows_response(info, rows, media, counts)
 
 
 _FORMAT = Literal["json", "binary", "npy"]

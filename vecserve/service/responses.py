@@ -61,6 +61,7 @@ __all__ = [
     "missing_error",
     "negotiate",
     "query_error",
+    "rows_response",
     "vectors_response",
 ]
 
@@ -300,20 +301,29 @@ def vectors_response(
         if subwords is not None:
             body["subwords"] = subwords
         return json_response(body)
-    raw = rows.astype("<f4", copy=False).tobytes()
-    if media == NPY:
-        head = io.BytesIO()
-        header = {"descr": "<f4", "fortran_order": False, "shape": (len(words), info.dim)}
-        np.lib.format.write_array_header_1_0(head, header)
-        raw = head.getvalue() + raw
     headers = {
-        "X-Vecserve-Model": info.name,
-        "X-Vecserve-Generation": str(info.generation),
-        "X-Vecserve-Shape": f"{len(words)},{info.dim}",
-        "X-Vecserve-Dtype": "<f4",
         "X-Vecserve-Missing": ",".join(quote(w, safe="") for w in missing),
         "X-Vecserve-Missing-Index": ",".join(map(str, missing_idx)),
     }
     if subwords is not None:
         headers["X-Vecserve-Subwords"] = ",".join(quote(w, safe="") for w in subwords)
-    return Response(raw, media_type=media, headers=headers)
+    return rows_response(info, rows.reshape(len(words), info.dim), media, headers)
+
+
+def rows_response(info: ModelInfo, rows: np.ndarray, media: str, headers: dict) -> Response:
+    """float32 ``rows`` of model ``info`` as raw little-endian bytes or an ``.npy`` file
+    (``media``), with the model, generation, shape and dtype in ``X-Vecserve-*`` headers
+    beside the caller's own ``headers``."""
+    raw = rows.astype("<f4", copy=False).tobytes()
+    if media == NPY:
+        head = io.BytesIO()
+        header = {"descr": "<f4", "fortran_order": False, "shape": rows.shape}
+        np.lib.format.write_array_header_1_0(head, header)
+        raw = head.getvalue() + raw
+    shape = {
+        "X-Vecserve-Model": info.name,
+        "X-Vecserve-Generation": str(info.generation),
+        "X-Vecserve-Shape": f"{rows.shape[0]},{rows.shape[1]}",
+        "X-Vecserve-Dtype": "<f4",
+    }
+    return Response(raw, media_type=media, headers={**shape, **headers})
