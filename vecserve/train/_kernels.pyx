@@ -54,6 +54,10 @@ from scipy.linalg.cython_blas cimport saxpy, sgemm, sscal
 cnp.import_array()
 
 cdef extern from "_w2v.h" nogil:
+    uint64_t vs_rng_next(uint64_t *rng) noexcept
+    uint32_t vs_rand_below(uint64_t *rng, uint32_t n) noexcept
+    int32_t vs_draw_alias(uint64_t *rng, const uint32_t *prob, const int32_t *alias,
+                          int32_t n) noexcept
     void prefetch "vs_prefetch"(const void *p, int nbytes) noexcept
     real vs_grad(real f, real label, real alpha, int hs, const real *table, real max_exp,
                  int scale) noexcept
@@ -85,24 +89,14 @@ cdef inline real neg_gradient(real f, real label, real alpha) noexcept nogil:
 # ---------------------------------------------------------------- random numbers
 
 cdef inline uint64_t rng_next(W2VState *s) noexcept nogil:
-    """xorshift64*: one 64-bit draw from the thread's generator."""
-    cdef uint64_t x = s.rng
-    x ^= x >> 12
-    x ^= x << 25
-    x ^= x >> 27
-    s.rng = x
-    return x * <uint64_t>2685821657736338717ULL
+    return vs_rng_next(&s.rng)
 
 cdef inline uint32_t rand_below(W2VState *s, uint32_t n) noexcept nogil:
-    return <uint32_t>(((rng_next(s) >> 32) * <uint64_t>n) >> 32)
+    return vs_rand_below(&s.rng, n)
 
 cdef inline int32_t draw_negative(W2VState *s) noexcept nogil:
-    """One word from the unigram^0.75 distribution (alias method, O(1), cache-friendly)."""
-    cdef uint64_t r = rng_next(s)
-    cdef int32_t i = <int32_t>(((r >> 32) * <uint64_t>s.vocab_size) >> 32)
-    if <uint32_t>r < s.alias_prob[i]:
-        return i
-    return s.alias_idx[i]
+    """One word from the unigram^0.75 distribution (the alias table, O(1))."""
+    return vs_draw_alias(&s.rng, s.alias_prob, s.alias_idx, s.vocab_size)
 
 cpdef uint64_t mix_seed(uint64_t seed, uint64_t a, uint64_t b):
     """A well-mixed non-zero 64-bit seed from (seed, a, b) (splitmix64 rounds)."""

@@ -13,6 +13,7 @@
 #ifndef VECSERVE_W2V_H
 #define VECSERVE_W2V_H
 
+#include <stdint.h>
 #include <string.h>
 
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__) &&       \
@@ -21,6 +22,30 @@
 #else
 #define VS_CLONES
 #endif
+
+/* xorshift64*: one 64-bit draw from a thread's generator state *rng (never zero). */
+static inline uint64_t vs_rng_next(uint64_t *rng) {
+    uint64_t x = *rng;
+    x ^= x >> 12;
+    x ^= x << 25;
+    x ^= x >> 27;
+    *rng = x;
+    return x * 2685821657736338717ULL;
+}
+
+/* A uniform draw in [0, n) from the high 32 bits (multiply-shift, no modulo). */
+static inline uint32_t vs_rand_below(uint64_t *rng, uint32_t n) {
+    return (uint32_t)(((vs_rng_next(rng) >> 32) * (uint64_t)n) >> 32);
+}
+
+/* One word of the alias table (prob, alias) over n words: the negative-sampling
+ * distribution in O(1), one 64-bit draw for both the column and the coin. */
+static inline int32_t vs_draw_alias(uint64_t *rng, const uint32_t *prob, const int32_t *alias,
+                                    int32_t n) {
+    uint64_t r = vs_rng_next(rng);
+    int32_t i = (int32_t)(((r >> 32) * (uint64_t)n) >> 32);
+    return (uint32_t)r < prob[i] ? i : alias[i];
+}
 
 /* Start loading nbytes at p into cache, for writing. */
 static inline void vs_prefetch(const void *p, int nbytes) {
