@@ -65,3 +65,8 @@ cdef void hogbatch_window(W2VState *s, int n_ctx, int n_out) noexcept nogil
 cdef void cbow_hogbatch(W2VState *s, int m) noexcept nogil
 cdef int64_t train_sentences(W2VState *s, const int32_t *words, const int64_t *bounds,
                              int64_t s0, int64_t s1, real alpha0, real alpha1) noexcept nogil
+
+
+# shared with the subword kernels (vecserve/train/_subword.pyx)
+cdef check_array(name, a, dtype, ndim, writable=*)
+cdef fill_sigmoid(real *table)

@@ -77,9 +77,17 @@ cdef char NOTRANS = b"N"
 #: the sigmoid over [-MAX_EXP, MAX_EXP), EXP_SCALE entries per unit
 cdef real EXP_TABLE[EXP_TABLE_SIZE]
 cdef int EXP_SCALE = EXP_TABLE_SIZE // MAX_EXP // 2
-for _i in range(EXP_TABLE_SIZE):
-    _e = np.exp((_i / <double>EXP_TABLE_SIZE * 2.0 - 1.0) * MAX_EXP)
-    EXP_TABLE[_i] = <real>(_e / (_e + 1.0))
+
+
+cdef fill_sigmoid(real *table):
+    """table[:EXP_TABLE_SIZE] = the sigmoid over [-MAX_EXP, MAX_EXP) (the kernels' and
+    the subword kernels' one table)."""
+    for i in range(EXP_TABLE_SIZE):
+        e = np.exp((i / <double>EXP_TABLE_SIZE * 2.0 - 1.0) * MAX_EXP)
+        table[i] = <real>(e / (e + 1.0))
+
+
+fill_sigmoid(EXP_TABLE)
 
 cdef inline real neg_gradient(real f, real label, real alpha) noexcept nogil:
     """A negative-sampling pair's gradient from its score (clamped at +-MAX_EXP)."""
@@ -400,7 +408,7 @@ cdef int64_t train_sentences(W2VState *s, const int32_t *words, const int64_t *b
 cdef inline real *_rows(cnp.ndarray a):
     return <real *>cnp.PyArray_DATA(a) if a is not None and a.shape[0] > 0 else NULL
 
-cdef _check(name, a, dtype, ndim, writable=False):
+cdef check_array(name, a, dtype, ndim, writable=False):
     if not isinstance(a, np.ndarray):
         raise TypeError(f"{name} must be a numpy array")
     if a.dtype != dtype or a.ndim != ndim or not a.flags.c_contiguous:
@@ -429,23 +437,23 @@ cdef class KernelWorker:
                  codes=None, points=None, codelens=None, *, int sg, int hs, int negative,
                  int window, int cbow_mean=1, int batch=0, int cbow_batch=8):
         cdef int size = syn0.shape[1]
-        _check("syn0", syn0, np.float32, 2, True)
+        check_array("syn0", syn0, np.float32, 2, True)
         if window < 1 or size < 1:
             raise ValueError("window and vector size must be >= 1")
         for name, a in (("syn1", syn1), ("syn1neg", syn1neg)):
             if a is not None:
-                _check(name, a, np.float32, 2, True)
+                check_array(name, a, np.float32, 2, True)
                 if a.shape[1] != size:
                     raise ValueError(f"{name} has {a.shape[1]} columns, syn0 {size}")
-        _check("sample_int", sample_int, np.uint32, 1)
-        _check("alias_prob", alias_prob, np.uint32, 1)
-        _check("alias_idx", alias_idx, np.int32, 1)
+        check_array("sample_int", sample_int, np.uint32, 1)
+        check_array("alias_prob", alias_prob, np.uint32, 1)
+        check_array("alias_idx", alias_idx, np.int32, 1)
         if hs:
             if syn1 is None or codes is None:
                 raise ValueError("hs=1 needs syn1 and a Huffman tree")
-            _check("codes", codes, np.uint8, 2)
-            _check("points", points, np.int32, 2)
-            _check("codelens", codelens, np.int32, 1)
+            check_array("codes", codes, np.uint8, 2)
+            check_array("points", points, np.int32, 2)
+            check_array("codelens", codelens, np.int32, 1)
         if negative and syn1neg is None:
             raise ValueError("negative > 0 needs syn1neg")
         if batch not in (0, 1, 2):

@@ -38,9 +38,16 @@ cimport numpy as cnp
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
 from libc.string cimport memset
 
-cnp.import_array()
+from vecserve.train._kernels cimport (
+    EXP_TABLE_SIZE,
+    MAX_EXP,
+    MAX_SENTENCE,
+    check_array,
+    fill_sigmoid,
+    real,
+)
 
-ctypedef float real
+cnp.import_array()
 
 cdef extern from "_w2v.h" nogil:
     uint64_t vs_rng_next(uint64_t *rng) noexcept
@@ -55,16 +62,9 @@ cdef extern from "_w2v.h" nogil:
     void vs_add_rows(int n, int m, real **rows, const real *work, int per_row) noexcept
     void vs_axpy(int n, real a, const real *x, real *y) noexcept
 
-cdef enum:
-    EXP_TABLE_SIZE = 1000
-    MAX_EXP = 6
-    MAX_SENTENCE = 10000
-
 cdef real EXP_TABLE[EXP_TABLE_SIZE]
 cdef int EXP_SCALE = EXP_TABLE_SIZE // MAX_EXP // 2
-for _i in range(EXP_TABLE_SIZE):
-    _e = np.exp((_i / <double>EXP_TABLE_SIZE * 2.0 - 1.0) * MAX_EXP)
-    EXP_TABLE[_i] = <real>(_e / (_e + 1.0))
+fill_sigmoid(EXP_TABLE)
 
 
 # One worker thread's state. Weights and tables are shared by every thread (Hogwild);
@@ -289,16 +289,6 @@ cdef int64_t train_sentences(SubState *s, const int32_t *words, const int64_t *b
     return effective
 
 
-cdef _check(name, a, dtype, ndim, writable=False):
-    if not isinstance(a, np.ndarray):
-        raise TypeError(f"{name} must be a numpy array")
-    if a.dtype != dtype or a.ndim != ndim or not a.flags.c_contiguous:
-        raise TypeError(f"{name} must be a C-contiguous {ndim}-d {np.dtype(dtype)} array, "
-                        f"got {a.dtype} with shape {a.shape}")
-    if writable and not a.flags.writeable:
-        raise TypeError(f"{name} must be writable")
-
-
 cdef class SubwordWorker:
     """One thread's subword trainer: shared weights and tables, private buffers.
 
@@ -321,12 +311,12 @@ cdef class SubwordWorker:
                  syn1=None, codes=None, points=None, codelens=None, *,
                  int sg, int negative, int window, int cbow_mean=1, int hs=0,
                  int cbow_cache=1):
-        _check("wi", wi, np.float32, 2, True)
-        _check("sub_ptr", sub_ptr, np.int64, 1)
-        _check("sub_rows", sub_rows, np.int32, 1)
-        _check("sample_int", sample_int, np.uint32, 1)
-        _check("alias_prob", alias_prob, np.uint32, 1)
-        _check("alias_idx", alias_idx, np.int32, 1)
+        check_array("wi", wi, np.float32, 2, True)
+        check_array("sub_ptr", sub_ptr, np.int64, 1)
+        check_array("sub_rows", sub_rows, np.int32, 1)
+        check_array("sample_int", sample_int, np.uint32, 1)
+        check_array("alias_prob", alias_prob, np.uint32, 1)
+        check_array("alias_idx", alias_idx, np.int32, 1)
         cdef int size = wi.shape[1]
         cdef int32_t nwords = sample_int.shape[0]
         if window < 1 or size < 1 or wi.shape[0] < nwords:
@@ -334,10 +324,10 @@ cdef class SubwordWorker:
         if hs:
             if negative or syn1 is None or codes is None:
                 raise ValueError("hs=1 needs negative=0, syn1 and a Huffman tree")
-            _check("syn1", syn1, np.float32, 2, True)
-            _check("codes", codes, np.uint8, 2)
-            _check("points", points, np.int32, 2)
-            _check("codelens", codelens, np.int32, 1)
+            check_array("syn1", syn1, np.float32, 2, True)
+            check_array("codes", codes, np.uint8, 2)
+            check_array("points", points, np.int32, 2)
+            check_array("codelens", codelens, np.int32, 1)
             if (syn1.shape[1] != size or points.max(initial=0) >= syn1.shape[0]
                     or codes.shape[0] != nwords or points.shape != codes.shape
                     or codelens.shape[0] != nwords or codelens.max(initial=0) > codes.shape[1]):
@@ -345,7 +335,7 @@ cdef class SubwordWorker:
         else:
             if negative < 1:
                 raise ValueError("negative must be >= 1 (or hs=1)")
-            _check("wo", wo, np.float32, 2, True)
+            check_array("wo", wo, np.float32, 2, True)
             if wo.shape != (nwords, size):
                 raise ValueError(f"wo {wo.shape} does not match {nwords} words x {size}")
         if sub_ptr.shape[0] != nwords + 1 or sub_ptr[0] != 0 or sub_ptr[nwords] != len(sub_rows):
