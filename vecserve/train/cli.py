@@ -188,8 +188,11 @@ def train(corpus, name, save, binary, codec, redis_url, allow_eviction, **option
     try:
         _train(group, corpus, name, save, binary, codec, redis_url, allow_eviction, options, state)
     except VecserveError as exc:
-        if group.rank == 0 or not (isinstance(exc, TrainingError) and exc.collective):
+        collective = isinstance(exc, TrainingError) and exc.collective
+        if group.rank == 0 or not collective:
             click.echo(f"Error: rank {group.rank} of {group.size}: {flagged(str(exc))}", err=True)
+        if collective:  # every rank raised it: none leaves before rank 0 has said it (the
+            group.max(0)  # launcher stops the job as soon as one rank exits non-zero)
         _leave(1)
     except KeyboardInterrupt:
         _leave(130)
