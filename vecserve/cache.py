@@ -48,7 +48,7 @@ import redis
 from redis.cluster import RedisCluster
 
 from .store import MODELS, ModelInfo
-from .store.layout import token_of_key
+from .store.keys import token_of_key
 from .store.wire import same_server
 
 __all__ = ["VectorCache", "stack_rows", "topology", "tracking_nodes"]

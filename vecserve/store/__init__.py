@@ -1,10 +1,14 @@
-"""The store: the one place that knows Redis key names (see :mod:`.layout`).
+"""The store: the one room that talks to Redis and knows its key names.
 
-- :mod:`.layout` — key names, the metadata records (:class:`ModelInfo`,
-  :class:`LoadState`), the vocabulary blob encoding, and the translation of redis-py's
-  errors into :class:`~vecserve.errors.StoreUnavailable` (the one boundary for it).
-- :mod:`.registry` — :class:`Store`: the model registry, reads of vectors and
-  vocabularies, deletes; works with ``redis.Redis`` and ``redis.RedisCluster`` alike.
+- :mod:`.keys` — every key name; :mod:`.records` — :class:`ModelInfo`,
+  :class:`LoadState` and the vocabulary blob encoding; :mod:`.boundary` — redis-py's
+  errors translated into ours (the one boundary); :mod:`.resp` — requests packed by hand.
+- :mod:`.registry` — :class:`Store`, a facade over one mixin per concern: :mod:`.rows`
+  (the generation-consistent read of rows and its hot paths), :mod:`.subword_rows`
+  (fastText), :mod:`.vocabulary`, :mod:`.integrity` (:class:`RowCheck`, vocabulary
+  hashes), :mod:`.remains` (generations nothing accounts for), :mod:`.deletion`,
+  :mod:`.server` (server mode, :class:`MemoryFacts`, waiting for replicas).
+- :mod:`.wire` — reads as steps, driven on our own connections.
 - :mod:`.facts` — :class:`~.facts.Witness`: what a load saw of the server's INFO, the
   commit's proof that no acknowledged key left it.
 - :mod:`.lease` — :class:`Lease`: one loader per model at a time.
@@ -13,7 +17,8 @@
 - :mod:`.session` — :func:`begin_load` and :class:`LoadSession`: writes one generation
   batch by batch, then commits it; :func:`drop_load`, :func:`cleanup_loads`.
 
-Imports go one way: layout <- registry <- facts, lease <- pins <- session.
+Imports go one way: keys, records, boundary, resp <- wire <- the mixins <- registry <-
+facts, lease <- pins <- session.
 
 Visibility: readers look a model up in ``vecserve:models`` only, so a load is invisible
 until :meth:`LoadSession.commit` writes that one hash field. Every load writes a new
@@ -28,18 +33,10 @@ pin holds it or it is kept for rollback (:mod:`.pins`): readers never see a mix.
 ['GOOGLE_W2V']
 """
 
-from .layout import (
-    DEFAULT_CLUSTER_BUCKETS,
-    EVENTS,
-    LOADS,
-    MODELS,
-    NS,
-    LoadState,
-    ModelInfo,
-    validate_model_name,
-)
+from .keys import DEFAULT_CLUSTER_BUCKETS, EVENTS, LOADS, MODELS, NS, validate_model_name
 from .lease import Lease
 from .pins import Pin
+from .records import LoadState, ModelInfo
 from .registry import MemoryFacts, RowCheck, Store
 from .session import LoadSession, begin_load, cleanup_loads, drop_load
 

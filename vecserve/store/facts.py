@@ -42,7 +42,7 @@ import numpy as np
 import redis
 
 from ..errors import PermissionDenied, ServerRefused
-from .layout import ModelInfo
+from .records import ModelInfo
 from .registry import RowCheck, Store
 
 __all__ = ["REMOVERS", "KeyspaceFacts", "Witness", "read_facts"]

@@ -16,12 +16,15 @@ from typing import TYPE_CHECKING
 
 from ..errors import LoadInProgress, StoreUnavailable
 from ..procs import pid_alive
-from .layout import LEASE_SECONDS, lock_key
+from .keys import lock_key
 
 if TYPE_CHECKING:
     from .registry import Store
 
-__all__ = ["Lease", "holder_is_dead"]
+__all__ = ["LEASE_SECONDS", "Lease", "holder_is_dead"]
+
+#: Seconds a lease lives unless its holder refreshes it.
+LEASE_SECONDS = 30
 
 _DELETE_IF_EQUAL = (
     "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0"

@@ -58,11 +58,10 @@ from typing import TypeVar
 
 from .. import config
 from ..errors import GenerationChanged, LoadInProgress, ModelNotFound, PinLost, VecserveError
-from .layout import (
+from .keys import (
     EVENTS,
     MODELS,
     TRASH,
-    ModelInfo,
     history_key,
     pin_generation,
     pin_id,
@@ -71,6 +70,7 @@ from .layout import (
     validate_model_name,
 )
 from .lease import Lease
+from .records import ModelInfo
 from .registry import Store
 from .wire import Round, Steps
 

@@ -22,21 +22,17 @@ from ..codec import Codec, get_codec
 from ..errors import LoadIncomplete, LoadInProgress, StoreUnavailable
 from ..subwords import word_hashes
 from .facts import Witness
-from .layout import (
+from .keys import (
     EVENTS,
     GENERATION,
-    LEASE_SECONDS,
     LOADS,
     MODELS,
     TRASH,
-    LoadState,
-    ModelInfo,
     counts_key,
     encode_tokens,
     group_by_tag,
     ngram_keys,
     ngrams_key,
-    pack_vocab,
     text_key,
     validate_model_name,
     vector_keys,
@@ -44,8 +40,9 @@ from .layout import (
     vocab_key,
     vocab_sizes_key,
 )
-from .lease import Lease
+from .lease import LEASE_SECONDS, Lease
 from .pins import collect, keep_setting, retained_prefixes, retire
+from .records import LoadState, ModelInfo, pack_vocab
 from .registry import Store
 
 log = logging.getLogger("vecserve.load")

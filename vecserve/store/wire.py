@@ -38,7 +38,8 @@ from redis._parsers import BaseParser
 from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
 from redis.cluster import RedisCluster
 
-from .layout import translated, vector_key
+from .boundary import translated
+from .keys import vector_key
 
 __all__ = [
     "PAUSE",
