@@ -156,3 +156,22 @@ def test_programs_the_tests_run_are_files():
         if inline.search(path.read_text(encoding="utf-8"))
     ]
     assert found == []
+
+
+def test_only_the_store_imports_redis():
+    """The store is the one room that talks to Redis: redis-py is imported in
+    ``vecserve/store/`` only (and in ``embedded.py``, which runs vecserve's own server);
+    lazy imports inside functions count too."""
+    found = []
+    for module, path in _modules().items():
+        if path.suffix != ".py" or module == "embedded" or module.split(".")[0] == "store":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and not node.level:
+                names = [node.module or ""]
+            if any(n == "redis" or n.startswith("redis.") for n in names):
+                found.append(f"vecserve/{path.relative_to(PACKAGE)}:{node.lineno}")
+    assert found == []

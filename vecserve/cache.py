@@ -30,13 +30,15 @@ number and the generation) before it reads Redis, and its results are stored onl
 invalidation of any kind happened in between (:meth:`VectorCache.fill` checks under the
 lock). Hits take no lock and make no Redis call: a dict lookup and an LRU touch.
 
->>> cache = VectorCache(10_000, nodes=[(redis.Connection, {"port": 6379})],
+>>> cache = VectorCache(10_000, nodes=tracking_nodes(store.client),
 ...                     read_registry=lambda: None)      # doctest: +SKIP
+
+The connections themselves are the store's (:mod:`vecserve.store.clients`): this module
+decides what to cache and when to drop it, and imports no Redis client.
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import threading
 import time
@@ -44,52 +46,20 @@ from collections import OrderedDict
 from collections.abc import Callable, Sequence
 
 import numpy as np
-import redis
-from redis.cluster import RedisCluster
 
 from .store import MODELS, ModelInfo
+from .store.clients import IDLE, NodeSpec, TrackingConnection, topology, tracking_nodes
 from .store.keys import token_of_key
-from .store.wire import same_server
 
 __all__ = ["VectorCache", "stack_rows", "topology", "tracking_nodes"]
 
 log = logging.getLogger(__name__)
 
-INVALIDATE_CHANNEL = b"__redis__:invalidate"
 HEALTH_SECONDS = 1.0
 POLL_SECONDS = 0.1
 RECONNECT_MAX_SECONDS = 1.0
 LOST_LOG_SECONDS = 10.0  # at most one warning about lost keys this often
 _REGISTRY_KEY = MODELS.encode()
-_NodeSpec = tuple[type, dict]
-
-
-def tracking_nodes(client: redis.Redis | RedisCluster) -> list[_NodeSpec]:
-    """(connection class, kwargs) of every node whose writes the cache must hear about."""
-    if isinstance(client, RedisCluster):
-        out = []
-        for node in client.get_primaries():
-            pool = node.redis_connection.connection_pool
-            out.append((pool.connection_class, dict(pool.connection_kwargs)))
-        return out
-    pool = client.connection_pool
-    return [(pool.connection_class, dict(pool.connection_kwargs))]
-
-
-def topology(client: redis.Redis | RedisCluster) -> Callable[[], list[_NodeSpec]] | None:
-    """For a cluster, a function giving its primaries as they are NOW (asked with
-    ``CLUSTER SLOTS``), so a cache follows failovers and resharding; None otherwise."""
-    if not isinstance(client, RedisCluster):
-        return None
-    template = tracking_nodes(client)[0]
-
-    def primaries() -> list[_NodeSpec]:
-        slots = client.cluster_slots(target_nodes=RedisCluster.RANDOM)
-        addrs = sorted({(str(v["primary"][0]), int(v["primary"][1])) for v in slots.values()})
-        cls, kw = template
-        return [(cls, {**kw, "host": host, "port": port}) for host, port in addrs]
-
-    return primaries
 
 
 class VectorCache:
@@ -127,10 +97,10 @@ class VectorCache:
         self,
         maxsize: int,
         *,
-        nodes: Sequence[_NodeSpec],
+        nodes: Sequence[NodeSpec],
         read_registry: Callable[[], bytes | None],
         admit_on_repeat: bool = False,
-        topology: Callable[[], Sequence[_NodeSpec]] | None = None,
+        topology: Callable[[], Sequence[NodeSpec]] | None = None,
         missing_keys: Callable[[list[bytes]], list[bytes]] | None = None,
     ):
         if maxsize < 1:
@@ -387,12 +357,9 @@ class _Listener:
 
     def __init__(self, cache: VectorCache, cls: type, kwargs: dict, n: int):
         self.cache = cache
-        self.cls = cls
-        self.kwargs = same_server(kwargs)
-        self.kwargs["protocol"] = 2  # invalidation messages on a channel of their own
-        self.kwargs["socket_timeout"] = None  # it waits for them as long as it takes
+        self.kwargs = kwargs
+        self.conn = TrackingConnection(cls, kwargs)
         self.tracking: tuple[int | None, bytes | None, int] | None = None
-        self.conn = None
         self.retired = False  # its node is no longer a primary (cluster failover)
         self.thread = threading.Thread(target=self._run, name=f"vecserve-cache-{n}", daemon=True)
 
@@ -408,32 +375,19 @@ class _Listener:
                 log.debug("cache listener lost its connection: %s", exc)
                 failed = True
             self.tracking = None
-            self._disconnect()
+            self.conn.close()
             cache.flush(disable=True)
             if failed:
                 cache._follow_topology()
                 cache._closed.wait(delay)
                 delay = min(delay * 2, RECONNECT_MAX_SECONDS)
 
-    def _disconnect(self) -> None:
-        if self.conn is not None:
-            with contextlib.suppress(Exception):
-                self.conn.disconnect()
-            self.conn = None
-
     def _session(self) -> None:
         """Connect, track the current generation's prefix, listen until told to switch."""
         cache = self.cache
         want = cache._registry_prefix()
-        conn = self.conn = self.cls(**self.kwargs)
-        conn.connect()
-        conn.send_command("CLIENT", "ID")
-        cid = conn.read_response()
-        prefixes = ["PREFIX", _REGISTRY_KEY] + (["PREFIX", want[1]] if want[1] else [])
-        conn.send_command("CLIENT", "TRACKING", "on", "REDIRECT", cid, "BCAST", *prefixes)
-        conn.read_response()
-        conn.send_command("SUBSCRIBE", INVALIDATE_CHANNEL)
-        conn.read_response()
+        conn = self.conn
+        conn.open([_REGISTRY_KEY, want[1]] if want[1] else [_REGISTRY_KEY])
         # The registry may have moved while we were subscribing: check once more.
         if cache._registry_prefix() != want:
             return
@@ -447,28 +401,12 @@ class _Listener:
                 cache.generation, cache.prefix, cache.buckets = want
         self.tracking = want
         cache._update_ready()
-        idle_since = time.monotonic()
-        pinged = False
         while not cache._closed.is_set():
             if self.tracking != (cache.generation, cache.prefix, cache.buckets):
                 return  # another node's listener saw a new generation: re-track
-            if not conn.can_read(timeout=POLL_SECONDS):
-                if time.monotonic() - idle_since < HEALTH_SECONDS:
-                    continue
-                if pinged:
-                    raise redis.ConnectionError("no answer to PING")
-                conn.send_command("PING")
-                pinged = True
-                idle_since = time.monotonic()
+            keys = conn.receive(POLL_SECONDS, HEALTH_SECONDS)
+            if keys is IDLE:
                 continue
-            msg = conn.read_response()
-            pinged = False
-            idle_since = time.monotonic()
-            if not isinstance(msg, list) or len(msg) < 3 or msg[0] != b"message":
-                continue  # subscribe confirmations, pong
-            keys = msg[2]
-            if keys is not None and not isinstance(keys, list):
-                keys = [keys]
             registry, named = cache._invalidate(keys)
             if registry and cache._registry_prefix() != want:
                 cache.flush(disable=True)

@@ -72,7 +72,6 @@ import weakref
 from collections.abc import Iterable
 
 import numpy as np
-import redis
 
 from .connect import connect
 from .errors import GenerationChanged
@@ -80,8 +79,10 @@ from .lookups import Call, Calls
 from .reader import Reader
 from .search.snapshot import IndexManager, SimilarityIndex
 from .store import Pin, Store
+from .store.boundary import DRIVER_ERRORS
+from .store.clients import async_client
 from .store.pins import keep_alive_async
-from .store.wire import AsyncConnections, Steps, arun, same_server
+from .store.wire import AsyncConnections, Steps, arun
 from .text import embed as text_embed
 from .wholematrix import WholeMatrixCalls
 
@@ -293,7 +294,7 @@ class RedisKeyedVectors(Calls, WholeMatrixCalls, TextCalls):
                 if single is not None:  # one hand-written request, no steps
                     try:
                         v = single.get(key_or_keys)
-                    except (redis.RedisError, OSError):
+                    except DRIVER_ERRORS:
                         v = None  # the general read retries, and names what failed
                 else:
                     v = reader.cached(key_or_keys)
@@ -483,7 +484,7 @@ class AsyncRedisKeyedVectors(Calls, TextCalls):
             if self._reader_ is None:
                 await asyncio.to_thread(self._connect_sync)
             if self._aclient is None:
-                self._aclient, self._connections = _async_client(self._reader_.store)
+                self._aclient, self._connections = async_client(self._reader_.store)
         return self._reader_
 
     @property
@@ -600,36 +601,6 @@ for _name in _THREADED_PROPERTIES:
     setattr(AsyncRedisKeyedVectors, _name, _threaded_property(_name))
 for _name in ("log_accuracy", "log_evaluate_word_pairs"):
     setattr(AsyncRedisKeyedVectors, _name, staticmethod(getattr(WholeMatrixCalls, _name)))
-
-
-def _async_client(store: Store):
-    """A ``redis.asyncio`` client to the server ``store`` speaks to, and (single server)
-    its raw connections."""
-    import redis.asyncio
-    from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
-
-    if store.is_cluster:
-        node = store.client.get_random_node()
-        kw = same_server(node.redis_connection.connection_pool.connection_kwargs, "socket_timeout")
-        # the node's address is the cluster client's own argument; a cluster has no db
-        # or unix socket; TLS is not carried over (a cluster client takes it otherwise)
-        keep = {
-            k: v
-            for k, v in kw.items()
-            if v is not None and k not in ("host", "port", "path", "db") and k[:3] != "ssl"
-        }
-        return AsyncRedisCluster(host=node.host, port=node.port, **keep), None
-    pool = store.client.connection_pool
-    # its connections serve requests as the sync client's do (see SAME_SERVER_KWARGS)
-    kw = same_server(
-        pool.connection_kwargs, "socket_timeout", "health_check_interval", "client_name", "protocol"
-    )
-    name = pool.connection_class.__name__
-    cls = getattr(redis.asyncio.connection, name, None) or redis.asyncio.Connection
-    client = redis.asyncio.Redis(
-        connection_pool=redis.asyncio.ConnectionPool(connection_class=cls, **kw)
-    )
-    return client, AsyncConnections(client)
 
 
 class _Pinning:
