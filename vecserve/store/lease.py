@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 from ..errors import LoadInProgress, StoreUnavailable
 from ..procs import pid_alive
 from .keys import lock_key
+from .lua import DELETE_IF_EQUAL
 
 if TYPE_CHECKING:
     from .registry import Store
@@ -25,10 +26,6 @@ __all__ = ["LEASE_SECONDS", "Lease", "holder_is_dead"]
 
 #: Seconds a lease lives unless its holder refreshes it.
 LEASE_SECONDS = 30
-
-_DELETE_IF_EQUAL = (
-    "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0"
-)
 
 
 def holder_is_dead(holder: str) -> bool:
@@ -69,7 +66,7 @@ class Lease:
                 if holder is None or not holder_is_dead(holder.decode()):
                     break
                 # compare-and-delete, so a lease renewed meanwhile is never taken
-                store.client.eval(_DELETE_IF_EQUAL, 1, key, holder)
+                store.client.eval(DELETE_IF_EQUAL, 1, key, holder)
             ttl = store.client.ttl(key)
             who = holder.decode() if holder else "?"
             raise LoadInProgress(

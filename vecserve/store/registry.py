@@ -29,11 +29,12 @@ from .keys import (
 )
 from .records import LoadState, ModelInfo
 from .remains import Remains
+from .resp import packed
 from .rows import RowReads
 from .server import MemoryFacts, ServerFacts, gb, server_mode
 from .subword_rows import SubwordReads
 from .vocabulary import VocabularyReads
-from .wire import Connections, Round, Steps, drive, executor, packed
+from .wire import Connections, Round, Steps, drive, executor
 
 T = TypeVar("T")
 

@@ -41,47 +41,15 @@ from .keys import (
     vocab_sizes_key,
 )
 from .lease import LEASE_SECONDS, Lease
+from .lua import VOCAB_PUSH
 from .pins import collect, keep_setting, retained_prefixes, retire
 from .records import LoadState, ModelInfo, pack_vocab
 from .registry import Store
+from .resp import resp_mset
 
 log = logging.getLogger("vecserve.load")
 
 __all__ = ["LoadSession", "begin_load", "cleanup_loads", "drop_load"]
-
-
-# Appends one blob to a generation's vocabulary list at a known position, idempotently:
-# pushed only when the list holds exactly the blobs before it; run again (a cluster client
-# resends a command whose reply it lost) it finds its blob already there and does nothing.
-# Returns the list's length after it, or -1 - length when the list is not what the load
-# wrote (shorter: acknowledged blobs were lost in a failover).
-VOCAB_PUSH = """
-local n, i = redis.call('LLEN', KEYS[1]), tonumber(ARGV[1])
-if n == i then return redis.call('RPUSH', KEYS[1], ARGV[2]) end
-if n > i and redis.call('LINDEX', KEYS[1], i) == ARGV[2] then return i + 1 end
-return -1 - n
-"""
-
-
-def resp_mset(keys: Sequence[bytes], encoded: np.ndarray) -> list[bytes | memoryview]:
-    """The RESP2 bytes of ``MSET k1 v1 k2 v2 ...`` for fixed-size values, zero-copy values.
-
-    redis-py packs a 1,700-vector MSET at ~1.1 us a vector; this costs ~0.25 us, and the
-    values are views into ``encoded`` rather than copies.
-
-    >>> b"".join(resp_mset([b"a"], np.zeros((1, 2), np.uint8)))
-    b'*3\\r\\n$4\\r\\nMSET\\r\\n$1\\r\\na\\r\\n$2\\r\\n\\x00\\x00\\r\\n'
-    """
-    size = encoded.shape[1]
-    mv = memoryview(np.ascontiguousarray(encoded)).cast("B")
-    head = b"\r\n$%d\r\n" % size
-    parts: list[bytes | memoryview] = [b"*%d\r\n$4\r\nMSET\r\n" % (2 * len(keys) + 1)]
-    append = parts.append
-    for i, k in enumerate(keys):
-        append(b"$%d\r\n%s%s" % (len(k), k, head))
-        append(mv[i * size : (i + 1) * size])
-        append(b"\r\n")
-    return parts
 
 
 class LoadSession:

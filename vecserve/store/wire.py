@@ -27,7 +27,7 @@ import asyncio
 import collections
 import threading
 import weakref
-from collections.abc import Awaitable, Callable, Generator, Sequence
+from collections.abc import Awaitable, Callable, Generator
 from typing import Any, TypeVar
 
 import hiredis
@@ -40,6 +40,7 @@ from redis.cluster import RedisCluster
 
 from .boundary import translated
 from .keys import vector_key
+from .resp import GET_HEADS, get_head, pack, pack_yielding
 
 __all__ = [
     "PAUSE",
@@ -62,7 +63,6 @@ Steps = Generator["Round", list, T]
 #: A round naming this many keys or more is packed by :class:`AsyncConnections`
 #: ``PACK_CHUNK`` arguments at a time, letting the event loop run in between.
 HEAVY_KEYS = 2000
-PACK_CHUNK = 1024
 
 
 #: What a connection of our own to a redis-py client's server copies from that client's
@@ -113,47 +113,6 @@ class Round:
         self.what = what
         self.tolerate = tolerate
         self.keys = sum(len(c) for c in commands if type(c) is not bytes)
-
-
-def pack(commands: Sequence[tuple | bytes]) -> bytes:
-    """The RESP request of ``commands`` (arguments: bytes, str or int; a ``bytes``
-    command is one already packed, sent as it is).
-
-    >>> pack([("GET", b"k")])
-    b'*2\\r\\n$3\\r\\nGET\\r\\n$1\\r\\nk\\r\\n'
-    """
-    out = []
-    for cmd in commands:
-        if type(cmd) is bytes:
-            out.append(cmd)
-        else:
-            out.append(b"*%d\r\n" % len(cmd))
-            out.append(_pack_args(cmd))
-    return b"".join(out)
-
-
-def _pack_args(args: Sequence) -> bytes:
-    raw = [a if type(a) is bytes else a.encode() if isinstance(a, str) else b"%d" % a for a in args]
-    return b"".join([b"$%d\r\n%b\r\n" % (len(a), a) for a in raw])
-
-
-async def _pack_yielding(commands: Sequence[tuple | bytes]) -> bytes:
-    """:func:`pack`, ``PACK_CHUNK`` arguments at a time, letting the loop run in between."""
-    out = []
-    for cmd in commands:
-        if type(cmd) is bytes:
-            out.append(cmd)
-            continue
-        out.append(b"*%d\r\n" % len(cmd))
-        for i in range(0, len(cmd), PACK_CHUNK):
-            out.append(_pack_args(cmd[i : i + PACK_CHUNK]))
-            await asyncio.sleep(0)
-    return b"".join(out)
-
-
-def packed(*args) -> bytes:
-    """One command packed once (a request sent again and again)."""
-    return pack([args])
 
 
 #: What steps yield between chunks of long work (decoding 10,000 rows): no round trip;
@@ -242,7 +201,6 @@ class _Raw:
 
 
 _READ_SIZE = 1 << 18
-_GET_HEADS = [b"*2\r\n$3\r\nGET\r\n$%d\r\n" % n for n in range(256)]
 
 
 class CheckedGet:
@@ -296,7 +254,7 @@ class CheckedGet:
             raw = self.connections._connection()
         key = vector_key(self.key_prefix, token)
         n = len(key)
-        head = _GET_HEADS[n] if n < 256 else b"*2\r\n$3\r\nGET\r\n$%d\r\n" % n
+        head = GET_HEADS[n] if n < 256 else get_head(n)
         reader = raw.reader
         try:
             raw.sock.sendall(b"".join((head, key, b"\r\n", self.tail)))
@@ -524,7 +482,7 @@ class AsyncConnections:
 
     async def execute(self, rnd: Round) -> list:
         if rnd.keys >= HEAVY_KEYS:  # packing 10,000 keys takes milliseconds: in chunks
-            request = await _pack_yielding(rnd.commands)
+            request = await pack_yielding(rnd.commands)
         else:
             request = pack(rnd.commands)
         timeout = self.client.connection_pool.connection_kwargs.get("socket_timeout")
