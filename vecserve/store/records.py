@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass, field, fields
 import numpy as np
 
 from ..codec import Codec, get_codec
+from ..errors import VecserveError
 from .keys import counts_key, vector_key_prefix, vocab_key
 
 
@@ -47,6 +48,33 @@ def vocab_parts(blob: bytes) -> tuple[np.ndarray, np.ndarray]:
     n = int.from_bytes(blob[:4], "little")
     lens = np.frombuffer(blob, dtype="<u4", count=n, offset=4).astype(np.int64)
     return lens, np.frombuffer(blob, dtype=np.uint8, offset=4 + 4 * n)
+
+
+#: The store layout this vecserve writes: its key names (:mod:`.keys`), records and
+#: encodings. Every load records it in its :class:`LoadState` and :class:`ModelInfo`; a
+#: record without one was written before layouts were numbered and is layout 1. A new
+#: layout raises this, and readers of older ones go on reading them (or migrate them).
+LAYOUT_VERSION = 1
+
+
+def check_layout(record: ModelInfo | LoadState) -> ModelInfo | LoadState:
+    """``record``, if this vecserve can read the layout it was written in; else a
+    :class:`~vecserve.errors.VecserveError` naming the model and both layouts.
+
+    >>> check_layout(ModelInfo("M", 4, "f32", 1, 1, "M")).layout
+    1
+    >>> check_layout(ModelInfo("M", 4, "f32", 1, 1, "M", layout=9))
+    Traceback (most recent call last):
+    ...
+    vecserve.errors.VecserveError: model 'M' is stored in layout 9, ...
+    """
+    if record.layout > LAYOUT_VERSION:
+        raise VecserveError(
+            f"model {record.name!r} is stored in layout {record.layout}, written by a newer "
+            f"vecserve; this one reads layouts up to {LAYOUT_VERSION}: upgrade vecserve to "
+            "read or load it"
+        )
+    return record
 
 
 class _JsonRecord:
@@ -91,6 +119,8 @@ class ModelInfo(_JsonRecord):
     # how text is cut into this model's tokens and pooled (vecserve.text.TextSpec as
     # JSON); "": the model has no recorded text rule (word models get a fitted default)
     text: str = ""
+    # the store layout it was written in (LAYOUT_VERSION; absent: 1): check_layout
+    layout: int = 1
 
     @property
     def subwords(self) -> bool:
@@ -141,3 +171,4 @@ class LoadState(_JsonRecord):
     max_n: int = 0
     ngram_buckets: int = 0
     text: str = ""
+    layout: int = 1

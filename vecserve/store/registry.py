@@ -27,7 +27,7 @@ from .keys import (
     lock_key,
     vector_keys,
 )
-from .records import LoadState, ModelInfo
+from .records import LoadState, ModelInfo, check_layout
 from .remains import Remains
 from .resp import packed
 from .rows import RowReads
@@ -154,7 +154,7 @@ class Store(RowReads, SubwordReads, VocabularyReads, Integrity, Remains, Deletio
                 if self.get_load(name) is not None:
                     hint = "a load of it is unfinished (see `vecserve models`)"
             raise ModelNotFound(name, hint)
-        return ModelInfo.from_json(raw)
+        return check_layout(ModelInfo.from_json(raw))
 
     def list_loads(self) -> list[LoadState]:
         """Unfinished (running or interrupted) loads."""
@@ -165,7 +165,7 @@ class Store(RowReads, SubwordReads, VocabularyReads, Integrity, Remains, Deletio
     def get_load(self, name: str) -> LoadState | None:
         with self.errors(f"reading load state of {name!r}"):
             raw = self.client.hget(LOADS, name)
-        return LoadState.from_json(raw) if raw is not None else None
+        return check_layout(LoadState.from_json(raw)) if raw is not None else None
 
     def lock_holder(self, name: str) -> str | None:
         with self.errors("reading lock"):
@@ -196,6 +196,6 @@ class Store(RowReads, SubwordReads, VocabularyReads, Integrity, Remains, Deletio
         hit = self._entries.get(name)
         if hit is not None and hit[0] == raw:
             return hit[1]
-        info = ModelInfo.from_json(raw)
+        info = check_layout(ModelInfo.from_json(raw))
         self._entries[name] = (raw, info)
         return info

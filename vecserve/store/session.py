@@ -43,7 +43,7 @@ from .keys import (
 from .lease import LEASE_SECONDS, Lease
 from .lua import VOCAB_PUSH
 from .pins import collect, keep_setting, retained_prefixes, retire
-from .records import LoadState, ModelInfo, pack_vocab
+from .records import LAYOUT_VERSION, LoadState, ModelInfo, pack_vocab
 from .registry import Store
 from .resp import resp_mset
 
@@ -358,6 +358,7 @@ class LoadSession:
             max_n=s.max_n,
             ngram_buckets=s.ngram_buckets,
             text=s.text,
+            layout=s.layout,
             **extra,
         )
 
@@ -555,6 +556,9 @@ def begin_load(
                     f"continue it or --restart to drop it and start again"
                 )
             drop_load(store, name, lease=lease)
+        raw = store.registry_entry(name)
+        if raw is not None:  # never retire a generation of a layout it cannot read
+            store.model_from_entry(name, raw)
         store.purge_trash(name)
         collect(store, name, lease=lease)  # retired generations whose pins expired
         with store.errors(f"starting a load of {name!r}"):
@@ -580,6 +584,7 @@ def begin_load(
             updated=now,
             host=socket.gethostname(),
             pid=os.getpid(),
+            layout=LAYOUT_VERSION,
         )
         session = LoadSession(store, state, codec_obj, lease)
         store.delete_generation(prefix, state.buckets)  # leftovers of a crash, if any
