@@ -14,6 +14,7 @@ from .keys import (
     TRASH,
     counts_key,
     group_by_tag,
+    is_generation_of,
     ngram_keys,
     ngrams_key,
     text_key,
@@ -46,7 +47,7 @@ class Deletion:
         with self.errors("reading trash"):
             trash = [p.decode() for p in self.client.smembers(TRASH)]
         for prefix in trash:
-            if prefix == name or prefix.startswith(f"{name}~"):
+            if is_generation_of(prefix, name):
                 self.delete_generation(prefix, self.default_buckets)
 
     def delete_generation(self, prefix: str, buckets: int, *, blobs: int = 8) -> int:

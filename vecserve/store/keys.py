@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import re
 import zlib
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 import numpy as np
 
@@ -93,6 +93,35 @@ def encode_tokens(tokens: Sequence[str]) -> list[bytes]:
 
 def decode_tokens(raw: Sequence[bytes]) -> list[str]:
     return [t.decode("utf-8", "surrogateescape") for t in raw]
+
+
+def generation_prefix(name: str, generation: int, busy: Collection[str]) -> str:
+    """The prefix ``P`` of the keys of a new generation of ``name``: the name itself when
+    no generation in ``busy`` uses it (a model loaded once lives at exactly
+    ``NAME:token``), else ``NAME~GENERATION``.
+
+    >>> generation_prefix("M", 3, set()), generation_prefix("M", 3, {"M"})
+    ('M', 'M~3')
+    """
+    return name if name not in busy else f"{name}~{generation}"
+
+
+def is_generation_of(prefix: str, name: str) -> bool:
+    """Whether ``prefix`` is one of model ``name``'s generation prefixes.
+
+    >>> is_generation_of("M~3", "M"), is_generation_of("M", "M"), is_generation_of("MX", "M")
+    (True, True, False)
+    """
+    return prefix == name or (prefix.startswith(name + "~") and prefix[len(name) + 1 :].isdigit())
+
+
+def model_of_prefix(prefix: str) -> str:
+    """The model a generation prefix belongs to.
+
+    >>> model_of_prefix("M~3"), model_of_prefix("M")
+    ('M', 'M')
+    """
+    return prefix.split("~")[0]
 
 
 def vector_key_prefix(prefix: str) -> bytes:

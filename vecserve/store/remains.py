@@ -10,7 +10,9 @@ from .keys import (
     METADATA_PATTERN,
     MODELS,
     TRASH,
+    is_generation_of,
     metadata_of_key,
+    model_of_prefix,
     prefix_of_row_key,
     row_key_patterns,
     validate_model_name,
@@ -37,7 +39,7 @@ class Remains:
             accounted = self._accounted(name)
             out: dict[str, list[str]] = {}
             for prefix, what in self._metadata_traces():
-                if _of_model(prefix, name) and prefix not in accounted:
+                if is_generation_of(prefix, name) and prefix not in accounted:
                     out.setdefault(prefix, []).append(what)
             if not out:
                 for pattern in row_key_patterns(name):  # rows: the first found will do
@@ -56,7 +58,7 @@ class Remains:
         with self.errors("looking for models without a registry entry"):
             found: dict[str, dict[str, list[str]]] = {}
             for prefix, what in self._metadata_traces():
-                found.setdefault(prefix.split("~")[0], {}).setdefault(prefix, []).append(what)
+                found.setdefault(model_of_prefix(prefix), {}).setdefault(prefix, []).append(what)
             out = {}
             for name, prefixes in sorted(found.items()):
                 accounted = self._accounted(name)
@@ -86,9 +88,3 @@ class Remains:
             found = metadata_of_key(key)
             if found is not None:
                 yield found
-
-
-def _of_model(prefix: str, name: str) -> bool:
-    """Whether ``prefix`` is one of model ``name``'s generation prefixes (``name`` for a
-    first load, ``name~<generation>`` after)."""
-    return prefix == name or (prefix.startswith(name + "~") and prefix[len(name) + 1 :].isdigit())

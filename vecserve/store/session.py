@@ -7,7 +7,6 @@ registry knows nothing of loads in progress beyond reading their records.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import socket
@@ -19,30 +18,29 @@ import numpy as np
 import redis
 
 from ..codec import Codec, get_codec
-from ..errors import LoadIncomplete, LoadInProgress, StoreUnavailable
+from ..errors import LoadInProgress, StoreUnavailable
 from ..subwords import word_hashes
+from .commit import Committing
 from .facts import Witness
 from .keys import (
-    EVENTS,
     GENERATION,
     LOADS,
-    MODELS,
     TRASH,
     counts_key,
     encode_tokens,
+    generation_prefix,
     group_by_tag,
     ngram_keys,
     ngrams_key,
     text_key,
     validate_model_name,
     vector_keys,
-    vocab_hashes_key,
     vocab_key,
     vocab_sizes_key,
 )
 from .lease import LEASE_SECONDS, Lease
 from .lua import VOCAB_PUSH
-from .pins import collect, keep_setting, retained_prefixes, retire
+from .pins import collect, keep_setting, retained_prefixes
 from .records import LAYOUT_VERSION, LoadState, ModelInfo, pack_vocab
 from .registry import Store
 from .resp import resp_mset
@@ -52,7 +50,7 @@ log = logging.getLogger("vecserve.load")
 __all__ = ["LoadSession", "begin_load", "cleanup_loads", "drop_load"]
 
 
-class LoadSession:
+class LoadSession(Committing):
     """Writes one generation batch by batch, then commits it (or leaves it resumable).
 
     Obtained from :func:`begin_load`. Each :meth:`write` is one pipelined round trip
@@ -362,118 +360,6 @@ class LoadSession:
             **extra,
         )
 
-    def commit(
-        self,
-        *,
-        sha256: str = "",
-        duplicates: int = 0,
-        words: int | None = None,
-        progress=None,
-    ) -> ModelInfo:
-        """Verify the generation is whole, then flip the registry to it (one HSET) and
-        retire the previous one: it is deleted unless a pin holds it or it is kept for
-        rollback (:mod:`.pins`).
-
-        Every row's key is proven present first: by the server's INFO where this process
-        wrote the whole generation and nothing on the server could have removed a key
-        since its first write (:class:`~.facts.Witness`; a sample of the keys is asked
-        too), else key by key (`Store.check_rows`: a multi-key EXISTS per ~100k keys, per
-        hash tag on a cluster). The vocabulary's word hashes, for the readers' damage
-        detection (``vecserve:vocabh:P``), come from the writes or that pass. Keys
-        missing (evicted, lost in a failover) raise :class:`LoadIncomplete` and nothing
-        is committed.
-        ``progress(done, total)`` is called as the check goes.
-
-        The vocabulary is checked to be the source's whole vocabulary: ``words`` (how many
-        distinct words the source holds, when the caller knows) equals the words written
-        (else :class:`LoadIncomplete`), and the stored list holds exactly the blobs and as
-        many distinct words as were written (else :class:`StoreUnavailable`: the server
-        lost or repeated a write, and a resume rewrites the load).
-        """
-        s = self.state
-        store = self.store
-        info = self._as_info(
-            count=s.written,
-            sha256=sha256,
-            created=time.time(),
-            load_seconds=round(time.time() - s.started, 3),
-            duplicates=duplicates,
-        )
-        if words is not None and words != s.written:
-            raise LoadIncomplete(
-                f"the load of {s.name!r} wrote {s.written:,} words of the {words:,} its "
-                "source holds; it was not committed. Load it again with --restart"
-            )
-        with store.errors(f"committing {s.name!r}"):
-            blobs = store.client.llen(vocab_key(s.prefix))
-            sizes = store.client.get(vocab_sizes_key(s.prefix)) or b""
-        n = int(np.frombuffer(sizes[: len(sizes) // 4 * 4], dtype="<u4").sum())
-        if blobs != s.chunks or n != s.written:
-            raise self._lost(
-                f"its vocabulary has {n:,} words in {blobs:,} blobs where the load wrote "
-                f"{s.written:,} in {s.chunks:,}"
-            )
-        # the replicas first have every row, so a failover after the check loses none
-        slots = [
-            vocab_key(s.prefix),
-            vocab_sizes_key(s.prefix),
-            counts_key(s.prefix),
-            *(str(b) for b in range(info.buckets)),
-        ]
-        _warn_late(s.name, store.wait_for_replicas(slots), "the new generation")
-        started = time.perf_counter()
-        check, why = self.witness.proof(info)
-        if check is None:
-            check = store.check_rows(info, hashes=True, progress=progress)
-            how = f"every key asked ({why})"
-        else:
-            how = "the server's INFO shows nothing removed a key since the first write"
-        log.debug(  # the proof, for -v: a clean commit says only that it committed
-            "%s: %s rows present, %s; %.2f s",
-            s.name,
-            f"{check.checked - check.missing:,}",
-            how,
-            time.perf_counter() - started,
-        )
-        if check.missing or check.unlisted:  # (rows a lost vocabulary names no more)
-            words = ", ".join(repr(w) for w in check.words[:3])
-            raise LoadIncomplete(
-                f"the new generation of {s.name!r} is missing "
-                f"{check.missing + check.unlisted:,} of its "
-                f"{check.checked + check.unlisted:,} rows ({words or 'n-gram rows'}...) "
-                "although the server "
-                "acknowledged them (a policy that evicts keys? a failover?); it was not "
-                f"committed. Fix the server, then load again with --resume"
-            )
-        hashes = check.hashes
-        assert hashes is not None
-        if len(hashes) != s.written:
-            raise self._lost(
-                f"its vocabulary holds {len(hashes):,} distinct words where the load wrote "
-                f"{s.written:,}"
-            )
-        info = replace(info, load_seconds=round(time.time() - s.started, 3), word_hashes=True)
-        with store.errors(f"committing {s.name!r}"):
-            # which words are in the vocabulary: damage is told from an unknown word by it
-            store.client.set(vocab_hashes_key(s.prefix), hashes.astype("<u8").tobytes())
-            raw_old = store.client.hget(MODELS, s.name)
-            old = ModelInfo.from_json(raw_old) if raw_old is not None else None
-            if old is not None:
-                retire(store, old)
-            store.client.hset(MODELS, s.name, info.to_json())  # the flip
-            store.client.hdel(LOADS, s.name)
-            store.client.publish(
-                EVENTS,
-                json.dumps({"event": "commit", "model": s.name, "generation": s.generation}),
-            )
-        _warn_late(s.name, store.wait_for_replicas([MODELS]), "the commit")
-        self.committed = info
-        collect(store, s.name, keep=self.keep, lease=self.lease)
-        self.lease.release()
-        if store.after_commit is not None:
-            store.after_commit()
-        return info
-
     def abort(self, *, keep: bool = True) -> None:
         """Stop writing; ``keep=True`` leaves the partial load resumable, else drops it."""
         try:
@@ -481,18 +367,6 @@ class LoadSession:
                 drop_load(self.store, self.state.name, lease=self.lease)
         finally:
             self.lease.release()
-
-
-def _warn_late(name: str, late: list[str], what: str) -> None:
-    if late:
-        log.warning(
-            "replicas of %s have not acknowledged %s of %r yet: a failover now could lose "
-            "part of it (`vecserve models check %s` tells)",
-            ", ".join(late),
-            what,
-            name,
-            name,
-        )
 
 
 def _raise_first(replies: list) -> None:
@@ -525,29 +399,10 @@ def begin_load(
     try:
         state = store.get_load(name)
         if state is not None and resume:
-            if fingerprint and state.fingerprint and state.fingerprint != fingerprint:
-                raise LoadInProgress(
-                    f"cannot resume the load of {name!r}: it was reading {state.source} "
-                    f"and that file has changed since; use --restart to load it afresh"
-                )
-            if state.dim != dim or state.codec != codec:
-                raise LoadInProgress(
-                    f"cannot resume the load of {name!r}: it was dim {state.dim} codec "
-                    f"{state.codec}, now dim {dim} codec {codec}; use --restart"
-                )
-            session = LoadSession(store, state, codec_obj, lease)
-            lost = session.lost_writes()
-            if not lost:
-                session.rewind()
+            session = _resumed(store, state, lease, dim=dim, codec=codec, fingerprint=fingerprint)
+            if session is not None:
                 return session
-            log.warning(
-                "the interrupted load of %s lost %s of its %s written vectors (a failover, "
-                "or keys evicted); loading it again from the start",
-                name,
-                f"{lost:,}",
-                f"{state.written:,}",
-            )
-            restart = True
+            restart = True  # acknowledged writes were lost: load it again from the start
         if state is not None:
             if not restart:
                 raise LoadInProgress(
@@ -561,13 +416,7 @@ def begin_load(
             store.model_from_entry(name, raw)
         store.purge_trash(name)
         collect(store, name, lease=lease)  # retired generations whose pins expired
-        with store.errors(f"starting a load of {name!r}"):
-            generation = int(store.client.hincrby(GENERATION, name, 1))
-            busy = {m.prefix for m in store.list_models()}
-            busy |= {s.prefix for s in store.list_loads()}
-            busy |= {p.decode() for p in store.client.smembers(TRASH)}
-        busy |= retained_prefixes(store, name)
-        prefix = name if name not in busy else f"{name}~{generation}"
+        generation, prefix = _new_generation(store, name)
         now = time.time()
         state = LoadState(
             name=name,
@@ -594,6 +443,50 @@ def begin_load(
     except BaseException:
         lease.release()
         raise
+
+
+def _resumed(
+    store: Store, state: LoadState, lease: Lease, *, dim: int, codec: str, fingerprint: str
+) -> LoadSession | None:
+    """The session that continues the interrupted load ``state``; None when writes it
+    made are lost (it is loaded again from the start); LoadInProgress when the source or
+    its settings changed."""
+    name = state.name
+    if fingerprint and state.fingerprint and state.fingerprint != fingerprint:
+        raise LoadInProgress(
+            f"cannot resume the load of {name!r}: it was reading {state.source} "
+            f"and that file has changed since; use --restart to load it afresh"
+        )
+    if state.dim != dim or state.codec != codec:
+        raise LoadInProgress(
+            f"cannot resume the load of {name!r}: it was dim {state.dim} codec "
+            f"{state.codec}, now dim {dim} codec {codec}; use --restart"
+        )
+    session = LoadSession(store, state, get_codec(codec), lease)
+    lost = session.lost_writes()
+    if not lost:
+        session.rewind()
+        return session
+    log.warning(
+        "the interrupted load of %s lost %s of its %s written vectors (a failover, "
+        "or keys evicted); loading it again from the start",
+        name,
+        f"{lost:,}",
+        f"{state.written:,}",
+    )
+    return None
+
+
+def _new_generation(store: Store, name: str) -> tuple[int, str]:
+    """``(generation, prefix)`` of a new generation of ``name``: the next number, and a
+    prefix no generation that still has keys uses."""
+    with store.errors(f"starting a load of {name!r}"):
+        generation = int(store.client.hincrby(GENERATION, name, 1))
+        busy = {m.prefix for m in store.list_models()}
+        busy |= {s.prefix for s in store.list_loads()}
+        busy |= {p.decode() for p in store.client.smembers(TRASH)}
+    busy |= retained_prefixes(store, name)
+    return generation, generation_prefix(name, generation, busy)
 
 
 def drop_load(store: Store, name: str, *, lease: Lease | None = None) -> LoadState | None:
