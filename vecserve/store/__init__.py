@@ -17,10 +17,10 @@
 - :mod:`.pins` — :class:`Pin`: a reader's lease on one generation; the retired
   generations a model keeps (pinned, or for rollback), their collection, rollback.
 - :mod:`.session` — :func:`begin_load` and :class:`LoadSession`: writes one generation
-  batch by batch, then commits it; :func:`drop_load`, :func:`cleanup_loads`.
+  batch by batch, then commits it (:mod:`.commit`); :func:`drop_load`, :func:`cleanup_loads`.
 
 Imports go one way: keys, records, boundary, resp, lua <- wire <- clients, the mixins <-
-registry <- facts, lease <- pins <- session. Nothing outside the store imports redis
+registry <- facts, lease <- pins <- commit <- session. Nothing outside the store imports redis
 (``embedded.py`` aside: it runs the server).
 
 Visibility: readers look a model up in ``vecserve:models`` only, so a load is invisible
