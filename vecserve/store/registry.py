@@ -44,6 +44,12 @@ __all__ = ["MemoryFacts", "RowCheck", "Store", "gb", "server_mode"]
 class Store(RowReads, SubwordReads, VocabularyReads, Integrity, Remains, Deletion, ServerFacts):
     """Model registry and vector keys on a ``redis.Redis`` or ``redis.RedisCluster``.
 
+    A facade: the registry reads and the connection are here, every other concern is a
+    mixin of its own module (:class:`~.rows.RowReads`, :class:`~.subword_rows.SubwordReads`,
+    :class:`~.vocabulary.VocabularyReads`, :class:`~.integrity.Integrity`,
+    :class:`~.remains.Remains`, :class:`~.deletion.Deletion`,
+    :class:`~.server.ServerFacts`), all on the state :meth:`__init__` sets.
+
     Parameters
     ----------
     client : redis.Redis or redis.cluster.RedisCluster
