@@ -10,9 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import (
-    ModelDamaged,
-)
+from ..errors import ModelDamaged
 from ..subwords import flat_word_hashes
 from .keys import (
     CHECKS,

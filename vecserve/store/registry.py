@@ -11,22 +11,11 @@ import numpy as np
 import redis
 from redis.cluster import RedisCluster
 
-from ..errors import (
-    ModelNotFound,
-    StoreUnavailable,
-    VecserveError,
-)
+from ..errors import ModelNotFound, StoreUnavailable, VecserveError
 from .boundary import describe_client, redact_url, translate_errors
 from .deletion import Deletion
 from .integrity import Integrity, RowCheck
-from .keys import (
-    DEFAULT_CLUSTER_BUCKETS,
-    LOADS,
-    MODELS,
-    encode_tokens,
-    lock_key,
-    vector_keys,
-)
+from .keys import DEFAULT_CLUSTER_BUCKETS, LOADS, MODELS, encode_tokens, lock_key, vector_keys
 from .records import LoadState, ModelInfo, check_layout
 from .remains import Remains
 from .resp import packed

@@ -4,26 +4,14 @@ and its hot paths."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..errors import (
-    GenerationChanged,
-    ModelDamaged,
-)
+from ..errors import GenerationChanged, ModelDamaged
 from ..subwords import in_vocabulary
-from .keys import (
-    encode_tokens,
-    group_by_tag,
-    ngram_keys,
-    vector_keys,
-)
+from .keys import encode_tokens, group_by_tag, ngram_keys, vector_keys
 from .records import ModelInfo
 from .wire import PAUSE, CheckedGet, Round, Steps
-
-if TYPE_CHECKING:
-    pass
 
 __all__ = ["DECODE_CHUNK", "RowReads"]
 

@@ -9,14 +9,9 @@ from dataclasses import dataclass
 import redis
 from redis.cluster import RedisCluster
 
-from ..errors import (
-    PermissionDenied,
-    ServerRefused,
-)
+from ..errors import PermissionDenied, ServerRefused
 from .boundary import describe_client
-from .keys import (
-    replication_marker,
-)
+from .keys import replication_marker
 
 __all__ = ["EVICTING_POLICIES", "MemoryFacts", "ServerFacts", "gb", "server_mode"]
 

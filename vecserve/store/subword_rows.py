@@ -8,15 +8,9 @@ from collections.abc import Sequence
 import numpy as np
 import redis
 
-from ..errors import (
-    GenerationChanged,
-)
+from ..errors import GenerationChanged
 from ..subwords import compose, in_vocabulary, ngram_buckets_flat
-from .keys import (
-    MODELS,
-    encode_tokens,
-    ngram_key_prefix,
-)
+from .keys import MODELS, encode_tokens, ngram_key_prefix
 from .lua import SUBWORD_READ
 from .records import ModelInfo
 from .wire import Round, Steps

@@ -6,15 +6,8 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from ..errors import (
-    ModelDamaged,
-)
-from .keys import (
-    decode_tokens,
-    text_key,
-    vocab_key,
-    vocab_sizes_key,
-)
+from ..errors import ModelDamaged
+from .keys import decode_tokens, text_key, vocab_key, vocab_sizes_key
 from .records import ModelInfo, unpack_vocab
 from .wire import Round, Steps
 
