@@ -294,6 +294,10 @@ def lock_key(name: str) -> str:
     return f"{NS}:lock:{name}"
 
 
+# The field of a model's history hash that holds how many retired generations to keep.
+HISTORY_KEEP = b"keep"
+
+
 def history_key(name: str) -> str:
     return f"{NS}:history:{name}"
 

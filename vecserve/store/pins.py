@@ -60,6 +60,7 @@ from .. import config
 from ..errors import GenerationChanged, LoadInProgress, ModelNotFound, PinLost, VecserveError
 from .keys import (
     EVENTS,
+    HISTORY_KEEP,
     MODELS,
     TRASH,
     history_key,
@@ -93,8 +94,6 @@ __all__ = [
     "retire",
     "rollback",
 ]
-
-_KEEP_FIELD = b"keep"
 
 
 @dataclass(frozen=True)
@@ -352,19 +351,6 @@ def retire(store: Store, info: ModelInfo) -> None:
         store.client.hset(history_key(info.name), str(info.generation), record)
 
 
-def _read_history(store: Store, name: str) -> tuple[dict[int, tuple[float, ModelInfo]], int]:
-    with store.errors(f"reading the history of {name!r}"):
-        raw = store.client.hgetall(history_key(name))
-    keep = int(raw.pop(_KEEP_FIELD, b"0") or 0)
-    out = {}
-    for field, value in raw.items():
-        if field.isdigit():
-            data = json.loads(value)
-            info = ModelInfo.from_json(json.dumps(data["info"]))
-            out[int(field)] = (float(data["retired"]), info)
-    return out, keep
-
-
 def live_pins(store: Store, name: str, *, prune: bool = False) -> dict[int, list[PinState]]:
     """The live pins of ``name`` by generation (``prune``: drop the index's dead ids)."""
     with store.errors(f"reading the pins of {name!r}"):
@@ -394,7 +380,7 @@ def history(store: Store, name: str) -> list[Generation]:
     """The generations of ``name`` that have keys, newest generation first: the live one
     and the retired ones (pinned, kept for rollback, or not yet collected)."""
     validate_model_name(name)
-    retired, keep = _read_history(store, name)
+    retired, keep = store.retired(name)
     try:
         live = store.get_model(name)
     except ModelNotFound:
@@ -425,7 +411,7 @@ def _kept(retired, live: ModelInfo | None, keep: int) -> set[int]:
 def retained_prefixes(store: Store, name: str) -> set[str]:
     """Key prefixes of the retired generations of ``name`` that still have keys (a new
     load must not reuse one)."""
-    retired, _ = _read_history(store, name)
+    retired, _ = store.retired(name)
     return {info.prefix for _, info in retired.values()}
 
 
@@ -444,8 +430,8 @@ def collect(
     try:
         if keep is not None:
             with store.errors(f"storing how many generations {name!r} keeps"):
-                store.client.hset(history_key(name), _KEEP_FIELD, int(keep))
-        retired, stored = _read_history(store, name)
+                store.client.hset(history_key(name), HISTORY_KEEP, int(keep))
+        retired, stored = store.retired(name)
         keep = stored if keep is None else keep
         if not retired:
             if not keep:  # nothing to remember: no key left behind
@@ -494,7 +480,7 @@ def rollback(store: Store, name: str, generation: int | None = None) -> tuple[Mo
     lease = Lease.take(store, name)
     try:
         current = store.get_model(name)
-        retired, _ = _read_history(store, name)
+        retired, _ = store.retired(name)
         retired.pop(current.generation, None)
         if not retired:
             raise VecserveError(
@@ -530,7 +516,7 @@ def rollback(store: Store, name: str, generation: int | None = None) -> tuple[Mo
 def drop_history(store: Store, name: str) -> list[ModelInfo]:
     """End every pin of ``name`` and delete all its retired generations (a model being
     deleted): pinned views of it then raise PinLost."""
-    retired, _ = _read_history(store, name)
+    retired, _ = store.retired(name)
     with store.errors(f"dropping the pins of {name!r}"):
         ids = store.client.smembers(pins_key(name))
         for i in ids:

@@ -3,13 +3,16 @@ failover, deleted by hand): damage, told from an unknown model."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 
 from .keys import (
+    HISTORY_KEEP,
     LOADS,
     METADATA_PATTERN,
     MODELS,
     TRASH,
+    history_key,
     is_generation_of,
     metadata_of_key,
     model_of_prefix,
@@ -70,8 +73,6 @@ class Remains:
     def _accounted(self, name: str) -> set[str]:
         """The generation prefixes of ``name`` something accounts for: its registry
         entry, its unfinished load, its history, the trash."""
-        from .pins import _read_history
-
         accounted = {p.decode() for p in self.client.smembers(TRASH)}
         raw = self.client.hget(MODELS, name)
         if raw is not None:
@@ -79,8 +80,22 @@ class Remains:
         load = self.client.hget(LOADS, name)
         if load is not None:
             accounted.add(LoadState.from_json(load).prefix)
-        retired, _ = _read_history(self, name)
+        retired, _ = self.retired(name)
         return accounted | {info.prefix for _, info in retired.values()}
+
+    def retired(self, name: str) -> tuple[dict[int, tuple[float, ModelInfo]], int]:
+        """The retired generations of ``name`` (``{generation: (retired at, info)}``)
+        and the number of them its last load asked to keep."""
+        with self.errors(f"reading the history of {name!r}"):
+            raw = self.client.hgetall(history_key(name))
+        keep = int(raw.pop(HISTORY_KEEP, b"0") or 0)
+        out = {}
+        for field, value in raw.items():
+            if field.isdigit():
+                data = json.loads(value)
+                info = ModelInfo.from_json(json.dumps(data["info"]))
+                out[int(field)] = (float(data["retired"]), info)
+        return out, keep
 
     def _metadata_traces(self) -> Iterator[tuple[str, str]]:
         """``(prefix, what)`` for every generation metadata key in the database."""
