@@ -24,7 +24,7 @@ that yield the commands of each round trip and read the replies. A client only d
 them: ``store.run(reader.lookup_steps(words))`` on a sync client,
 ``await arun(reader.lookup_steps(words), aclient, ...)`` on ``redis.asyncio``.
 Clients must not read rows or the registry around the core, keep their own registry
-entry, or build or parse key names (``vecserve/store/layout.py`` does).
+entry, or build or parse key names (``vecserve/store/keys.py`` does).
 
 Pinned mode (``kv.pin()``)
 --------------------------
