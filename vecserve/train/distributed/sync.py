@@ -58,9 +58,16 @@ class _Matrix:
         n = min(n, total)
         return slice(total - n, total) if self.tail else slice(0, n)
 
+    def indexed(self, sl: slice) -> tuple[np.ndarray, np.ndarray | None]:
+        """Rows *sl* for the C passes: the weights' rows themselves, or (``order``) all
+        the weights and the index of each row in them."""
+        if self.order is None:
+            return self.weights[sl], None
+        return self.weights, self.order[sl]
+
     def take(self, sl: slice) -> np.ndarray:
         """The weights of rows *sl*: a view, or (``order``) a gathered copy to
-        :meth:`put` back."""
+        :meth:`put` back (NumPy's passes)."""
         return self.weights[sl] if self.order is None else self.weights[self.order[sl]]
 
     def put(self, sl: slice, rows: np.ndarray) -> None:
@@ -98,6 +105,8 @@ def _matrix(
 ) -> _Matrix:
     """A synchronised matrix: its agreed rows (``order``: those rows alone) and, with
     ``depth`` > 1, room for this rank's changes under way."""
+    if order is not None:
+        order = np.ascontiguousarray(order, np.intp)
     base = weights.copy() if order is None else weights[order]
     sent = np.zeros_like(base) if depth > 1 else np.zeros((0, 0), np.float32)
     return _Matrix(weights, base, tail, sent, order)
@@ -193,7 +202,8 @@ class Synchronizer:
                 delta = _reuse(arena, f"delta{i}", (len(part), d), np.float32)
                 top = peak[at : at + len(part)] if self.quantized else peak
                 sent = m.sent[sl]  # depth 1: no rows, nothing under way
-                _sync.snapshot_rows(m.take(sl), m.base[sl], sent, delta, part, self.coherent, top)
+                rows, idx = m.indexed(sl)
+                _sync.snapshot_rows(rows, m.base[sl], sent, delta, part, self.coherent, top, idx)
             else:
                 delta = m.take(sl) - m.base[sl]
                 if self.depth > 1:
@@ -264,14 +274,15 @@ class Synchronizer:
             n = len(delta)
             part = payload.buf[at : at + n]
             at += n
-            weights = m.take(sl)
             if self.fused:  # one pass a row
+                rows, idx = m.indexed(sl)
                 ok = _sync.apply_rows(
-                    part, delta, m.base[sl], weights, self.cap, self.coherent, exact
+                    part, delta, m.base[sl], rows, self.cap, self.coherent, exact, idx
                 )
             else:
+                weights = m.take(sl)
                 ok = self._apply_numpy(m, sl, weights, delta, part, exact)
-            m.put(sl, weights)
+                m.put(sl, weights)
             if not ok:
                 raise TrainingError(
                     "training diverged (the model holds NaN or infinite values): "
