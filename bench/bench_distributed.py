@@ -73,13 +73,15 @@ ENV = {**os.environ, "OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONF
 
 def child(spec: dict) -> dict | None:
     """One configuration, in this rank (every rank runs this; rank 0 reports)."""
-    from vecserve.train import Word2Vec
+    from vecserve.train import FastText, Word2Vec
     from vecserve.train.distributed import Group
 
     group = Group.from_environment()
     params = {**COMMON, "sg": 1, "alpha": 0.025, **spec.get("params", {})}
+    # --params '{"subwords": 1}': fastText's subword model (its own defaults otherwise)
+    trainer = FastText if params.pop("subwords", False) else Word2Vec
     t0 = time.perf_counter()
-    model = Word2Vec(
+    model = trainer(
         spec["text"], epochs=spec["epochs"], workers=spec["threads"], comm=group, **params
     )
     wall = time.perf_counter() - t0

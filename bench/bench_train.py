@@ -28,15 +28,14 @@ Results: a Markdown table on stdout, JSON lines in ``bench/out/train.jsonl``.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import resource
-import subprocess
-import sys
 import time
 import zipfile
 from pathlib import Path
+
+from train_report import parser, ratio, run_children
 
 RUNS = {
     # name: (tool, params)
@@ -214,11 +213,10 @@ def table(results: list[dict]) -> str:
     ]
     for r in results:
         ref = gensim.get(r["run"].split(":")[0].split("-")[1])
-        ratio = f"{r['words_per_s'] / ref['words_per_s']:.2f}x" if ref else "-"
-        cpu_ratio = f"{r['words_per_cpu_s'] / ref['words_per_cpu_s']:.2f}x" if ref else "-"
         out.append(
             f"| {r['run']} | {r['wall_s']:.1f} | {r['train_s']:.1f} | {r['words_per_s']:,.0f} "
-            f"| {ratio} | {r['cpu_s']:.1f} | {r['words_per_cpu_s']:,.0f} | {cpu_ratio} "
+            f"| {ratio(r, ref)} | {r['cpu_s']:.1f} | {r['words_per_cpu_s']:,.0f} "
+            f"| {ratio(r, ref, 'words_per_cpu_s')} "
             f"| {r.get('trained_words', 0):,} | {r['peak_rss_mb']:.0f} | {100 * r['analogy']:.2f} "
             f"| {r['wordsim']:.3f} |"
         )
@@ -280,51 +278,29 @@ def summary(results: list[dict]) -> str:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("corpus", nargs="?", help="text8-style corpus (.zip or text file)")
-    ap.add_argument("--runs", default=",".join(RUNS), help="comma-separated: " + ",".join(RUNS))
-    ap.add_argument("--epochs", type=int, default=5)
-    ap.add_argument("--workers", type=int, default=2)
-    ap.add_argument("--head-mb", type=float, default=None, help="only the first N MB")
+    ap = parser(__doc__, RUNS)
     ap.add_argument(
         "--seeds",
         type=int,
         default=1,
         help="run each of --runs with seeds 1..N, alternating tools (mean and spread)",
     )
-    ap.add_argument("--child", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
         print(json.dumps(child(json.loads(args.child))))
         return
     if not args.corpus:
         ap.error("corpus is required")
-    text, lines = prepare(args.corpus, args.head_mb)
-    results = []
-    out_dir = Path(__file__).parent / "out"
-    out_dir.mkdir(exist_ok=True)
     runs = args.runs.split(",")
     if args.seeds > 1:
         runs = [f"{run}:seed={k}" for k in range(1, args.seeds + 1) for run in runs]
     for run in runs:
         if run.split(":")[0] not in RUNS:
             ap.error(f"unknown run {run!r}")
-        spec = {"run": run, "text": str(text), "lines": str(lines)}
-        spec.update(epochs=args.epochs, workers=args.workers)
-        proc = subprocess.run(
-            [sys.executable, __file__, "--child", json.dumps(spec)],
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        if proc.returncode:
-            sys.exit(f"{run} failed:\n{proc.stderr}")
-        res = json.loads(proc.stdout.strip().splitlines()[-1])
-        res["corpus"] = text.name
-        results.append(res)
-        print(json.dumps(res), file=sys.stderr, flush=True)
-        with open(out_dir / "train.jsonl", "a") as f:
-            f.write(json.dumps(res) + "\n")
+    text, lines = prepare(args.corpus, args.head_mb)
+    spec = {"text": str(text), "lines": str(lines), "epochs": args.epochs}
+    spec["workers"] = args.workers
+    results = run_children(__file__, runs, spec, "train", text.name)
     print(table(results))
     print()
     print(summary(results))

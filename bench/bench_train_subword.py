@@ -29,15 +29,13 @@ Results: a Markdown table on stdout, JSON lines in ``bench/out/train_subword.jso
 
 from __future__ import annotations
 
-import argparse
 import json
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 from bench_train import LINE_WORDS, WORK, evaluate, peak_rss_mb, prepare
+from train_report import parser, ratio, run_children
 
 RUNS = {
     # name: (tool, sg)
@@ -119,68 +117,75 @@ def unseen_spearman(kv) -> tuple[float, int]:
     return float(spearmanr(human, model)[0]), len(human)
 
 
+def _train_fasttext(p: dict, spec: dict) -> tuple:
+    """fastText's own trainer; its model read back by gensim (the vectors of any word)."""
+    import fasttext
+    from gensim.models.fasttext import load_facebook_vectors
+
+    t1, c1 = time.perf_counter(), time.process_time()
+    ft = fasttext.train_unsupervised(
+        spec["text"],
+        model="skipgram" if p["sg"] else "cbow",
+        dim=p["vector_size"],
+        ws=p["window"],
+        neg=p["negative"],
+        minCount=p["min_count"],
+        t=p["sample"],
+        lr=p["alpha"],
+        minn=p["min_n"],
+        maxn=p["max_n"],
+        bucket=p["bucket"],
+        epoch=p["epochs"],
+        thread=p["workers"],
+        verbose=0,
+    )
+    train_s, cpu_s = time.perf_counter() - t1, time.process_time() - c1
+    peak = peak_rss_mb()
+    with tempfile.TemporaryDirectory(dir=WORK) as tmp:
+        ft.save_model(f"{tmp}/m.bin")
+        del ft
+        kv = load_facebook_vectors(f"{tmp}/m.bin")
+    version = fasttext.__name__ + " " + _version("fasttext", "fasttext-wheel")
+    return kv, train_s, cpu_s, peak, spec["corpus_words"], version
+
+
+def _train_gensim(p: dict, spec: dict) -> tuple:
+    import gensim
+    from gensim.models import FastText as GensimFT
+
+    model = GensimFT(**p)
+    model.build_vocab(corpus_file=spec["lines"])
+    t1, c1 = time.perf_counter(), time.process_time()
+    model.train(
+        corpus_file=spec["lines"], total_words=model.corpus_total_words, epochs=model.epochs
+    )
+    train_s, cpu_s = time.perf_counter() - t1, time.process_time() - c1
+    peak = peak_rss_mb()
+    return model.wv, train_s, cpu_s, peak, model.corpus_total_words, "gensim " + gensim.__version__
+
+
+def _train_ours(p: dict, spec: dict) -> tuple:
+    from vecserve.train import FastText
+
+    model = FastText(**p)
+    model.build_vocab(spec["text"])
+    c1 = time.process_time()
+    model.train()
+    cpu_s = time.process_time() - c1
+    peak = peak_rss_mb()
+    stats = model.train_stats
+    return model.wv, stats["train_seconds"], cpu_s, peak, stats["corpus_words"], "vecserve"
+
+
+TRAIN = {"fasttext": _train_fasttext, "gensim": _train_gensim, "ours": _train_ours}
+
+
 def child(spec: dict) -> dict:
-    """One run, in this process."""
+    """One run, in this process: train (timed, peak RSS when training ends), evaluate."""
     tool, sg = RUNS[spec["run"]]
     p = dict(COMMON, sg=sg, epochs=spec["epochs"], workers=spec["workers"])
     t0 = time.perf_counter()
-    if tool == "fasttext":
-        import fasttext
-        from gensim.models.fasttext import load_facebook_vectors
-
-        t1, c1 = time.perf_counter(), time.process_time()
-        ft = fasttext.train_unsupervised(
-            spec["text"],
-            model="skipgram" if sg else "cbow",
-            dim=p["vector_size"],
-            ws=p["window"],
-            neg=p["negative"],
-            minCount=p["min_count"],
-            t=p["sample"],
-            lr=p["alpha"],
-            minn=p["min_n"],
-            maxn=p["max_n"],
-            bucket=p["bucket"],
-            epoch=p["epochs"],
-            thread=p["workers"],
-            verbose=0,
-        )
-        train_s, cpu_s = time.perf_counter() - t1, time.process_time() - c1
-        peak = peak_rss_mb()
-        corpus_words = spec["corpus_words"]
-        with tempfile.TemporaryDirectory(dir=WORK) as tmp:
-            ft.save_model(f"{tmp}/m.bin")
-            del ft
-            kv = load_facebook_vectors(f"{tmp}/m.bin")
-        version = fasttext.__name__ + " " + _version("fasttext", "fasttext-wheel")
-    elif tool == "gensim":
-        import gensim
-        from gensim.models import FastText as GensimFT
-
-        model = GensimFT(**p)
-        model.build_vocab(corpus_file=spec["lines"])
-        t1, c1 = time.perf_counter(), time.process_time()
-        model.train(
-            corpus_file=spec["lines"], total_words=model.corpus_total_words, epochs=model.epochs
-        )
-        train_s, cpu_s = time.perf_counter() - t1, time.process_time() - c1
-        peak = peak_rss_mb()
-        corpus_words = model.corpus_total_words
-        kv = model.wv
-        version = "gensim " + gensim.__version__
-    else:
-        from vecserve.train import FastText
-
-        model = FastText(**p)
-        model.build_vocab(spec["text"])
-        c1 = time.process_time()
-        model.train()
-        cpu_s = time.process_time() - c1
-        peak = peak_rss_mb()
-        train_s = model.train_stats["train_seconds"]
-        corpus_words = model.train_stats["corpus_words"]
-        kv = model.wv
-        version = "vecserve"
+    kv, train_s, cpu_s, peak, corpus_words, version = TRAIN[tool](p, spec)
     wall = time.perf_counter() - t0
     analogy, wordsim = evaluate(kv)
     unseen, n_unseen = unseen_spearman(kv)
@@ -224,11 +229,11 @@ def table(results: list[dict]) -> str:
     ]
     for r in results:
         mode = r["run"].split("-")[1]
-        ratios = {}
-        for key in ("words_per_s", "words_per_cpu_s"):
-            for tool in ("fasttext", "gensim"):
-                base = ref.get((tool, mode))
-                ratios[key, tool] = f"{r[key] / base[key]:.2f}x" if base else "-"
+        ratios = {
+            (key, tool): ratio(r, ref.get((tool, mode)), key)
+            for key in ("words_per_s", "words_per_cpu_s")
+            for tool in ("fasttext", "gensim")
+        }
         out.append(
             f"| {r['run']} | {r['train_s']:.1f} | {r['words_per_s']:,.0f} "
             f"| {ratios['words_per_s', 'fasttext']} | {ratios['words_per_s', 'gensim']} "
@@ -243,45 +248,22 @@ def table(results: list[dict]) -> str:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("corpus", nargs="?", help="text8-style corpus (.zip or text file)")
-    ap.add_argument("--runs", default=",".join(RUNS), help="comma-separated: " + ",".join(RUNS))
-    ap.add_argument("--epochs", type=int, default=5)
-    ap.add_argument("--workers", type=int, default=2)
-    ap.add_argument("--head-mb", type=float, default=None, help="only the first N MB")
-    ap.add_argument("--child", help=argparse.SUPPRESS)
+    ap = parser(__doc__, RUNS)
     args = ap.parse_args()
     if args.child:
         print(json.dumps(child(json.loads(args.child))))
         return
     if not args.corpus:
         ap.error("corpus is required")
-    text, _ = prepare(args.corpus, args.head_mb)
-    text, lines = trim(text)
-    corpus_words = len(text.read_bytes().split())
-    results = []
-    out_dir = Path(__file__).parent / "out"
-    out_dir.mkdir(exist_ok=True)
-    for run in args.runs.split(","):
+    runs = args.runs.split(",")
+    for run in runs:
         if run not in RUNS:
             ap.error(f"unknown run {run!r}")
-        spec = {"run": run, "text": str(text), "lines": str(lines), "corpus_words": corpus_words}
-        spec.update(epochs=args.epochs, workers=args.workers)
-        proc = subprocess.run(
-            [sys.executable, __file__, "--child", json.dumps(spec)],
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        if proc.returncode:
-            sys.exit(f"{run} failed:\n{proc.stderr}")
-        res = json.loads(proc.stdout.strip().splitlines()[-1])
-        res["corpus"] = text.name
-        results.append(res)
-        print(json.dumps(res), file=sys.stderr, flush=True)
-        with open(out_dir / "train_subword.jsonl", "a") as f:
-            f.write(json.dumps(res) + "\n")
-    print(table(results))
+    text, _ = prepare(args.corpus, args.head_mb)
+    text, lines = trim(text)
+    spec = {"text": str(text), "lines": str(lines), "epochs": args.epochs}
+    spec.update(workers=args.workers, corpus_words=len(text.read_bytes().split()))
+    print(table(run_children(__file__, runs, spec, "train_subword", text.name)))
 
 
 if __name__ == "__main__":

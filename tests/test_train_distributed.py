@@ -3,17 +3,12 @@
 Every test that needs ranks starts them with the real ``mpiexec -n 2`` or ``-n 3``
 (oversubscribed: CI machines may have fewer cores), running either a test module of
 ``tests/mpi/`` under pytest on every rank, a small script written here, or the real
-``vecserve train`` command. As root, Open MPI needs
-``OMPI_ALLOW_RUN_AS_ROOT(_CONFIRM)``.
+``vecserve train`` command (``tests/mpi_support.py`` starts and kills them).
 """
 
 from __future__ import annotations
 
 import gzip
-import os
-import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -28,8 +23,15 @@ from tests.helpers import (
     argv,
     topic_corpus,
     topic_purity,
-    wait_until,
     write_topic_corpus,
+)
+from tests.mpi_support import (
+    kill_rank,
+    mpiexec,
+    run_on_ranks,
+    start,
+    vecserve_args,
+    wait_for_line,
 )
 from vecserve.train.corpus import iter_sentences, shard_corpus
 from vecserve.train.distributed import (
@@ -42,29 +44,6 @@ from vecserve.train.distributed import (
 from vecserve.train.vocab import count_corpus, finish_vocab, merge_counts, scan_corpus
 
 pytest.importorskip("mpi4py", reason="needs the MPI extra: pip install 'vecserve[mpi]'")
-
-MPIEXEC = Path(sys.executable).parent / "mpiexec"
-ENV = {**os.environ, "OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
-ROOT = Path(__file__).resolve().parent.parent
-
-
-def mpiexec(
-    n: int, *args: str, timeout: float = 120, env: dict = ENV
-) -> subprocess.CompletedProcess:
-    proc = subprocess.run(
-        [str(MPIEXEC), "-n", str(n), "--oversubscribe", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=timeout,
-        cwd=ROOT,
-    )
-    return proc
-
-
-def vecserve_args(*args: str) -> list[str]:
-    return [sys.executable, "-m", "vecserve.cli", *args]
-
 
 # ---------------------------------------------------------------- corpus shares (no MPI)
 
@@ -326,24 +305,6 @@ def test_one_process_group_syncs_nothing():
 # ---------------------------------------------------------------- real ranks
 
 
-def run_on_ranks(ranks: int, module: str, *args: str, timeout: float = 120) -> None:
-    """``tests/mpi/MODULE`` under pytest on ``ranks`` real ranks; every rank's tests pass.
-    (Only the plugins the suite's settings need: each rank starts faster.)"""
-    pytest_args = argv(
-        "{} -m pytest -q -p no:cacheprovider -p pytest_timeout --color=no {}",
-        sys.executable,
-        f"tests/mpi/{module}",
-    )
-    proc = mpiexec(
-        ranks,
-        *pytest_args,
-        *args,
-        env={**ENV, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"},
-        timeout=timeout,
-    )
-    assert proc.returncode == 0, f"{proc.stdout}\n{proc.stderr}"
-
-
 def test_sync_arithmetic_on_known_deltas():
     """Sums, means, capped means, 16 and 8 bits on the wire, on 3 ranks."""
     run_on_ranks(3, "test_sync_ranks.py")
@@ -398,55 +359,6 @@ def test_two_ranks_learn_and_land_in_redis_equal_to_save(tmp_path, redis_url):
         assert kv.get_vecattr("t0w0", "count") == corpus.read_text().split().count("t0w0")
 
 
-def _rank_pids(mpiexec_pid: int) -> dict[int, int]:
-    """rank -> pid of the ranks mpiexec started (its children, by their environment)."""
-    ranks = {}
-    for d in Path("/proc").iterdir():
-        if not d.name.isdigit():
-            continue
-        try:
-            ppid = int((d / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            if ppid != mpiexec_pid:
-                continue
-            env = (d / "environ").read_bytes().split(b"\0")
-        except (OSError, IndexError, ValueError):
-            continue
-        for var in env:
-            if var.startswith(b"OMPI_COMM_WORLD_RANK="):
-                ranks[int(var.split(b"=")[1])] = int(d.name)
-    return ranks
-
-
-def _start(args: list[str], n: int = 2) -> subprocess.Popen:
-    return subprocess.Popen(
-        [str(MPIEXEC), "-n", str(n), "--oversubscribe", *args],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=ENV,
-        cwd=ROOT,
-    )
-
-
-def _wait_for_line(proc: subprocess.Popen, needle: str, timeout: float = 60) -> list[str]:
-    """Read stderr lines until one holds *needle* (stderr is read on, line by line)."""
-    seen = []
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        line = proc.stderr.readline()
-        if not line:
-            break
-        seen.append(line)
-        if needle in line:
-            return seen
-    raise AssertionError(f"no {needle!r} within {timeout}s:\n{''.join(seen)}")
-
-
-def _kill_rank(proc: subprocess.Popen, rank: int) -> None:
-    pid = wait_until(lambda: _rank_pids(proc.pid).get(rank), timeout=10, what=f"rank {rank}")
-    os.kill(pid, signal.SIGKILL)
-
-
 @pytest.mark.slow
 def test_a_killed_rank_stops_the_job_with_one_line_and_commits_nothing(tmp_path, redis_url):
     import redis
@@ -455,10 +367,10 @@ def test_a_killed_rank_stops_the_job_with_one_line_and_commits_nothing(tmp_path,
     args = _train_args(
         corpus, *argv("--epochs 200 --key KILLED_W2V --sync-words 20000 --redis-url {}", redis_url)
     )
-    proc = _start(args)
+    proc = start(args)
     try:
-        _wait_for_line(proc, "words/s")  # training, syncing
-        _kill_rank(proc, 1)
+        wait_for_line(proc, "words/s")  # training, syncing
+        kill_rank(proc, 1)
         t0 = time.monotonic()
         _, err = proc.communicate(timeout=30)
         assert time.monotonic() - t0 < 30
@@ -482,10 +394,10 @@ def test_resume_continues_from_the_last_checkpoint(tmp_path, redis_url):
     corpus = write_topic_corpus(tmp_path / "topics.txt", 20_000)
     ckpt = tmp_path / "ckpt"
     common = ["--epochs", "4", "--checkpoint-dir", str(ckpt), "--sync-words", "20000"]
-    proc = _start(_train_args(corpus, *common, "--save", str(tmp_path / "never.bin")))
+    proc = start(_train_args(corpus, *common, "--save", str(tmp_path / "never.bin")))
     try:
-        _wait_for_line(proc, "checkpoint: 1/4 epochs saved")
-        _kill_rank(proc, 1)
+        wait_for_line(proc, "checkpoint: 1/4 epochs saved")
+        kill_rank(proc, 1)
         proc.communicate(timeout=30)
     finally:
         proc.kill()

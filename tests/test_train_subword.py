@@ -212,22 +212,6 @@ def test_bad_parameters(params, match):
         FastText(**params)
 
 
-def test_two_mpi_ranks_are_refused_in_one_line(tmp_path):
-    pytest.importorskip("mpi4py", reason="needs the MPI extra: pip install 'vecserve[mpi]'")
-    mpiexec = os.path.join(os.path.dirname(sys.executable), "mpiexec")
-    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
-    cmd = [mpiexec, "-n", "2", "--oversubscribe", sys.executable, "-m", "vecserve.cli"]
-    cmd += ["train", str(_corpus_file(tmp_path, 20)), "--subwords", "--save", "x.bin"]
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=120)
-    assert proc.returncode != 0
-    errors = [line for line in proc.stderr.splitlines() if line.startswith("Error:")]
-    assert errors == [
-        "Error: rank 0 of 2: subword (fastText) training on several MPI ranks is not "
-        "supported yet: run it as one process (its threads use every core)"
-    ], proc.stderr
-    assert "Traceback" not in proc.stderr
-
-
 # -- files ------------------------------------------------------------------------------
 
 

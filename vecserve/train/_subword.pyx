@@ -289,6 +289,49 @@ cdef int64_t train_sentences(SubState *s, const int32_t *words, const int64_t *b
     return effective
 
 
+def _check_arrays(wi, wo, sub_ptr, sub_rows, sample_int, alias_prob, alias_idx, syn1, codes,
+                  points, codelens, *, int negative, int window, int hs):
+    """:class:`SubwordWorker`'s arrays: their types, shapes and row ids (a ``ValueError``
+    names the first one that is wrong)."""
+    check_array("wi", wi, np.float32, 2, True)
+    check_array("sub_ptr", sub_ptr, np.int64, 1)
+    check_array("sub_rows", sub_rows, np.int32, 1)
+    check_array("sample_int", sample_int, np.uint32, 1)
+    check_array("alias_prob", alias_prob, np.uint32, 1)
+    check_array("alias_idx", alias_idx, np.int32, 1)
+    size, nwords = wi.shape[1], sample_int.shape[0]
+    if window < 1 or size < 1 or wi.shape[0] < nwords:
+        raise ValueError("window and vector size must be >= 1, wi hold every word")
+    if hs:
+        if negative or syn1 is None or codes is None:
+            raise ValueError("hs=1 needs negative=0, syn1 and a Huffman tree")
+        check_array("syn1", syn1, np.float32, 2, True)
+        check_array("codes", codes, np.uint8, 2)
+        check_array("points", points, np.int32, 2)
+        check_array("codelens", codelens, np.int32, 1)
+        if (syn1.shape[1] != size or points.max(initial=0) >= syn1.shape[0]
+                or codes.shape[0] != nwords or points.shape != codes.shape
+                or codelens.shape[0] != nwords or codelens.max(initial=0) > codes.shape[1]):
+            raise ValueError("syn1 and the Huffman tree do not match the vocabulary")
+    else:
+        if negative < 1:
+            raise ValueError("negative must be >= 1 (or hs=1)")
+        check_array("wo", wo, np.float32, 2, True)
+        if wo.shape != (nwords, size):
+            raise ValueError(f"wo {wo.shape} does not match {nwords} words x {size}")
+    if sub_ptr.shape[0] != nwords + 1 or sub_ptr[0] != 0 or sub_ptr[nwords] != len(sub_rows):
+        raise ValueError("sub_ptr must be (nwords + 1,) from 0 to len(sub_rows)")
+    counts = np.diff(sub_ptr)
+    if nwords and counts.min() < 1:
+        raise ValueError("every word needs at least its own row")
+    if len(sub_rows) and (sub_rows.min() < 0 or sub_rows.max() >= wi.shape[0]):
+        raise ValueError("sub_rows points outside wi")
+    for name, a in (("sample_int", sample_int), ("alias_prob", alias_prob),
+                    ("alias_idx", alias_idx)):
+        if a.shape[0] != nwords:
+            raise ValueError(f"{name} has {a.shape[0]} entries for {nwords} words")
+
+
 cdef class SubwordWorker:
     """One thread's subword trainer: shared weights and tables, private buffers.
 
@@ -311,44 +354,11 @@ cdef class SubwordWorker:
                  syn1=None, codes=None, points=None, codelens=None, *,
                  int sg, int negative, int window, int cbow_mean=1, int hs=0,
                  int cbow_cache=1):
-        check_array("wi", wi, np.float32, 2, True)
-        check_array("sub_ptr", sub_ptr, np.int64, 1)
-        check_array("sub_rows", sub_rows, np.int32, 1)
-        check_array("sample_int", sample_int, np.uint32, 1)
-        check_array("alias_prob", alias_prob, np.uint32, 1)
-        check_array("alias_idx", alias_idx, np.int32, 1)
+        _check_arrays(wi, wo, sub_ptr, sub_rows, sample_int, alias_prob, alias_idx, syn1,
+                      codes, points, codelens, negative=negative, window=window, hs=hs)
         cdef int size = wi.shape[1]
         cdef int32_t nwords = sample_int.shape[0]
-        if window < 1 or size < 1 or wi.shape[0] < nwords:
-            raise ValueError("window and vector size must be >= 1, wi hold every word")
-        if hs:
-            if negative or syn1 is None or codes is None:
-                raise ValueError("hs=1 needs negative=0, syn1 and a Huffman tree")
-            check_array("syn1", syn1, np.float32, 2, True)
-            check_array("codes", codes, np.uint8, 2)
-            check_array("points", points, np.int32, 2)
-            check_array("codelens", codelens, np.int32, 1)
-            if (syn1.shape[1] != size or points.max(initial=0) >= syn1.shape[0]
-                    or codes.shape[0] != nwords or points.shape != codes.shape
-                    or codelens.shape[0] != nwords or codelens.max(initial=0) > codes.shape[1]):
-                raise ValueError("syn1 and the Huffman tree do not match the vocabulary")
-        else:
-            if negative < 1:
-                raise ValueError("negative must be >= 1 (or hs=1)")
-            check_array("wo", wo, np.float32, 2, True)
-            if wo.shape != (nwords, size):
-                raise ValueError(f"wo {wo.shape} does not match {nwords} words x {size}")
-        if sub_ptr.shape[0] != nwords + 1 or sub_ptr[0] != 0 or sub_ptr[nwords] != len(sub_rows):
-            raise ValueError("sub_ptr must be (nwords + 1,) from 0 to len(sub_rows)")
         counts = np.diff(sub_ptr)
-        if nwords and counts.min() < 1:
-            raise ValueError("every word needs at least its own row")
-        if len(sub_rows) and (sub_rows.min() < 0 or sub_rows.max() >= wi.shape[0]):
-            raise ValueError("sub_rows points outside wi")
-        for name, a in (("sample_int", sample_int), ("alias_prob", alias_prob),
-                        ("alias_idx", alias_idx)):
-            if a.shape[0] != nwords:
-                raise ValueError(f"{name} has {a.shape[0]} entries for {nwords} words")
         max_rows = int(counts.max()) if nwords else 1
         n_out = 2 * window * max(1 + negative, codes.shape[1] if hs else 0)
         bufs = {

@@ -29,25 +29,31 @@ ctypedef fused qint:
 @cython.boundscheck(False)
 @cython.wraparound(False)
 def snapshot_rows(const float[:, ::1] w, const float[:, ::1] base, const float[:, ::1] sent,
-                  float[:, ::1] delta, float[:, ::1] out, bint coherent, float[::1] peak):
+                  float[:, ::1] delta, float[:, ::1] out, bint coherent, float[::1] peak,
+                  const Py_ssize_t[::1] at=None):
     """``delta = w - base`` (``- sent`` if ``sent`` has rows: changes already on their
     way); ``out[:, :d] = delta``; the touch flag; the squared norm; ``peak`` (if not
     empty): each row's largest ``|delta|``, infinite if the row holds a NaN or an
-    infinity."""
-    cdef Py_ssize_t n = w.shape[0], d = w.shape[1], i, j
+    infinity. ``at``: row ``i`` is ``w[at[i]]`` (a matrix synchronised in an order of
+    its own), else ``w[i]``."""
+    cdef Py_ssize_t n = base.shape[0], d = w.shape[1], i, j, r
     cdef bint want_peak = peak.shape[0] > 0
     cdef bint in_flight = sent.shape[0] > 0
+    cdef bint indexed = at is not None
     cdef float x, sq, top, a
     cdef int touched, bad
     cdef unsigned int bits
+    if indexed and at.shape[0] != n:
+        raise ValueError("at must hold one row of w a row of base")
     with nogil:
         for i in range(n):  # branch-free, so the compiler vectorises the row's loop
+            r = at[i] if indexed else i
             sq = 0
             top = 0
             touched = 0
             bad = 0
             for j in range(d):
-                x = w[i, j] - base[i, j]
+                x = w[r, j] - base[i, j]
                 if in_flight:  # loop-invariant: the compiler unswitches it
                     x = x - sent[i, j]
                 delta[i, j] = x
@@ -108,12 +114,17 @@ def dequantize_rows(const qint[:, ::1] q, const float[::1] inv, float[:, ::1] bu
 @cython.wraparound(False)
 @cython.cdivision(True)
 def apply_rows(const float[:, ::1] part, const float[:, ::1] delta, float[:, ::1] base,
-               float[:, ::1] weights, float cap, bint coherent, bint exact):
+               float[:, ::1] weights, float cap, bint coherent, bint exact,
+               const Py_ssize_t[::1] at=None):
     """Add each row's summed change x its gain to ``base``; ``weights`` gets the same
     minus this rank's own change since the snapshot (``exact``: ``weights = base``).
-    Returns False, having changed nothing, if the payload holds a NaN or infinity."""
-    cdef Py_ssize_t n = part.shape[0], d = base.shape[1], i, j
+    Returns False, having changed nothing, if the payload holds a NaN or infinity.
+    ``at``: row ``i`` of ``weights`` is ``weights[at[i]]``, as in :func:`snapshot_rows`."""
+    cdef Py_ssize_t n = part.shape[0], d = base.shape[1], i, j, r
     cdef Py_ssize_t width = part.shape[1]
+    cdef bint indexed = at is not None
+    if indexed and at.shape[0] != n:
+        raise ValueError("at must hold one row of weights a row of part")
     cdef float touches, gain, sq, norm, agree, change, x
     cdef int bad = 0
     cdef unsigned int bits
@@ -127,6 +138,7 @@ def apply_rows(const float[:, ::1] part, const float[:, ::1] delta, float[:, ::1
         return False
     with nogil:
         for i in range(n):
+            r = at[i] if indexed else i
             touches = part[i, d]
             gain = (touches if touches < cap else cap) / (touches if touches > 1 else 1)
             if coherent:  # 1 / (how many ranks' changes agree): |sum|^2 / sum |d_r|^2
@@ -141,10 +153,10 @@ def apply_rows(const float[:, ::1] part, const float[:, ::1] delta, float[:, ::1
             if exact:
                 for j in range(d):
                     base[i, j] = base[i, j] + part[i, j] * gain
-                    weights[i, j] = base[i, j]
+                    weights[r, j] = base[i, j]
             else:
                 for j in range(d):
                     change = part[i, j] * gain
                     base[i, j] = base[i, j] + change
-                    weights[i, j] = weights[i, j] + (change - delta[i, j])
+                    weights[r, j] = weights[r, j] + (change - delta[i, j])
     return True

@@ -21,7 +21,7 @@ import numpy as np
 from ..errors import TrainingError
 from ..fileio import atomic_write
 
-__all__ = ["FILE_NAME", "Found", "fingerprint", "read", "write"]
+__all__ = ["FILE_NAME", "Found", "fingerprint", "read", "resume", "write"]
 
 FILE_NAME = "vecserve-w2v-checkpoint.npz"
 
@@ -107,3 +107,18 @@ def read(
     except (OSError, ValueError, KeyError, zipfile.BadZipFile) as exc:
         return Found(path, problem=f"checkpoint {path} is unreadable: {exc}")
     return Found(path, epochs_done=int(meta["epochs_done"]))
+
+
+def resume(group: Any, directory: str | os.PathLike, want: dict[str, Any], weights: dict) -> Found:
+    """:func:`read` on rank 0 of *group*, its verdict sent to every rank and, where
+    epochs are done, its *weights* (each rank's arrays filled in place); a checkpoint
+    that cannot be resumed raises a :class:`~vecserve.errors.TrainingError` on every
+    rank (``collective``)."""
+    found = read(directory, want, weights) if group.rank == 0 else None
+    found = group.bcast(found)
+    if found.problem is not None:
+        raise TrainingError(found.problem, collective=True)
+    if found.epochs_done:
+        for m in weights.values():
+            group.bcast_array(m)
+    return found

@@ -26,18 +26,9 @@ from ..errors import TrainingError
 from . import _kernels, checkpoint
 from .corpus import Corpus, check_restartable, shard_corpus
 from .distributed.group import Group
-from .distributed.sync import Synchronizer
 from .loop import Pool, Progress, SyncRun, run_epochs, size_text
 from .params import SyncParams, TrainParams, split_params, usable_cores
-from .plan import (
-    CLASSIC_MIN_ALPHA,
-    RunPlan,
-    head_rows_budget,
-    min_alpha_for,
-    plan_epoch,
-    row_schedule,
-    update_rates,
-)
+from .plan import RunPlan, plan_run, plan_syncs, update_rates
 from .vocab import (
     alias_table,
     build_vocab,
@@ -67,21 +58,8 @@ class Word2Vec:
     ``comm`` (an ``mpi4py`` communicator, e.g. ``MPI.COMM_WORLD``, or a
     :class:`~vecserve.train.distributed.Group`) trains data-parallel across its ranks:
     each reads its share of the corpus and they combine their changes every
-    ``sync_words`` words a rank trains, and at least ``sync_min_per_epoch`` times an
-    epoch (short epochs sync more often; groups of at least 1,000 words; see
-    :mod:`vecserve.train.distributed`;
-    ``sync_cap`` and ``sync_coherent`` say how). ``sync_budget`` bounds the bytes each
-    rank sends per epoch, in float32 models (each epoch's last sync, the whole model,
-    included); ``sync_dtype`` is the changes' precision on the wire (``"int16"``: half
-    the bytes of ``"float32"``, so twice the rows within the budget; ``"int8"``: a
-    quarter, for up to 31 ranks);
-    ``sync_schedule`` picks which rows each sync carries (``"doubling"``: by frequency
-    rank; ``"rates"``: by expected updates); ``sync_warmup`` syncs the first epoch's
-    first share 4x as often; ``sync_scale_alpha`` (a power; 0: off) starts the
-    learning rate at :attr:`start_alpha`; ``overlap`` runs each sync's exchange while
-    the next words train, and ``sync_depth`` exchanges may be under way at once (each
-    is applied ``sync_depth`` groups after it was taken: a rank a little behind the
-    others holds them up less).
+    ``sync_words`` words a rank trains (the ``sync_*`` parameters say how:
+    :class:`~vecserve.train.params.SyncParams`, :mod:`vecserve.train.distributed`).
     ``checkpoint_dir`` saves the model after every epoch; ``resume`` continues from the
     checkpoint there.
 
@@ -109,7 +87,7 @@ class Word2Vec:
         resume: bool = False,
         **params: Any,
     ):
-        self.params, self.sync_params = split_params(params)
+        self._take_params(params)
         if resume and not checkpoint_dir:
             raise TrainingError("resume=True: needs checkpoint_dir", collective=True)
         self.group = comm if isinstance(comm, Group) else Group(comm)
@@ -126,6 +104,10 @@ class Word2Vec:
             self.build_vocab(corpus)
             self.train()
 
+    def _take_params(self, params: dict[str, Any]) -> None:
+        """The parameter records from the keyword arguments (each checked once)."""
+        self.params, self.sync_params = split_params(params)
+
     @property
     def start_alpha(self) -> float:
         """The learning rate training starts from: ``alpha``, scaled up on several ranks
@@ -135,16 +117,6 @@ class Word2Vec:
         0.025
         """
         return self.sync_params.start_alpha(self.params.alpha, self.group.size)
-
-    @property
-    def use_batch(self) -> bool:
-        """Whether training runs the HogBatch kernel."""
-        return self.params.use_batch
-
-    @property
-    def mode(self) -> str:
-        """A short name of the training mode, e.g. ``"sg-neg-hogbatch"``."""
-        return self.params.mode
 
     # ------------------------------------------------------------ vocabulary
 
@@ -215,13 +187,23 @@ class Word2Vec:
         )
 
     def _init_weights(self) -> None:
+        self.syn0 = self._input_rows(len(self.vocab))
+        self._init_output()
+
+    def _input_rows(self, n: int) -> np.ndarray:
+        """*n* input rows drawn uniform in [-1/d, 1/d) like gensim (word2vec.c draws half
+        that and trains slower; fastText draws the same)."""
+        d = self.vector_size
+        rows = np.random.default_rng(self.seed).random((n, d), dtype=np.float32)
+        rows *= 2.0
+        rows -= 1.0
+        rows /= d
+        return rows
+
+    def _init_output(self) -> None:
+        """The output weights (zero) and the tables of the vocabulary: the Huffman tree,
+        the subsampling thresholds, the negatives' alias table."""
         n, d = len(self.vocab), self.vector_size
-        rng = np.random.default_rng(self.seed)
-        # uniform in [-1/d, 1/d) like gensim (word2vec.c uses half that; trains slower)
-        self.syn0 = rng.random((n, d), dtype=np.float32)
-        self.syn0 *= 2.0
-        self.syn0 -= 1.0
-        self.syn0 /= d
         self.syn1neg = np.zeros((n, d), np.float32) if self.negative else None
         self.syn1 = np.zeros((max(n - 1, 1), d), np.float32) if self.hs else None
         self._tree = huffman_tree(self.vocab.counts) if self.hs else None
@@ -296,56 +278,29 @@ class Word2Vec:
             )
 
     def _plan_run(self) -> RunPlan:
-        """Every epoch's sync groups (with several ranks and ``sync_warmup``, the first
-        epoch's start cut finer) and the learning rate along them."""
-        p, s, g = self.params, self.sync_params, self.group
-        bounds = self.corpus.bounds
-        plan = plan_epoch(g, bounds, workers=p.workers, job_words=p.job_words, sync=s)
-        if plan.words < 2:
-            raise TrainingError("corpus has fewer than 2 words in the vocabulary", collective=True)
-        warm = None
-        if g.size > 1 and s.sync_warmup > 0:
-            split = max(1, round(s.sync_warmup * len(plan.groups)))
-            warm = plan_epoch(
-                g, bounds, workers=p.workers, job_words=p.job_words, sync=s, split=split
-            )
-        min_alpha = p.min_alpha
-        if min_alpha is None and g.size > 1:
-            # several ranks keep the classic final rate: their syncs' int8 changes and
-            # the syncs still under way were tuned against it (a higher one lost topic
-            # purity in tests/mpi/test_scheme_ranks.py's int8 run with 3 under way)
-            min_alpha = CLASSIC_MIN_ALPHA
-        elif min_alpha is None:  # the default: by the run's words trained
-            min_alpha = min_alpha_for(self.start_alpha, plan.words * p.epochs)
-        return RunPlan(plan, warm, p.epochs, self.start_alpha, min_alpha)
+        return plan_run(self.group, self.corpus.bounds, self.params, self.sync_params)
 
     def _sync_run(self, run: RunPlan) -> SyncRun:
-        """The syncs between ranks: both matrices, the head rows within the byte budget."""
-        s = self.sync_params
-        mats = [(self.syn0, False), (self.syn1neg, False), (self.syn1, True)]
-        sync = Synchronizer(
+        sync, rows = plan_syncs(
             self.group,
-            mats,
-            cap=s.sync_cap,
-            coherent=s.sync_coherent,
-            dtype=s.sync_dtype,
-            depth=s.sync_depth if s.overlap else 1,
-        )
-        budget = head_rows_budget(
-            s, self.group.size, sync.row_bytes(self.vector_size), self.vector_size
-        )
-        syncs = [len(run.plan.groups)] * self.epochs  # per epoch, a warm-up's first more
-        if run.warm is not None:
-            syncs[0] = len(run.warm.groups)
-        rows = row_schedule(
-            s,
+            self.sync_params,
+            run,
+            self._sync_matrices(),
             n_vocab=len(self.vocab),
-            n_rows=sync.n_rows,
-            syncs=syncs,
-            rows_budget=budget,
             rates=self._update_rates,
+            linked=self._linked_rows(),
         )
-        return SyncRun(sync, rows, s.overlap)
+        return SyncRun(sync, rows, self.sync_params.overlap)
+
+    def _sync_matrices(self) -> list[tuple]:
+        """The matrices the ranks synchronise (:class:`~vecserve.train.distributed.Synchronizer`'s
+        *matrices*)."""
+        return [(self.syn0, False), (self.syn1neg, False), (self.syn1, True)]
+
+    def _linked_rows(self) -> np.ndarray | None:
+        """A last synchronised matrix whose rows follow the words' (none here;
+        :func:`~vecserve.train.plan.row_schedule`'s *linked*)."""
+        return None
 
     def _update_rates(self) -> list[np.ndarray]:
         p = self.params
@@ -422,20 +377,13 @@ class Word2Vec:
         self._say(f"checkpoint: {epochs_done}/{self.epochs} epochs saved to {path}")
 
     def _load_checkpoint(self, sync: SyncRun | None) -> int:
-        """Epochs already done per the checkpoint (0: none); rank 0 reads the file and
-        sends every rank its verdict and the weights."""
-        g = self.group
-        found = None
-        if g.rank == 0:
-            found = checkpoint.read(self.checkpoint_dir, self._fingerprint(), self._weights())
-        found = g.bcast(found)
-        if found.problem is not None:
-            raise TrainingError(found.problem, collective=True)
+        """Epochs already done per the checkpoint (0: none), its weights on every rank."""
+        found = checkpoint.resume(
+            self.group, self.checkpoint_dir, self._fingerprint(), self._weights()
+        )
         if not found.epochs_done:
             self._say(f"no checkpoint at {found.path}: starting from the first epoch")
             return 0
-        for m in self._weights().values():
-            g.bcast_array(m)
         if sync is not None:
             sync.sync.reset()
         self._say(f"resuming after epoch {found.epochs_done}/{self.epochs} from {found.path}")
@@ -507,22 +455,38 @@ class Word2Vec:
         return f"<Word2Vec {self.mode} vocab={n} vector_size={self.vector_size}>"
 
 
-def _param_property(record: str, name: str, doc: str) -> property:
+def _param_property(record: str, name: str, doc: str | None) -> property:
     return property(lambda self: getattr(getattr(self, record), name), doc=doc)
 
 
-# Each parameter reads as an attribute, as in gensim (``model.window``); the signature
-# lists them all, with their defaults, for help() and editors.
-for _record, _cls in (("params", TrainParams), ("sync_params", SyncParams)):
-    for _f in dataclasses.fields(_cls):
-        setattr(Word2Vec, _f.name, _param_property(_record, _f.name, _f.metadata["help"]))
-Word2Vec.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
-    [
-        *list(inspect.signature(Word2Vec.__init__).parameters.values())[1:-1],
-        *(
-            inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=f.default)
-            for cls in (TrainParams, SyncParams)
-            for f in dataclasses.fields(cls)
-        ),
-    ]
-)
+def expose_params(cls: type, records: dict[str, type]) -> None:
+    """Each parameter of *records* (the attribute holding a record -> its class; a
+    subclass names its base's too) reads as an attribute of *cls*, as in gensim
+    (``model.window``), and so does each property a record derives (``model.mode``)
+    unless *cls* defines it itself; the signature lists the parameters with their
+    defaults, for help() and editors."""
+    for record, rec_cls in records.items():
+        names = [f.name for f in dataclasses.fields(rec_cls)]
+        names += [k for k, v in vars(rec_cls).items() if isinstance(v, property)]
+        for name in names:
+            if name not in vars(cls):
+                setattr(cls, name, _param_property(record, name, _doc(rec_cls, name)))
+    cls.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+        [
+            *list(inspect.signature(cls.__init__).parameters.values())[1:-1],
+            *(
+                inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=f.default)
+                for rec_cls in records.values()
+                for f in dataclasses.fields(rec_cls)
+            ),
+        ]
+    )
+
+
+def _doc(rec_cls: type, name: str) -> str | None:
+    """A parameter's help line, or a derived property's docstring."""
+    field = {f.name: f for f in dataclasses.fields(rec_cls)}.get(name)
+    return field.metadata["help"] if field else getattr(rec_cls, name).__doc__
+
+
+expose_params(Word2Vec, {"params": TrainParams, "sync_params": SyncParams})

@@ -178,7 +178,23 @@ _MPI = "Under mpiexec: "
 @dataclass(frozen=True)
 class SyncParams:
     """How the ranks of a distributed job combine their changes
-    (:mod:`vecserve.train.distributed`; one process alone ignores them)."""
+    (:mod:`vecserve.train.distributed`; one process alone ignores them).
+
+    The ranks combine their changes every ``sync_words`` words a rank trains, and at
+    least ``sync_min_per_epoch`` times an epoch (short epochs sync more often; groups of
+    at least 1,000 words); ``sync_cap`` and ``sync_coherent`` say how.
+    ``sync_budget`` bounds the bytes each rank sends per epoch, in float32 models (each
+    epoch's last sync, the whole model, included); ``sync_dtype`` is the changes'
+    precision on the wire (``"int16"``: half the bytes of ``"float32"``, so twice the
+    rows within the budget; ``"int8"``: a quarter, for up to 31 ranks);
+    ``sync_schedule`` picks which rows each sync carries (``"doubling"``: by frequency
+    rank; ``"rates"``: by expected updates); ``sync_warmup`` syncs the first epoch's
+    first share 4x as often; ``sync_scale_alpha`` (a power; 0: off) starts the learning
+    rate at :meth:`start_alpha`; ``overlap`` runs each sync's exchange while the next
+    words train, and ``sync_depth`` exchanges may be under way at once (each is applied
+    ``sync_depth`` groups after it was taken: a rank a little behind the others holds
+    them up less).
+    """
 
     sync_words: int = _param(50_000, _MPI + "words a rank trains between two model syncs.")
     sync_min_per_epoch: int = _param(128, _MPI + "at least this many syncs an epoch (short runs).")

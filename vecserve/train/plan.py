@@ -24,6 +24,7 @@ import numpy as np
 
 from ..errors import TrainingError
 from .distributed.schedule import head_for_budget, sync_rows, tier_tables
+from .distributed.sync import Synchronizer
 from .params import SyncParams
 
 __all__ = [
@@ -32,6 +33,7 @@ __all__ = [
     "WARMUP_PARTS",
     "EpochPlan",
     "Job",
+    "LinkedRows",
     "RunPlan",
     "cut_groups",
     "cut_jobs",
@@ -39,6 +41,8 @@ __all__ = [
     "head_rows_budget",
     "min_alpha_for",
     "plan_epoch",
+    "plan_run",
+    "plan_syncs",
     "row_schedule",
     "update_rates",
 ]
@@ -301,6 +305,95 @@ class RateRows:
         return [int(t[min(tz, len(t) - 1)]) for t in self.tables]
 
 
+@dataclass(frozen=True)
+class LinkedRows:
+    """The doubling schedule of the word matrices (``n_words`` of them) and of one more
+    whose rows follow the words': the subword model's n-gram buckets, ordered by the
+    first word (in frequency order) that uses each. A head of ``n`` words carries
+    ``linked[n]`` of its rows: the buckets of those words' n-grams.
+
+    >>> LinkedRows(DoublingRows(2, 10), np.array([0, 3, 5, 6, 6]), 2)(2)
+    [4, 4, 6]
+    """
+
+    words: DoublingRows
+    linked: np.ndarray
+    n_words: int
+
+    @property
+    def head(self) -> int:
+        return self.words.head
+
+    def __call__(self, k: int) -> list[int]:
+        n = self.words(k)
+        return [n] * self.n_words + [int(self.linked[min(n, len(self.linked) - 1)])]
+
+
+def plan_run(group: Any, bounds: np.ndarray, params: Any, sync: SyncParams) -> RunPlan:
+    """Every epoch's sync groups (with several ranks and ``sync_warmup``, the first
+    epoch's start cut finer) and the learning rate along them, for the encoded corpus
+    of sentence *bounds* (*params*: the :class:`~vecserve.train.params.TrainParams`)."""
+    g, p = group, params
+    plan = plan_epoch(g, bounds, workers=p.workers, job_words=p.job_words, sync=sync)
+    if plan.words < 2:
+        raise TrainingError("corpus has fewer than 2 words in the vocabulary", collective=True)
+    warm = None
+    if g.size > 1 and sync.sync_warmup > 0:
+        split = max(1, round(sync.sync_warmup * len(plan.groups)))
+        warm = plan_epoch(
+            g, bounds, workers=p.workers, job_words=p.job_words, sync=sync, split=split
+        )
+    start_alpha = sync.start_alpha(p.alpha, g.size)
+    min_alpha = p.min_alpha
+    if min_alpha is None and g.size > 1:
+        # several ranks keep the classic final rate: their syncs' int8 changes and
+        # the syncs still under way were tuned against it (a higher one lost topic
+        # purity in tests/mpi/test_scheme_ranks.py's int8 run with 3 under way)
+        min_alpha = CLASSIC_MIN_ALPHA
+    elif min_alpha is None:  # the default: by the run's words trained
+        min_alpha = min_alpha_for(start_alpha, plan.words * p.epochs)
+    return RunPlan(plan, warm, p.epochs, start_alpha, min_alpha)
+
+
+def plan_syncs(
+    group: Any,
+    sync: SyncParams,
+    run: RunPlan,
+    matrices: list[tuple],
+    *,
+    n_vocab: int,
+    rates: Callable[[], list[np.ndarray]],
+    linked: np.ndarray | None = None,
+) -> tuple[Synchronizer, DoublingRows | RateRows | LinkedRows]:
+    """The syncs of a run on several ranks: the :class:`Synchronizer` of *matrices*
+    and the rows each head sync carries, within the byte budget (:func:`row_schedule`;
+    *linked*: the last matrix's rows follow the words')."""
+    synchronizer = Synchronizer(
+        group,
+        matrices,
+        cap=sync.sync_cap,
+        coherent=sync.sync_coherent,
+        dtype=sync.sync_dtype,
+        depth=sync.sync_depth if sync.overlap else 1,
+    )
+    d = synchronizer.mats[0].weights.shape[1]
+    budget = head_rows_budget(sync, group.size, synchronizer.row_bytes(d), d)
+    syncs = [len(run.plan.groups)] * run.epochs  # per epoch, a warm-up's first more
+    if run.warm is not None:
+        syncs[0] = len(run.warm.groups)
+    rows = row_schedule(
+        sync,
+        n_vocab=n_vocab,
+        n_rows=synchronizer.n_rows,
+        syncs=syncs,
+        rows_budget=budget,
+        rates=rates,
+        linked=linked,
+        n_words=len(synchronizer.mats) - 1,
+    )
+    return synchronizer, rows
+
+
 def row_schedule(
     sync: SyncParams,
     *,
@@ -309,9 +402,17 @@ def row_schedule(
     syncs: list[int],
     rows_budget: float,
     rates: Callable[[], list[np.ndarray]],
-) -> DoublingRows | RateRows:
+    linked: np.ndarray | None = None,
+    n_words: int = 0,
+) -> DoublingRows | RateRows | LinkedRows:
     """The rows each head sync carries, within *rows_budget* models an epoch (*syncs*:
-    each epoch's syncs); *rates* gives the rows' update rates (``"rates"`` only)."""
+    each epoch's syncs); *rates* gives the rows' update rates (``"rates"`` only: a rate
+    per row of every matrix, in its sync order). *linked*: the last matrix's rows
+    follow the words' (:class:`LinkedRows`, after *n_words* word matrices)."""
     if sync.sync_schedule == "rates":
         return RateRows(tier_tables(rates(), syncs, rows_budget))
-    return DoublingRows(head_for_budget(n_vocab, syncs, rows_budget), n_rows)
+    if linked is None:
+        return DoublingRows(head_for_budget(n_vocab, syncs, rows_budget), n_rows)
+    rows_of = n_words * np.arange(n_vocab + 1, dtype=np.int64) + linked
+    head = head_for_budget(n_vocab, syncs, rows_budget, rows_of)
+    return LinkedRows(DoublingRows(head, n_rows), linked, n_words)

@@ -14,14 +14,21 @@ rows. :meth:`FastText.to_redis` commits both as a fastText model (served with ve
 unseen words), :meth:`FastText.save_facebook_model` writes fastText's ``.bin``.
 
 One loss at a time, as in fastText: negative sampling, or hierarchical softmax
-(``hs=1, negative=0``). Not yet: training on several MPI ranks (refused with a
-:class:`~vecserve.errors.TrainingError`).
+(``hs=1, negative=0``).
+
+On several MPI ranks (``comm``) it trains data-parallel as word2vec does
+(:mod:`vecserve.train.distributed`): the words' rows and the output rows by frequency
+rank, and the n-gram rows by the words that use them. Only the n-gram rows some
+vocabulary word uses can change, so only they are synchronised, in the order of the
+first word (most frequent first) that uses each: a head sync of the ``k`` most frequent
+words carries their n-gram rows too (counted in ``sync_budget``), each epoch's last sync
+every used n-gram row; the rest of the ``bucket`` rows (most of them on a small
+vocabulary) keep their initial values on every rank and never travel.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import inspect
 import os
 from typing import Any
 
@@ -30,11 +37,9 @@ import numpy as np
 from ..errors import TrainingError
 from ..subwords import compose, ngram_buckets_flat
 from . import _subword, checkpoint
-from .corpus import Corpus
 from .fasttext_bin import write_fasttext_bin
-from .model import Word2Vec, _param_property
+from .model import Word2Vec, expose_params
 from .params import SubwordParams, SyncParams, TrainParams, subword_names
-from .vocab import alias_table, huffman_tree, sample_thresholds
 
 __all__ = ["FastText"]
 
@@ -57,27 +62,13 @@ class FastText(Word2Vec):
     (16,)
     """
 
-    def __init__(
-        self,
-        corpus: Corpus | None = None,
-        *,
-        comm: Any = None,
-        progress: bool = False,
-        checkpoint_dir: str | os.PathLike | None = None,
-        resume: bool = False,
-        **params: Any,
-    ):
+    wi: np.ndarray | None = None
+    _buckets: tuple[np.ndarray, np.ndarray] | None = None
+
+    def _take_params(self, params: dict[str, Any]) -> None:
         names = subword_names()
         self.subword_params = SubwordParams(**{k: v for k, v in params.items() if k in names})
-        rest = {k: v for k, v in params.items() if k not in names}
-        super().__init__(
-            None,
-            comm=comm,
-            progress=progress,
-            checkpoint_dir=checkpoint_dir,
-            resume=resume,
-            **rest,
-        )
+        super()._take_params({k: v for k, v in params.items() if k not in names})
         if self.params.hs and self.params.negative:
             raise TrainingError(
                 f"hs=1 with negative={self.params.negative}: a subword model trains one "
@@ -85,16 +76,6 @@ class FastText(Word2Vec):
                 "sampling (hs=0)",
                 collective=True,
             )
-        if self.group.size > 1:
-            raise TrainingError(
-                "subword (fastText) training on several MPI ranks is not supported yet: "
-                "run it as one process (its threads use every core)",
-                collective=True,
-            )
-        self.wi = None
-        if corpus is not None:
-            self.build_vocab(corpus)
-            self.train()
 
     @property
     def mode(self) -> str:
@@ -106,19 +87,12 @@ class FastText(Word2Vec):
     # ------------------------------------------------------------ weights
 
     def _init_weights(self) -> None:
-        n, d, sub = len(self.vocab), self.vector_size, self.subword_params
-        buckets = sub.bucket if sub.max_n > 0 else 0
-        rng = np.random.default_rng(self.seed)
-        # fastText's input matrix: the words' rows, then the n-gram rows, uniform in
-        # [-1/d, 1/d) (gensim draws both the same way)
-        self.wi = rng.random((n + buckets, d), dtype=np.float32)
-        self.wi *= 2.0
-        self.wi -= 1.0
-        self.wi /= d
+        n, sub = len(self.vocab), self.subword_params
+        # fastText's input matrix: the words' rows, then the n-gram rows (gensim draws
+        # both the same way)
+        self.wi = self._input_rows(n + (sub.bucket if sub.max_n > 0 else 0))
         self.syn0 = self.wi[:n]
-        self.syn1neg = np.zeros((n, d), np.float32) if self.negative else None
-        self.syn1 = np.zeros((max(n - 1, 1), d), np.float32) if self.hs else None
-        self._tree = huffman_tree(self.vocab.counts) if self.hs else None
+        self._init_output()
         flat, bounds = ngram_buckets_flat(self.vocab.words, sub.min_n, sub.max_n, sub.bucket)
         self._ngram_ids = (flat, bounds)
         # each word's input rows, its own first (fastText's Dictionary::getSubwords)
@@ -130,9 +104,7 @@ class FastText(Word2Vec):
         is_ngram[own] = False
         rows[is_ngram] = flat.astype(np.int64) + n
         self._sub_ptr, self._sub_rows = ptr, rows
-        self._sample_int = sample_thresholds(self.vocab.counts, self.sample)
-        self._alias = alias_table(self.vocab.counts, self.ns_exponent)
-        self._wv = None
+        self._buckets = None  # _bucket_order's, made on first use
 
     def _kernel_worker(self) -> _subword.SubwordWorker:
         p, tree = self.params, self._tree
@@ -171,6 +143,52 @@ class FastText(Word2Vec):
     def _need_vocab(self) -> None:
         if self.wi is None:
             raise TrainingError("model has no vocabulary yet")
+
+    # ------------------------------------------------------------ syncs between ranks
+
+    def _bucket_order(self) -> tuple[np.ndarray, np.ndarray]:
+        """The n-gram rows the vocabulary uses (the only ones training changes), each
+        once, ordered by the first word (most frequent first) that uses it; and how many
+        of them the first ``k`` words use (``k`` = 0 .. vocabulary size).
+
+        >>> m = FastText(min_count=1, bucket=100_000, min_n=3, max_n=3)
+        >>> m.build_vocab([["abc", "abc", "bcd"]])  # "<ab" "abc" "bc>", "<bc" "bcd" "cd>"
+        >>> order, used_by = m._bucket_order()
+        >>> len(order), used_by.tolist()
+        (6, [0, 3, 6])
+        """
+        if self._buckets is None:
+            flat, bounds = self._ngram_ids
+            buckets, first = np.unique(flat, return_index=True)
+            by_use = np.argsort(first, kind="stable")
+            used_by = np.searchsorted(first[by_use], bounds, side="left")
+            self._buckets = (buckets[by_use].astype(np.intp), used_by.astype(np.int64))
+        return self._buckets
+
+    def _sync_matrices(self) -> list[tuple]:
+        """The words' rows and output rows as word2vec's, and the n-gram rows the
+        vocabulary uses, in their order of first use (never the whole bucket matrix)."""
+        mats = [m for m in super()._sync_matrices() if m[0] is not None]
+        order, _ = self._bucket_order()
+        if len(order):
+            mats.append((self.vectors_ngrams, False, order))
+        return mats
+
+    def _linked_rows(self) -> np.ndarray | None:
+        """A head of ``k`` words also carries the n-gram rows they use."""
+        order, used_by = self._bucket_order()
+        return used_by if len(order) else None
+
+    def _update_rates(self) -> list[np.ndarray]:
+        """Word2vec's rates of the word matrices; an n-gram row's: the summed input rates
+        of the words that use it."""
+        rates = super()._update_rates()
+        order, _ = self._bucket_order()
+        if len(order):
+            flat, bounds = self._ngram_ids
+            per_word = np.repeat(rates[0], np.diff(bounds))
+            rates.append(np.bincount(flat, per_word, minlength=len(self.vectors_ngrams))[order])
+        return rates
 
     # ------------------------------------------------------------ checkpoints
 
@@ -276,15 +294,6 @@ class FastText(Word2Vec):
         return f"<FastText {self.mode} vocab={n} vector_size={self.vector_size}>"
 
 
-for _f in dataclasses.fields(SubwordParams):
-    setattr(FastText, _f.name, _param_property("subword_params", _f.name, _f.metadata["help"]))
-FastText.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
-    [
-        *list(inspect.signature(FastText.__init__).parameters.values())[1:-1],
-        *(
-            inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=f.default)
-            for cls in (TrainParams, SyncParams, SubwordParams)
-            for f in dataclasses.fields(cls)
-        ),
-    ]
+expose_params(
+    FastText, {"params": TrainParams, "sync_params": SyncParams, "subword_params": SubwordParams}
 )

@@ -36,12 +36,19 @@ def _head_syncs(syncs_per_epoch: int | list[int]) -> tuple[np.ndarray, int]:
     return np.concatenate(ks) if ks else np.zeros(0, int), len(per_epoch)
 
 
-def head_for_budget(n_rows: int, syncs_per_epoch: int | list[int], budget: float = 1.0) -> int:
+def head_for_budget(
+    n_rows: int,
+    syncs_per_epoch: int | list[int],
+    budget: float = 1.0,
+    rows_of: np.ndarray | None = None,
+) -> int:
     """The largest head whose head syncs move at most *budget* models per epoch.
 
     The epoch's last sync is always the whole model and is not counted here. With a list
     of each epoch's syncs (a warm-up makes the first epoch's more), at most *budget*
-    models per epoch on average.
+    models per epoch on average. ``rows_of[h]`` (``h`` = 0 .. *n_rows*): the rows a head
+    of ``h`` carries, ``rows_of[n_rows]`` the model's (default: ``h``; the subword
+    model's head words bring their n-gram rows).
 
     >>> head_for_budget(100_000, 64)
     520
@@ -49,19 +56,22 @@ def head_for_budget(n_rows: int, syncs_per_epoch: int | list[int], budget: float
     428
     >>> head_for_budget(100, 1)
     100
+    >>> head_for_budget(100_000, 64, rows_of=np.arange(100_001) * 2)  # the same in units of 2
+    520
     """
     ks, epochs = _head_syncs(syncs_per_epoch)
     if len(ks) == 0:
         return n_rows
     mult = ks & -ks
+    rows = np.arange(n_rows + 1) if rows_of is None else np.asarray(rows_of, np.int64)
 
     def cost(h):
-        return int(np.minimum(h * mult, n_rows).sum())
+        return int(rows[np.minimum(h * mult, n_rows)].sum())
 
     lo, hi = 0, n_rows
     while lo < hi:
         mid = (lo + hi + 1) // 2
-        if cost(mid) <= budget * n_rows * epochs:
+        if cost(mid) <= budget * int(rows[n_rows]) * epochs:
             lo = mid
         else:
             hi = mid - 1

@@ -40,14 +40,40 @@ __all__ = ["Exchange", "Synchronizer"]
 @dataclass
 class _Matrix:
     weights: np.ndarray  # trained in place by the kernels
-    base: np.ndarray  # every rank's agreed value of each row at its last sync
+    base: np.ndarray  # every rank's agreed value of each synchronised row at its last sync
     tail: bool  # the frequent rows are at the end (syn1: the Huffman tree's top nodes)
     sent: np.ndarray  # this rank's changes in exchanges not yet applied (depth > 1)
+    # the rows synchronised, in sync order (None: every row, in place); base and sent
+    # hold them in that order
+    order: np.ndarray | None = None
+
+    @property
+    def length(self) -> int:
+        """How many rows are synchronised."""
+        return len(self.weights) if self.order is None else len(self.order)
 
     def rows(self, n: int) -> slice:
-        total = len(self.weights)
+        """The first *n* synchronised rows (in sync order: positions in base)."""
+        total = self.length
         n = min(n, total)
         return slice(total - n, total) if self.tail else slice(0, n)
+
+    def indexed(self, sl: slice) -> tuple[np.ndarray, np.ndarray | None]:
+        """Rows *sl* for the C passes: the weights' rows themselves, or (``order``) all
+        the weights and the index of each row in them."""
+        if self.order is None:
+            return self.weights[sl], None
+        return self.weights, self.order[sl]
+
+    def take(self, sl: slice) -> np.ndarray:
+        """The weights of rows *sl*: a view, or (``order``) a gathered copy to
+        :meth:`put` back (NumPy's passes)."""
+        return self.weights[sl] if self.order is None else self.weights[self.order[sl]]
+
+    def put(self, sl: slice, rows: np.ndarray) -> None:
+        """Write back rows *sl* changed in a copy from :meth:`take` (a view: nothing)."""
+        if self.order is not None:
+            self.weights[self.order[sl]] = rows
 
 
 class _Payload:
@@ -74,6 +100,18 @@ def _reuse(arena: dict[str, np.ndarray], key: str, shape: tuple, dtype) -> np.nd
 _UNITS = {np.dtype(np.int16): 32767, np.dtype(np.int8): 127}
 
 
+def _matrix(
+    weights: np.ndarray, tail: bool, order: np.ndarray | None = None, *, depth: int
+) -> _Matrix:
+    """A synchronised matrix: its agreed rows (``order``: those rows alone) and, with
+    ``depth`` > 1, room for this rank's changes under way."""
+    if order is not None:
+        order = np.ascontiguousarray(order, np.intp)
+    base = weights.copy() if order is None else weights[order]
+    sent = np.zeros_like(base) if depth > 1 else np.zeros((0, 0), np.float32)
+    return _Matrix(weights, base, tail, sent, order)
+
+
 class Synchronizer:
     """Averages the matrices' changes between ranks (see the module's docstring).
 
@@ -88,12 +126,18 @@ class Synchronizer:
     twice. A model that
     diverged (NaN or infinite values) stops training with a
     :class:`~vecserve.errors.TrainingError` rather than reaching the kernels.
+
+    *matrices* are ``(weights, tail)`` (``tail``: the most frequent rows last), or
+    ``(weights, tail, order)``: only the rows ``order`` lists are synchronised, in that
+    order (the ``n`` most frequent are its first ``n``; the subword model's n-gram
+    buckets: those its words use, never the whole bucket matrix). ``n`` may be a list,
+    one count per matrix (those given as None left out).
     """
 
     def __init__(
         self,
         group: Group,
-        matrices: list[tuple[np.ndarray, bool]],
+        matrices: list[tuple],
         *,
         cap: float = 2.0,
         coherent: bool = True,
@@ -118,12 +162,7 @@ class Synchronizer:
         # float32 and integer payloads are summed as float32 rows: the one-pass C loops
         self.fused = self.scale == 1
         self.depth = depth
-        none = np.zeros((0, 0), np.float32)  # depth 1: nothing is under way at a snapshot
-        self.mats = [
-            _Matrix(w, w.copy(), tail, np.zeros_like(w) if depth > 1 else none)
-            for w, tail in matrices
-            if w is not None
-        ]
+        self.mats = [_matrix(*spec, depth=depth) for spec in matrices if spec[0] is not None]
         self.syncs = 0
         # depth + 1 sets of payload buffers, reused in turn (up to depth exchanges may
         # still run while the next payload is taken): fresh pages each sync cost more
@@ -133,7 +172,8 @@ class Synchronizer:
 
     @property
     def n_rows(self) -> int:
-        return max(len(m.weights) for m in self.mats)
+        """The most rows any matrix synchronises (a sync of that many: the whole model)."""
+        return max(m.length for m in self.mats)
 
     def row_bytes(self, d: int) -> float:
         """Bytes a synchronised row of *d* coordinates puts in the payload."""
@@ -141,8 +181,8 @@ class Synchronizer:
 
     @property
     def model_bytes(self) -> int:
-        """Bytes of the float32 matrices (all synchronised ones)."""
-        return sum(m.weights.nbytes for m in self.mats)
+        """Bytes of the synchronised float32 rows of every matrix."""
+        return sum(m.length * m.weights.shape[1] * 4 for m in self.mats)
 
     def snapshot(self, n: int | list[int]) -> _Payload:
         """The changes of the first *n* rows of every matrix (or ``n[i]`` of the i-th)."""
@@ -162,11 +202,10 @@ class Synchronizer:
                 delta = _reuse(arena, f"delta{i}", (len(part), d), np.float32)
                 top = peak[at : at + len(part)] if self.quantized else peak
                 sent = m.sent[sl]  # depth 1: no rows, nothing under way
-                _sync.snapshot_rows(
-                    m.weights[sl], m.base[sl], sent, delta, part, self.coherent, top
-                )
+                rows, idx = m.indexed(sl)
+                _sync.snapshot_rows(rows, m.base[sl], sent, delta, part, self.coherent, top, idx)
             else:
-                delta = m.weights[sl] - m.base[sl]
+                delta = m.take(sl) - m.base[sl]
                 if self.depth > 1:
                     delta -= m.sent[sl]
                 np.multiply(delta, self.scale, out=part[:, :d], casting="same_kind")
@@ -236,11 +275,14 @@ class Synchronizer:
             part = payload.buf[at : at + n]
             at += n
             if self.fused:  # one pass a row
+                rows, idx = m.indexed(sl)
                 ok = _sync.apply_rows(
-                    part, delta, m.base[sl], m.weights[sl], self.cap, self.coherent, exact
+                    part, delta, m.base[sl], rows, self.cap, self.coherent, exact, idx
                 )
             else:
-                ok = self._apply_numpy(m, sl, delta, part, exact)
+                weights = m.take(sl)
+                ok = self._apply_numpy(m, sl, weights, delta, part, exact)
+                m.put(sl, weights)
             if not ok:
                 raise TrainingError(
                     "training diverged (the model holds NaN or infinite values): "
@@ -252,8 +294,9 @@ class Synchronizer:
                 else:
                     m.sent[sl] -= payload.taken[i]
 
-    def _apply_numpy(self, m: _Matrix, sl: slice, delta, part, exact: bool) -> bool:
-        """:meth:`apply` for float16 payloads (scaled), in NumPy."""
+    def _apply_numpy(self, m: _Matrix, sl: slice, weights, delta, part, exact: bool) -> bool:
+        """:meth:`apply` for float16 payloads (scaled), in NumPy: *weights* are rows *sl*
+        (from :meth:`_Matrix.take`)."""
         if not np.isfinite(part).all():
             return False
         d = part.shape[1] - self.extra
@@ -268,10 +311,10 @@ class Synchronizer:
         change = total * gain
         m.base[sl] += change
         if exact:
-            m.weights[sl] = m.base[sl]
+            weights[...] = m.base[sl]
         else:
             change -= delta
-            m.weights[sl] += change
+            weights += change
         return True
 
     def sync(self, n: int) -> None:
@@ -283,7 +326,7 @@ class Synchronizer:
     def reset(self) -> None:
         """Take the current weights as agreed (after a checkpoint was loaded into them)."""
         for m in self.mats:
-            np.copyto(m.base, m.weights)
+            np.copyto(m.base, m.take(slice(None)))
             m.sent.fill(0.0)
 
 
