@@ -8,10 +8,8 @@ defaults: rows unit-normalised first), fastText's unknown words through their n-
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
-import zipfile
 
 import numpy as np
 import pytest
@@ -21,14 +19,15 @@ from gensim.models.fasttext import load_facebook_vectors
 from vecserve.errors import NoTokenizer, TextRejected
 from vecserve.keyedvectors import RedisKeyedVectors
 from vecserve.loader import load_arrays, load_file
-from vecserve.store import Store
 from vecserve.store.layout import MODELS
 from vecserve.text.spec import TextSpec
 from vecserve.text.tokenize import WordTokenizer
 
+from . import text_support
 from .helpers import gensim_data
+from .text_support import corpus_head
 
-CORPUS = "/work/shared/data/wiki100m.zip"
+st = text_support.st  # this module's store (text_support)
 TEXTS = [
     "The king and the queen went to the river.",
     "A man, a woman and a child; the dog is not here!",
@@ -40,23 +39,11 @@ TEXTS = [
 
 
 @pytest.fixture(scope="module")
-def st(redis_url):
-    s = Store.from_url(redis_url)
-    s.client.flushall()
-    yield s
-    s.client.flushall()
-    s.close()
-
-
-@pytest.fixture(scope="module")
 def trained(st, redis_url, tmp_path_factory):
     """A real word2vec model: vecserve's trainer on 3 MB of wiki100m, committed as T_W2V
     (through the loader, which records its word rule) and saved for gensim."""
-    if not os.path.exists(CORPUS):
-        pytest.skip(f"no corpus at {CORPUS}")
     tmp = tmp_path_factory.mktemp("w2v")
-    with zipfile.ZipFile(CORPUS) as z:
-        (tmp / "corpus.txt").write_bytes(z.open(z.namelist()[0]).read(3_000_000))
+    (tmp / "corpus.txt").write_bytes(corpus_head(3_000_000))
     run = [sys.executable, "-m", "vecserve.cli", "train", str(tmp / "corpus.txt")]
     run += ["--key", "T_W2V", "--size", "32", "--epochs", "1", "--min-count", "3"]
     run += ["--save", str(tmp / "w2v.txt"), "--text", "--redis-url", redis_url]
