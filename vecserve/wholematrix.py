@@ -123,6 +123,10 @@ class WholeMatrixCalls:
         """Hook: a fastText model's out-of-vocabulary words as vectors (identity here)."""
         return positive, negative
 
+    def _text_terms(self, positive, negative):
+        """Hook: each :class:`~vecserve.text.query.Text` as its vector (identity here)."""
+        return positive, negative
+
     def most_similar(
         self,
         positive=None,
@@ -137,6 +141,7 @@ class WholeMatrixCalls:
         it is computed. ``[(key, similarity), ...]``, or an array when ``topn=None``."""
         if isinstance(topn, int) and topn < 1:
             return []
+        positive, negative = self._text_terms(positive, negative)
         positive, negative = self._subword_terms(positive, negative)
         if indexer is not None and isinstance(topn, int):
             keys, weight = split_weights(positive, negative)
@@ -177,6 +182,7 @@ class WholeMatrixCalls:
         """
         asked = [_query_dict(q, topn, restrict_vocab) for q in queries]
         for q in asked:
+            q["positive"], q["negative"] = self._text_terms(q["positive"], q["negative"])
             q["positive"], q["negative"] = self._subword_terms(q["positive"], q["negative"])
         if not asked:
             return []
@@ -211,6 +217,7 @@ class WholeMatrixCalls:
         """gensim's 3CosMul (``restrict_vocab`` ignored, as in gensim 4.4)."""
         if isinstance(topn, int) and topn < 1:
             return []
+        positive, negative = self._text_terms(positive, negative)
         if self.similarity_url:
             return self._remote(positive, negative, topn, restrict_vocab, True)
         return self._index().most_similar_cosmul(positive, negative, topn, restrict_vocab)
