@@ -48,7 +48,9 @@ __all__ = [
 #: (``<u8``, :func:`vecserve.subwords.word_hashes`) and each one's frequency (``<f4``)
 _WORDS_MAGIC = b"vecserve-words/1\n"
 #: what no word is followed by in a phrase (WordTokenizer.words' default lookup)
-_NONE: set[str] = set()
+_NONE: dict[str, int] = {}
+#: WordTokenizer.follow's flags for a word pair: it is a phrase; a longer phrase starts so
+_PHRASE, _GROWS = 1, 2
 
 
 class Cut(NamedTuple):
@@ -168,15 +170,17 @@ class WordTokenizer:
         self.freq = freq  # (sorted word hashes, frequencies) for SIF, or None
         self.pattern = re.compile(spec.pattern)
         self.joiner = j = spec.joiner
-        # phrases as the vocabulary writes them; their proper prefixes of 2+ words (still
+        # phrases as the vocabulary writes them; their proper prefixes of 3+ words (still
         # growing); and a first-word index: each word a phrase starts with -> the words
-        # that can follow it there (where a phrase can start, found without building a
-        # string for every adjacent pair of a text)
+        # that can follow it there -> whether those two are a phrase (_PHRASE) and whether
+        # a longer one goes on from them (_GROWS). Where a phrase can start and every
+        # two-word decision are small-dict lookups: no string is built for a pair that is
+        # not joined, and the big sets are met only by phrases of 3+ words.
         self.phrases: set[str] = set()
         self.growing: set[str] = set()
-        self.follow: dict[str, set[str]] = {}
+        self.follow: dict[str, dict[str, int]] = {}
         if j:
-            same: dict[str, str] = {}  # one str object per distinct word across the sets
+            same: dict[str, str] = {}  # one str object per distinct word across the dicts
             for p in phrases:
                 parts = p.split(j)
                 if len(parts) < 2 or not all(parts):
@@ -186,9 +190,9 @@ class WordTokenizer:
                 second = same.setdefault(parts[1], parts[1])
                 nexts = self.follow.get(first)
                 if nexts is None:
-                    nexts = self.follow[first] = set()
-                nexts.add(second)
-                for n in range(2, len(parts)):
+                    nexts = self.follow[first] = {}
+                nexts[second] = nexts.get(second, 0) | (_PHRASE if len(parts) == 2 else _GROWS)
+                for n in range(3, len(parts)):
                     self.growing.add(j.join(parts[:n]))
 
     def words(self, text: str) -> list[str]:
@@ -199,9 +203,9 @@ class WordTokenizer:
         if not self.phrases or len(words) < 2:
             return words
         # where a phrase can start (a word, then one that may follow it in a phrase): per
-        # adjacent pair a dict and a set lookup, in C (map, compress), no string built
-        nexts = map(self.follow.get, words, repeat(_NONE))
-        hits = list(compress(count(), map(set.__contains__, nexts, islice(words, 1, None))))
+        # adjacent pair two small-dict lookups, in C (map, compress), no string built
+        nexts = list(map(self.follow.get, words, repeat(_NONE)))
+        hits = list(compress(count(), map(dict.__contains__, nexts, islice(words, 1, None))))
         if not hits:
             return words
         j, phrases, growing, n = self.joiner, self.phrases, self.growing, len(words)
@@ -209,15 +213,19 @@ class WordTokenizer:
         for i in hits:
             if i < at:  # inside a phrase already taken
                 continue
-            cand, end = words[i] + j + words[i + 1], i + 2
-            best, best_end = (cand, end) if cand in phrases else (None, 0)
-            while end < n and cand in growing:
-                cand, end = cand + j + words[end], end + 1
-                if cand in phrases:
-                    best, best_end = cand, end
-            if best is not None:
+            flags = nexts[i][words[i + 1]]
+            best_end = i + 2 if flags & _PHRASE else 0
+            if flags & _GROWS and i + 2 < n:
+                cand, end = words[i] + j + words[i + 1], i + 2
+                while end < n:
+                    cand, end = cand + j + words[end], end + 1
+                    if cand in phrases:
+                        best_end = end
+                    if cand not in growing:
+                        break
+            if best_end:
                 out += words[at:i]
-                out.append(best)
+                out.append(j.join(words[i:best_end]))
                 at = best_end
         out += words[at:]
         return out
