@@ -138,7 +138,8 @@ class WholeMatrixCalls:
         indexer=None,
     ):
         """gensim's ``most_similar`` (all argument forms); see the module docstring for where
-        it is computed. ``[(key, similarity), ...]``, or an array when ``topn=None``."""
+        it is computed. ``[(key, similarity), ...]``, or an array when ``topn=None``.
+        ``vecserve.Text("...")`` goes where a vector does (a plain str is a key)."""
         if isinstance(topn, int) and topn < 1:
             return []
         positive, negative = self._text_terms(positive, negative)
