@@ -130,6 +130,13 @@ def test_a_text_is_a_vector_in_similarity_queries(st, trained, tmp_path):
             kv.most_similar(positive=[Text("zzqx qqzz")])
         with pytest.raises(TextRejected, match="has no token"):
             kv.similarity(Text(""), "king")
+        # in a batch, that text is its own query's error (the others answered)
+        bad, good = kv.most_similar_batch([Text("zzqx"), Text(a)], return_exceptions=True)
+        assert isinstance(bad, TextRejected)
+        _same_neighbours(good, got)
+        with pytest.raises(TextRejected) as exc:
+            kv.most_similar_batch([Text(a), Text("zzqx")])
+        assert "(query 1 of the batch of 2)" in exc.value.__notes__
         with kv.pin() as pinned:
             _same_neighbours(pinned.most_similar(positive=[Text(a)], topn=10), got)
             assert abs(pinned.similarity("king", Text(a)) - sim) < 1e-6

@@ -22,7 +22,13 @@ from numbers import Integral
 
 import numpy as np
 
-from .errors import ModelNotFound, SimilarityServiceError, TokenNotFound, VecserveError
+from .errors import (
+    ModelNotFound,
+    SimilarityServiceError,
+    TextRejected,
+    TokenNotFound,
+    VecserveError,
+)
 from .search.planner import QUERY_ERRORS
 from .search.snapshot import (
     SimilarityIndex,
@@ -182,15 +188,26 @@ class WholeMatrixCalls:
         [[('queen', 0.71), ...], KeyError("Key 'nope' not present in vocabulary")]
         """
         asked = [_query_dict(q, topn, restrict_vocab) for q in queries]
-        for q in asked:
-            q["positive"], q["negative"] = self._text_terms(q["positive"], q["negative"])
+        rejected: dict[int, Exception] = {}  # a query whose Text has no vector: its error
+        for i, q in enumerate(asked):
+            try:
+                q["positive"], q["negative"] = self._text_terms(q["positive"], q["negative"])
+            except TextRejected as exc:
+                rejected[i] = exc
+                continue
             q["positive"], q["negative"] = self._subword_terms(q["positive"], q["negative"])
         if not asked:
             return []
-        if self.similarity_url:
-            answers = self._remote_batch(asked)
+        todo = [q for i, q in enumerate(asked) if i not in rejected]
+        if not todo:
+            answers = []
+        elif self.similarity_url:
+            answers = self._remote_batch(todo)
         else:
-            answers = _local_batch(self._index(), asked)
+            answers = _local_batch(self._index(), todo)
+        if rejected:
+            rest = iter(answers)
+            answers = [rejected[i] if i in rejected else next(rest) for i in range(len(asked))]
         if not return_exceptions:
             for i, a in enumerate(answers):
                 if isinstance(a, Exception):
