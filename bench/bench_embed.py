@@ -8,7 +8,8 @@ Model2Vec directory that ``model2vec`` writes from that table and tokenizer (nor
 For each model and text kind, texts/s of:
 
 - the reference in this process (Model2Vec's ``StaticModel.encode``, single process;
-  WordLlama's ``embed``), best of ``--repeat``;
+  WordLlama's ``embed``), best of ``--repeat``, its tokenizer's cache of whole texts
+  emptied before each (new text, as vecserve's side sees it);
 - ``kv.embed`` uncached (every batch's distinct tokens read from Redis in one MGET);
 - ``kv.embed`` with the vector cache warm (no Redis read for rows);
 
@@ -101,10 +102,25 @@ def models(work: Path):
         work / "m2v"
     )
     m2v = StaticModel.from_pretrained(work / "m2v")
-    return [
-        ("WordLlama", wl_dir, lambda t: wl.embed(t, batch_size=1000)),
-        ("Model2Vec", work / "m2v", lambda t: m2v.encode(t, use_multiprocessing=False)),
-    ]
+
+    def wl_embed(texts):
+        _clear_cache(wl.tokenizer)
+        return wl.embed(texts, batch_size=1000)
+
+    def m2v_encode(texts):
+        _clear_cache(m2v.tokenizer)
+        return m2v.encode(texts, use_multiprocessing=False)
+
+    return [("WordLlama", wl_dir, wl_embed), ("Model2Vec", work / "m2v", m2v_encode)]
+
+
+def _clear_cache(tokenizer) -> None:
+    """Empty a reference's BPE cache before a repeat: the Llama 2 tokenizer caches whole
+    texts, so a repeat of the same texts would be served from it, as new text never is
+    (vecserve runs that tokenizer with the cache off)."""
+    clear = getattr(tokenizer.model, "_clear_cache", None)
+    if clear is not None:
+        clear()
 
 
 def library_suite(url: str, work: Path, short, docs, args) -> list[tuple]:

@@ -11,9 +11,7 @@ does). Texts are real sentences and 1,000-word documents from the same corpus.
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -22,8 +20,10 @@ import pytest
 from vecserve.errors import TextRejected, VectorFileError
 from vecserve.keyedvectors import AsyncRedisKeyedVectors, RedisKeyedVectors
 from vecserve.loader import load_file
-from vecserve.store import Store
 from vecserve.text.embed import MAX_TEXT_CHARS, MAX_TEXTS
+
+from . import text_support
+from .text_support import corpus_head
 
 wordllama = pytest.importorskip("wordllama")
 model2vec = pytest.importorskip("model2vec")
@@ -31,17 +31,13 @@ from model2vec import StaticModel  # noqa: E402
 from tokenizers import Tokenizer  # noqa: E402
 from wordllama import WordLlama  # noqa: E402
 
-CORPUS = Path(os.environ.get("VECSERVE_TEST_CORPUS", "/work/shared/data/wiki100m.zip"))
 WL_DIR = Path(wordllama.__file__).parent
 TOL = 1e-6
+st = text_support.st  # this module's store (text_support)
 
 
 def _corpus_words(n_bytes: int = 600_000) -> list[str]:
-    if CORPUS.exists():
-        with zipfile.ZipFile(CORPUS) as z:
-            raw = z.open(z.namelist()[0]).read(n_bytes).decode("utf-8", "ignore")
-        return raw.split()
-    pytest.skip(f"no corpus at {CORPUS}")
+    return corpus_head(n_bytes).decode("utf-8", "ignore").split()
 
 
 @pytest.fixture(scope="module")
@@ -51,15 +47,6 @@ def texts():
     docs = [" ".join(words[i : i + 1000]) for i in range(0, 10_000, 1000)]
     odd = ["", "   ", "Zürich — naïve café ☃ 東京", "THE Cat", "a"]
     return short + docs + odd
-
-
-@pytest.fixture(scope="module")
-def st(redis_url):
-    s = Store.from_url(redis_url)
-    s.client.flushall()
-    yield s
-    s.client.flushall()
-    s.close()
 
 
 @pytest.fixture(scope="module")

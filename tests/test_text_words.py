@@ -8,10 +8,8 @@ defaults: rows unit-normalised first), fastText's unknown words through their n-
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
-import zipfile
 
 import numpy as np
 import pytest
@@ -21,14 +19,15 @@ from gensim.models.fasttext import load_facebook_vectors
 from vecserve.errors import NoTokenizer, TextRejected
 from vecserve.keyedvectors import RedisKeyedVectors
 from vecserve.loader import load_arrays, load_file
-from vecserve.store import Store
 from vecserve.store.layout import MODELS
 from vecserve.text.spec import TextSpec
 from vecserve.text.tokenize import WordTokenizer
 
+from . import text_support
 from .helpers import gensim_data
+from .text_support import corpus_head
 
-CORPUS = "/work/shared/data/wiki100m.zip"
+st = text_support.st  # this module's store (text_support)
 TEXTS = [
     "The king and the queen went to the river.",
     "A man, a woman and a child; the dog is not here!",
@@ -40,23 +39,11 @@ TEXTS = [
 
 
 @pytest.fixture(scope="module")
-def st(redis_url):
-    s = Store.from_url(redis_url)
-    s.client.flushall()
-    yield s
-    s.client.flushall()
-    s.close()
-
-
-@pytest.fixture(scope="module")
 def trained(st, redis_url, tmp_path_factory):
     """A real word2vec model: vecserve's trainer on 3 MB of wiki100m, committed as T_W2V
     (through the loader, which records its word rule) and saved for gensim."""
-    if not os.path.exists(CORPUS):
-        pytest.skip(f"no corpus at {CORPUS}")
     tmp = tmp_path_factory.mktemp("w2v")
-    with zipfile.ZipFile(CORPUS) as z:
-        (tmp / "corpus.txt").write_bytes(z.open(z.namelist()[0]).read(3_000_000))
+    (tmp / "corpus.txt").write_bytes(corpus_head(3_000_000))
     run = [sys.executable, "-m", "vecserve.cli", "train", str(tmp / "corpus.txt")]
     run += ["--key", "T_W2V", "--size", "32", "--epochs", "1", "--min-count", "3"]
     run += ["--save", str(tmp / "w2v.txt"), "--text", "--redis-url", redis_url]
@@ -83,6 +70,84 @@ def test_word2vec_embed_is_gensims_mean_of_the_same_tokens(st, trained):
             assert not got.vectors[i].any()  # empty or all-unknown: the zero vector
     assert tok.words(TEXTS[0])[:3] == ["the", "king", "and"]  # lowercased
     assert got.used[0] >= 8 and got.unknown[3] == 2  # "." and the made-up words unknown
+
+
+def _same_neighbours(got, want, tol=1e-5):
+    """gensim's answer: the same scores, the same words wherever the scores are apart."""
+    gs, ws = np.array([x[1] for x in got]), np.array([x[1] for x in want])
+    assert len(got) == len(want) and np.abs(gs - ws).max() < tol, (got, want)
+    for i, ((gw, _), (ww, _)) in enumerate(zip(got, want, strict=True)):
+        near = np.abs(ws - ws[i]) < tol  # a tie may come in either order
+        assert gw == ww or gw in {w for (w, _), n in zip(want, near, strict=True) if n}
+
+
+def test_a_text_is_a_vector_in_similarity_queries(st, trained, tmp_path):
+    """``Text("...")`` where gensim takes a vector: embedded by the model's rule, then
+    the answer gensim gives for that mean vector; a plain str stays a word."""
+    import asyncio
+
+    from gensim import matutils
+
+    from vecserve import AsyncRedisKeyedVectors, Text
+
+    ref = trained
+    tok = WordTokenizer(TextSpec.from_json(st.get_model("T_W2V").text))
+
+    def mean(text):
+        return ref.get_mean_vector([t for t in tok.words(text) if t in ref.key_to_index])
+
+    a, b = "The king and the queen went to the river.", "a man and a woman in the city"
+    va, vb = mean(a), mean(b)
+    with RedisKeyedVectors("T_W2V", store=st, cache_dir=tmp_path) as kv:
+        got = kv.most_similar(positive=[Text(a)], topn=10)
+        _same_neighbours(got, ref.most_similar(positive=[va], topn=10))
+        _same_neighbours(kv.most_similar(Text(a), topn=5), ref.most_similar(va, topn=5))
+        _same_neighbours(
+            kv.most_similar(positive=["king", (Text(a), 0.5)], negative=[Text(b)], topn=5),
+            ref.most_similar(positive=["king", (va, 0.5)], negative=[vb], topn=5),
+        )
+        _same_neighbours(
+            kv.most_similar_cosmul(positive=[Text(a)], negative=["man"], topn=5),
+            ref.most_similar_cosmul(positive=[va], negative=["man"], topn=5),
+        )
+        [one, two] = kv.most_similar_batch([Text(a), {"positive": [Text(b)], "topn": 3}])
+        _same_neighbours(one, got)
+        _same_neighbours(two, ref.most_similar(vb, topn=3))
+        sim = kv.similarity(Text(a), "king")
+        assert abs(sim - np.dot(matutils.unitvec(va), matutils.unitvec(ref["king"]))) < 1e-6
+        both = np.dot(matutils.unitvec(va), matutils.unitvec(vb))
+        assert abs(kv.similarity(Text(a), Text(b)) - both) < 1e-6
+        assert abs(kv.distance(Text(b), Text(a)) - (1 - both)) < 1e-6
+        dists = kv.distances(Text(a), ["king", "queen"])
+        assert np.abs(dists - ref.distances(va, ["king", "queen"])).max() < 1e-6
+        # a str is a word, as in gensim: the same KeyError
+        with pytest.raises(KeyError) as theirs:
+            ref.most_similar("the king")
+        with pytest.raises(KeyError) as ours:
+            kv.most_similar("the king")
+        assert str(ours.value) == str(theirs.value)
+        with pytest.raises(TextRejected, match="'zzqx qqzz' has no token model 'T_W2V' knows"):
+            kv.most_similar(positive=[Text("zzqx qqzz")])
+        with pytest.raises(TextRejected, match="has no token"):
+            kv.similarity(Text(""), "king")
+        # in a batch, that text is its own query's error (the others answered)
+        bad, good = kv.most_similar_batch([Text("zzqx"), Text(a)], return_exceptions=True)
+        assert isinstance(bad, TextRejected)
+        _same_neighbours(good, got)
+        with pytest.raises(TextRejected) as exc:
+            kv.most_similar_batch([Text(a), Text("zzqx")])
+        assert "(query 1 of the batch of 2)" in exc.value.__notes__
+        with kv.pin() as pinned:
+            _same_neighbours(pinned.most_similar(positive=[Text(a)], topn=10), got)
+            assert abs(pinned.similarity("king", Text(a)) - sim) < 1e-6
+
+    async def run():
+        async with AsyncRedisKeyedVectors("T_W2V", store=st, cache_dir=tmp_path) as akv:
+            return await akv.most_similar(positive=[Text(a)]), await akv.similarity(Text(a), "king")
+
+    near, asim = asyncio.run(run())
+    _same_neighbours(near, got)
+    assert abs(asim - sim) < 1e-6
 
 
 def test_sif_pooling_weights_words_by_the_models_counts(st, trained):

@@ -57,6 +57,10 @@ def __getattr__(name: str):
         from . import keyedvectors
 
         return getattr(keyedvectors, name)
+    if name == "Text":
+        from .text.query import Text
+
+        return Text
     raise AttributeError(f"module 'vecserve' has no attribute {name!r}")
 
 
@@ -93,6 +97,7 @@ __all__ = [
     "SimilarityServiceError",
     "SnapshotDamaged",
     "StoreUnavailable",
+    "Text",
     "TextRejected",
     "TokenNotFound",
     "TooManyClients",

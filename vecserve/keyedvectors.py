@@ -84,6 +84,7 @@ from .store.clients import async_client
 from .store.pins import keep_alive_async
 from .store.wire import AsyncConnections, Steps, arun
 from .text import embed as text_embed
+from .text.query import text_terms_steps
 from .wholematrix import WholeMatrixCalls
 
 __all__ = ["AsyncRedisKeyedVectors", "RedisKeyedVectors"]
@@ -321,6 +322,9 @@ class RedisKeyedVectors(Calls, WholeMatrixCalls, TextCalls):
 
     def _subword_terms(self, positive, negative):
         return self._run(self._subword_terms_steps(positive, negative))
+
+    def _text_terms(self, positive, negative):
+        return self._run(text_terms_steps(self._reader, positive, negative))
 
     def _index(self) -> SimilarityIndex:
         reader = self._reader

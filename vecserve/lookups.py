@@ -25,6 +25,7 @@ from .search.arith import NO_INPUT
 from .search.snapshot import mean_vector
 from .store import ModelInfo, Store
 from .store.wire import Steps
+from .text.query import Text, text_vectors_steps
 
 __all__ = ["DEFAULT_CACHE_SIZE", "KEY_TYPES", "Call", "Calls"]
 
@@ -402,10 +403,21 @@ class Calls:
 
     @_call
     def similarity(self, w1, w2):
+        """gensim's ``similarity``; either side may be a :class:`~vecserve.text.query.Text`
+        (embedded by the model's text rule, in the same batch)."""
         from gensim import matutils
 
-        v = yield from self._pair(w1, w2)
+        v = yield from self._terms_of(w1, w2)
         return np.dot(matutils.unitvec(v[w1]), matutils.unitvec(v[w2]))
+
+    def _terms_of(self, *terms) -> Steps[dict]:
+        """``_pair`` where a term may be a Text: the words' vectors, then the texts'."""
+        texts = [t for t in terms if isinstance(t, Text)]
+        words = [t for t in terms if not isinstance(t, Text)]
+        vecs = (yield from self._pair(*words)) if words else {}
+        if texts:
+            vecs.update((yield from text_vectors_steps(self._reader, texts)))
+        return vecs
 
     @_call
     def distance(self, w1, w2):
@@ -430,8 +442,8 @@ class Calls:
     @_call
     def _distances_to(self, word_or_vector, other_words):
         words = list(other_words)
-        first = [word_or_vector] if isinstance(word_or_vector, KEY_TYPES) else []
-        vecs = yield from self._pair(*first, *words)
+        first = [word_or_vector] if isinstance(word_or_vector, (*KEY_TYPES, Text)) else []
+        vecs = yield from self._terms_of(*first, *words)
         vec = vecs[word_or_vector] if first else word_or_vector
         return 1 - self.cosine_similarities(vec, np.stack([vecs[w] for w in words]))
 

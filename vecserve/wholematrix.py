@@ -22,7 +22,13 @@ from numbers import Integral
 
 import numpy as np
 
-from .errors import ModelNotFound, SimilarityServiceError, TokenNotFound, VecserveError
+from .errors import (
+    ModelNotFound,
+    SimilarityServiceError,
+    TextRejected,
+    TokenNotFound,
+    VecserveError,
+)
 from .search.planner import QUERY_ERRORS
 from .search.snapshot import (
     SimilarityIndex,
@@ -123,6 +129,10 @@ class WholeMatrixCalls:
         """Hook: a fastText model's out-of-vocabulary words as vectors (identity here)."""
         return positive, negative
 
+    def _text_terms(self, positive, negative):
+        """Hook: each :class:`~vecserve.text.query.Text` as its vector (identity here)."""
+        return positive, negative
+
     def most_similar(
         self,
         positive=None,
@@ -134,9 +144,11 @@ class WholeMatrixCalls:
         indexer=None,
     ):
         """gensim's ``most_similar`` (all argument forms); see the module docstring for where
-        it is computed. ``[(key, similarity), ...]``, or an array when ``topn=None``."""
+        it is computed. ``[(key, similarity), ...]``, or an array when ``topn=None``.
+        ``vecserve.Text("...")`` goes where a vector does (a plain str is a key)."""
         if isinstance(topn, int) and topn < 1:
             return []
+        positive, negative = self._text_terms(positive, negative)
         positive, negative = self._subword_terms(positive, negative)
         if indexer is not None and isinstance(topn, int):
             keys, weight = split_weights(positive, negative)
@@ -176,14 +188,26 @@ class WholeMatrixCalls:
         [[('queen', 0.71), ...], KeyError("Key 'nope' not present in vocabulary")]
         """
         asked = [_query_dict(q, topn, restrict_vocab) for q in queries]
-        for q in asked:
+        rejected: dict[int, Exception] = {}  # a query whose Text has no vector: its error
+        for i, q in enumerate(asked):
+            try:
+                q["positive"], q["negative"] = self._text_terms(q["positive"], q["negative"])
+            except TextRejected as exc:
+                rejected[i] = exc
+                continue
             q["positive"], q["negative"] = self._subword_terms(q["positive"], q["negative"])
         if not asked:
             return []
-        if self.similarity_url:
-            answers = self._remote_batch(asked)
+        todo = [q for i, q in enumerate(asked) if i not in rejected]
+        if not todo:
+            answers = []
+        elif self.similarity_url:
+            answers = self._remote_batch(todo)
         else:
-            answers = _local_batch(self._index(), asked)
+            answers = _local_batch(self._index(), todo)
+        if rejected:
+            rest = iter(answers)
+            answers = [rejected[i] if i in rejected else next(rest) for i in range(len(asked))]
         if not return_exceptions:
             for i, a in enumerate(answers):
                 if isinstance(a, Exception):
@@ -211,6 +235,7 @@ class WholeMatrixCalls:
         """gensim's 3CosMul (``restrict_vocab`` ignored, as in gensim 4.4)."""
         if isinstance(topn, int) and topn < 1:
             return []
+        positive, negative = self._text_terms(positive, negative)
         if self.similarity_url:
             return self._remote(positive, negative, topn, restrict_vocab, True)
         return self._index().most_similar_cosmul(positive, negative, topn, restrict_vocab)

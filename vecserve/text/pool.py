@@ -64,12 +64,17 @@ def pool(
     ok = found[cut.index] if len(cut.index) else np.zeros(0, bool)
     used = np.bincount(text_of[ok], minlength=n).astype(np.int64)
     unknown = cut.dropped + (lengths - used)
+    indices = cut.index[ok]
     if weights is None:
-        data, total = np.ones(int(ok.sum())), used.astype(np.float64)
+        data, total = np.ones(len(indices)), used.astype(np.float64)
     else:
-        data = np.asarray(weights, np.float64)[cut.index[ok]]
+        data = np.asarray(weights, np.float64)[indices]
         total = np.bincount(text_of[ok], weights=data, minlength=n)
-    counts = sparse.csr_matrix((data, (text_of[ok], cut.index[ok])), shape=(n, len(rows)))
+    # the occurrences are already text by text: the CSR rows as they stand (a token met
+    # twice in a text is two entries, summed by the product; no sort, no merge)
+    indptr = np.zeros(n + 1, np.int64)
+    np.cumsum(used, out=indptr[1:])
+    counts = sparse.csr_matrix((data, indices, indptr), shape=(n, len(rows)))
     sums = counts @ rows.astype(np.float64)
     means = np.divide(sums, total[:, None], out=np.zeros_like(sums), where=total[:, None] > 0)
     vectors = means.astype(np.float32)

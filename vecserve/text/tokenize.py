@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
-from itertools import pairwise
+from itertools import chain, compress, count, islice, repeat
 from typing import NamedTuple
 
 import numpy as np
@@ -47,6 +47,10 @@ __all__ = [
 #: the phrases (UTF-8, one a line), then for SIF the vocabulary's sorted word hashes
 #: (``<u8``, :func:`vecserve.subwords.word_hashes`) and each one's frequency (``<f4``)
 _WORDS_MAGIC = b"vecserve-words/1\n"
+#: what no word is followed by in a phrase (WordTokenizer.words' default lookup)
+_NONE: dict[str, int] = {}
+#: WordTokenizer.follow's flags for a word pair: it is a phrase; a longer phrase starts so
+_PHRASE, _GROWS = 1, 2
 
 
 class Cut(NamedTuple):
@@ -59,19 +63,17 @@ class Cut(NamedTuple):
 
 
 def _cut_of(texts_tokens: list[list[str]], dropped: np.ndarray | None = None) -> Cut:
-    seen: dict[str, int] = {}
-    index: list[int] = []
+    # C-level passes only: the flat tokens, their distinct ones in first-seen order (a
+    # dict keeps insertion order), each occurrence's index by one dict lookup
+    flat = list(chain.from_iterable(texts_tokens))
+    distinct = list(dict.fromkeys(flat))
+    at = dict(zip(distinct, range(len(distinct)), strict=True))
+    index = np.fromiter(map(at.__getitem__, flat), np.int64, len(flat))
     offsets = np.zeros(len(texts_tokens) + 1, np.int64)
-    for i, tokens in enumerate(texts_tokens):
-        for t in tokens:
-            j = seen.get(t)
-            if j is None:
-                j = seen[t] = len(seen)
-            index.append(j)
-        offsets[i + 1] = len(index)
+    np.cumsum(np.fromiter(map(len, texts_tokens), np.int64, len(texts_tokens)), out=offsets[1:])
     if dropped is None:
         dropped = np.zeros(len(texts_tokens), np.int64)
-    return Cut(list(seen), np.asarray(index, np.int64), offsets, dropped)
+    return Cut(distinct, index, offsets, dropped)
 
 
 class StaticTokenizer:
@@ -97,6 +99,14 @@ class StaticTokenizer:
         self.spec = spec
         self.tokenizer = Tokenizer.from_str(blob.decode("utf-8"))
         self.tokenizer.no_padding()
+        if self.tokenizer.pre_tokenizer is None:
+            # no pre-tokenizer (Llama's, WordLlama's): each whole text is one "word" to
+            # the model, and a BPE model caches every word it met, 10,000 whole texts of
+            # any length: ~80 MB more per worker after 20,000 sentences, never hit again
+            # by new text. Words split by a pre-tokenizer keep the cache (it pays there).
+            resize = getattr(self.tokenizer.model, "_resize_cache", None)
+            if resize is not None:
+                resize(0)
         if spec.max_tokens is None:
             self.tokenizer.no_truncation()
         else:
@@ -107,6 +117,7 @@ class StaticTokenizer:
         for token, i in vocab.items():
             names[i] = token
         self.names = names  # id -> token string (None where the vocabulary has a hole)
+        self._named = np.fromiter((n is not None for n in names), bool, size)
         self._drop = np.asarray(spec.drop_ids, np.int64)
 
     def ids(self, texts: Sequence[str]) -> list[list[int]]:
@@ -119,27 +130,26 @@ class StaticTokenizer:
 
     def cut(self, texts: Sequence[str]) -> Cut:
         ids = self.ids(texts)
-        lengths = np.fromiter((len(x) for x in ids), np.int64, len(ids))
-        flat = np.fromiter((i for x in ids for i in x), np.int64, int(lengths.sum()))
-        keep = np.ones(len(flat), bool)
+        n = len(ids)
+        lengths = np.fromiter(map(len, ids), np.int64, n)
+        flat = np.fromiter(chain.from_iterable(ids), np.int64, int(lengths.sum()))
+        # kept: ids the vocabulary names (a hole or an id past it: unknown), not dropped
+        keep = flat < len(self.names)
+        keep[keep] = self._named[flat[keep]]
         if len(self._drop):
             keep &= ~np.isin(flat, self._drop)
-        keep &= flat < len(self.names)
-        text_of = np.repeat(np.arange(len(ids)), lengths)
-        dropped = np.bincount(text_of[~keep], minlength=len(ids)).astype(np.int64)
+        text_of = np.repeat(np.arange(n), lengths)
+        dropped = np.bincount(text_of[~keep], minlength=n).astype(np.int64)
         flat, text_of = flat[keep], text_of[keep]
-        uniq, inverse = np.unique(flat, return_inverse=True)
-        names = self.names[uniq]
-        hole = np.array([n is None for n in names], bool)
-        if hole.any():  # ids the vocabulary does not name: unknown
-            bad = hole[inverse]
-            dropped += np.bincount(text_of[bad], minlength=len(ids)).astype(np.int64)
-            remap = np.cumsum(~hole) - 1
-            inverse, text_of = remap[inverse[~bad]], text_of[~bad]
-            names = names[~hole]
-        offsets = np.zeros(len(ids) + 1, np.int64)
-        offsets[1:] = np.cumsum(np.bincount(text_of, minlength=len(ids)))
-        return Cut(names.tolist(), inverse.astype(np.int64).reshape(-1), offsets, dropped)
+        # the batch's distinct ids in id order and each occurrence's index into them: one
+        # pass over a vocabulary-sized mask (no sort of the occurrences)
+        present = np.zeros(len(self.names), bool)
+        present[flat] = True
+        uniq = np.flatnonzero(present)
+        inverse = (np.cumsum(present) - 1)[flat]
+        offsets = np.zeros(n + 1, np.int64)
+        offsets[1:] = np.cumsum(np.bincount(text_of, minlength=n))
+        return Cut(self.names[uniq].tolist(), inverse.astype(np.int64), offsets, dropped)
 
 
 class WordTokenizer:
@@ -160,19 +170,29 @@ class WordTokenizer:
         self.freq = freq  # (sorted word hashes, frequencies) for SIF, or None
         self.pattern = re.compile(spec.pattern)
         self.joiner = j = spec.joiner
-        # phrases as the vocabulary writes them; their proper prefixes of 2+ words (still
-        # growing); their first two words (where a phrase can start), all joined strings
+        # phrases as the vocabulary writes them; their proper prefixes of 3+ words (still
+        # growing); and a first-word index: each word a phrase starts with -> the words
+        # that can follow it there -> whether those two are a phrase (_PHRASE) and whether
+        # a longer one goes on from them (_GROWS). Where a phrase can start and every
+        # two-word decision are small-dict lookups: no string is built for a pair that is
+        # not joined, and the big sets are met only by phrases of 3+ words.
         self.phrases: set[str] = set()
         self.growing: set[str] = set()
-        self.starts: set[str] = set()
+        self.follow: dict[str, dict[str, int]] = {}
         if j:
+            same: dict[str, str] = {}  # one str object per distinct word across the dicts
             for p in phrases:
                 parts = p.split(j)
                 if len(parts) < 2 or not all(parts):
                     continue
                 self.phrases.add(p)
-                self.starts.add(parts[0] + j + parts[1])
-                for n in range(2, len(parts)):
+                first = same.setdefault(parts[0], parts[0])
+                second = same.setdefault(parts[1], parts[1])
+                nexts = self.follow.get(first)
+                if nexts is None:
+                    nexts = self.follow[first] = {}
+                nexts[second] = nexts.get(second, 0) | (_PHRASE if len(parts) == 2 else _GROWS)
+                for n in range(3, len(parts)):
                     self.growing.add(j.join(parts[:n]))
 
     def words(self, text: str) -> list[str]:
@@ -182,25 +202,30 @@ class WordTokenizer:
         words = self.pattern.findall(text)
         if not self.phrases or len(words) < 2:
             return words
-        j, starts = self.joiner, self.starts
-        # where a phrase can start: one set lookup per adjacent pair, no Python loop
-        hits = [k for k, pair in enumerate(map(j.join, pairwise(words))) if pair in starts]
+        # where a phrase can start (a word, then one that may follow it in a phrase): per
+        # adjacent pair two small-dict lookups, in C (map, compress), no string built
+        nexts = list(map(self.follow.get, words, repeat(_NONE)))
+        hits = list(compress(count(), map(dict.__contains__, nexts, islice(words, 1, None))))
         if not hits:
             return words
-        phrases, growing, n = self.phrases, self.growing, len(words)
+        j, phrases, growing, n = self.joiner, self.phrases, self.growing, len(words)
         out, at = [], 0
         for i in hits:
             if i < at:  # inside a phrase already taken
                 continue
-            cand, end = words[i] + j + words[i + 1], i + 2
-            best, best_end = (cand, end) if cand in phrases else (None, 0)
-            while end < n and cand in growing:
-                cand, end = cand + j + words[end], end + 1
-                if cand in phrases:
-                    best, best_end = cand, end
-            if best is not None:
+            flags = nexts[i][words[i + 1]]
+            best_end = i + 2 if flags & _PHRASE else 0
+            if flags & _GROWS and i + 2 < n:
+                cand, end = words[i] + j + words[i + 1], i + 2
+                while end < n:
+                    cand, end = cand + j + words[end], end + 1
+                    if cand in phrases:
+                        best_end = end
+                    if cand not in growing:
+                        break
+            if best_end:
                 out += words[at:i]
-                out.append(best)
+                out.append(j.join(words[i:best_end]))
                 at = best_end
         out += words[at:]
         return out
