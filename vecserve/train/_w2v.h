@@ -53,6 +53,14 @@ static inline void vs_prefetch(const void *p, int nbytes) {
     for (int k = 0; k < nbytes; k += 64) __builtin_prefetch(c + k, 1, 3);
 }
 
+/* Start loading nbytes at p into cache, for reading (tables every thread shares: a
+ * prefetch for writing would take the lines from the other cores). */
+static inline void vs_prefetch_read(const void *p, int nbytes) {
+    const char *c = (const char *)p;
+    for (int k = 0; k < nbytes; k += 64) __builtin_prefetch(c + k, 0, 3);
+    __builtin_prefetch(c + nbytes - 1, 0, 3);
+}
+
 /* The gradient of one pair from its score f: hierarchical softmax (hs) skips a score
  * outside +-max_exp (0), negative sampling clamps it; label < 0: no gradient. `table`
  * is the sigmoid over [-max_exp, max_exp), `scale` its entries per unit of f. */
