@@ -29,7 +29,12 @@ input changes after its outputs). Output rows are independent of each other, so 
 run interleaved in one pass over the vectors (which also computes the next input's
 scores); the passes are the C loops of ``_w2v.h`` (built for AVX2+FMA and for baseline
 x86-64, the CPU picking once at load time). For skip-gram HS the chain is exactly the
-pairs of a window run one after another.
+pairs of a window run one after another. Measured and dropped (11-26, single thread,
+20 MB): the same chain as small matrix products (scores ``in . o^T``, the inputs' Gram
+matrix for the rows' changes within the window, three passes per row instead of one
+per input) trained skip-gram+HS 35% slower, an AVX-512 build of these loops no faster,
+groups of 8 rows 28% slower: at 100 components a pass is short, and the chain already
+overlaps four rows' gradients.
 
 HogBatch (Ji et al., 2016): for one centre word, its ``B`` context rows of syn0 and the
 ``1 + K`` output rows of syn1neg (the centre and K negatives shared by all contexts) are
