@@ -109,9 +109,11 @@ def test_sg_hs_step(weights):
 @pytest.mark.parametrize("negs", [[0, 11, 3], [5, 5, 6]])  # a negative twice, the target
 @pytest.mark.parametrize("cbow_mean", [1, 0])
 @pytest.mark.parametrize("hs", [0, 1])
-def test_cbow_step(weights, cbow_mean, hs, negs):
+# the context sum adds four rows a pass: one row, a pass of 4 (4 twice), 4 + 1, 4 + 2
+@pytest.mark.parametrize("ctx", [[7], [1, 4, 4, 10], [1, 4, 4, 10, 2], [3, 9, 3, 0, 11, 5]])
+def test_cbow_step(weights, cbow_mean, hs, negs, ctx):
     syn0, syn1, syn1neg = (weights[k].copy() for k in ("syn0", "syn1", "syn1neg"))
-    ctx, target = [1, 4, 4, 10], 6
+    target = 6
     make_worker(weights, sg=0, hs=hs, cbow_mean=cbow_mean).cbow_step(ctx, target, negs, 0.1)
     neu1 = syn0[ctx].sum(axis=0)
     if cbow_mean:

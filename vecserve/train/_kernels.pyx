@@ -29,7 +29,12 @@ input changes after its outputs). Output rows are independent of each other, so 
 run interleaved in one pass over the vectors (which also computes the next input's
 scores); the passes are the C loops of ``_w2v.h`` (built for AVX2+FMA and for baseline
 x86-64, the CPU picking once at load time). For skip-gram HS the chain is exactly the
-pairs of a window run one after another.
+pairs of a window run one after another. Measured and dropped (11-26, single thread,
+20 MB): the same chain as small matrix products (scores ``in . o^T``, the inputs' Gram
+matrix for the rows' changes within the window, three passes per row instead of one
+per input) trained skip-gram+HS 35% slower, an AVX-512 build of these loops no faster,
+groups of 8 rows 28% slower: at 100 components a pass is short, and the chain already
+overlaps four rows' gradients.
 
 HogBatch (Ji et al., 2016): for one centre word, its ``B`` context rows of syn0 and the
 ``1 + K`` output rows of syn1neg (the centre and K negatives shared by all contexts) are
@@ -59,6 +64,7 @@ cdef extern from "_w2v.h" nogil:
     int32_t vs_draw_alias(uint64_t *rng, const uint32_t *prob, const int32_t *alias,
                           int32_t n) noexcept
     void prefetch "vs_prefetch"(const void *p, int nbytes) noexcept
+    void prefetch_read "vs_prefetch_read"(const void *p, int nbytes) noexcept
     real vs_grad(real f, real label, real alpha, int hs, const real *table, real max_exp,
                  int scale) noexcept
     void vs_axpy(int n, real a, const real *x, real *y) noexcept
@@ -303,6 +309,13 @@ cdef inline void prefetch_path(W2VState *s, int32_t word, int row_bytes) noexcep
     for k in range(4, s.codelens[word]):
         prefetch(&s.syn1[<int64_t>point[k] * s.size], row_bytes)
 
+cdef inline void prefetch_codes(W2VState *s, int32_t word) noexcept nogil:
+    """Start loading word's path length, node ids and codes: prefetch_path reads them one
+    centre later, hs_outputs two (a rare word's rows of these tables are not in cache)."""
+    prefetch_read(&s.codelens[word], sizeof(int32_t))
+    prefetch_read(&s.points[<int64_t>word * s.max_code], s.max_code * sizeof(int32_t))
+    prefetch_read(&s.codes[<int64_t>word * s.max_code], s.max_code)
+
 cdef inline void draw_ahead(W2VState *s) noexcept nogil:
     """Draw the next update's negatives now and start loading their rows into cache."""
     cdef int d
@@ -362,6 +375,8 @@ cdef int64_t train_sentences(W2VState *s, const int32_t *words, const int64_t *b
                 prefetch(&s.syn0[<int64_t>s.sent[i + window + 1] * s.size], row_bytes)
             if s.hs and i + 1 < n:  # the next centre's Huffman path below the hot top
                 prefetch_path(s, s.sent[i + 1], row_bytes)
+                if i + 2 < n:
+                    prefetch_codes(s, s.sent[i + 2])
             if s.sg and not s.batch:
                 if s.hs and s.negative <= 0:  # HS alone: the window's pairs node by node
                     n_ctx = 0

@@ -53,6 +53,14 @@ static inline void vs_prefetch(const void *p, int nbytes) {
     for (int k = 0; k < nbytes; k += 64) __builtin_prefetch(c + k, 1, 3);
 }
 
+/* Start loading nbytes at p into cache, for reading (tables every thread shares: a
+ * prefetch for writing would take the lines from the other cores). */
+static inline void vs_prefetch_read(const void *p, int nbytes) {
+    const char *c = (const char *)p;
+    for (int k = 0; k < nbytes; k += 64) __builtin_prefetch(c + k, 0, 3);
+    __builtin_prefetch(c + nbytes - 1, 0, 3);
+}
+
 /* The gradient of one pair from its score f: hierarchical softmax (hs) skips a score
  * outside +-max_exp (0), negative sampling clamps it; label < 0: no gradient. `table`
  * is the sigmoid over [-max_exp, max_exp), `scale` its entries per unit of f. */
@@ -184,13 +192,42 @@ static inline void vs_add(int n, const float *restrict x, float *restrict y) {
     for (int d = 0; d < n; d++) y[d] += x[d];
 }
 
-/* out = the sum of rows[0..m-1] (times 1/m if mean and m > 1). */
+/* y = s (y + a + b + c + e), or s (a + b + c + e) when `first`: up to four rows of a sum
+ * in one pass over y (b, c or e NULL: fewer rows). */
+static inline void vs_sum4(int n, int first, float s, const float *restrict a,
+                           const float *restrict b, const float *restrict c,
+                           const float *restrict e, float *restrict y) {
+    if (e) {
+        if (first)
+            for (int d = 0; d < n; d++) y[d] = s * (((a[d] + b[d]) + c[d]) + e[d]);
+        else
+            for (int d = 0; d < n; d++) y[d] = s * ((((y[d] + a[d]) + b[d]) + c[d]) + e[d]);
+    } else if (c) {
+        if (first)
+            for (int d = 0; d < n; d++) y[d] = s * ((a[d] + b[d]) + c[d]);
+        else
+            for (int d = 0; d < n; d++) y[d] = s * (((y[d] + a[d]) + b[d]) + c[d]);
+    } else if (b) {
+        if (first)
+            for (int d = 0; d < n; d++) y[d] = s * (a[d] + b[d]);
+        else
+            for (int d = 0; d < n; d++) y[d] = s * ((y[d] + a[d]) + b[d]);
+    } else {
+        if (first)
+            for (int d = 0; d < n; d++) y[d] = s * a[d];
+        else
+            for (int d = 0; d < n; d++) y[d] = s * (y[d] + a[d]);
+    }
+}
+
+/* out = the sum of rows[0..m-1] (times 1/m if mean and m > 1), added in row order four
+ * rows a pass (one pass over out for every four rows, the scale in the last). */
 VS_CLONES static void vs_sum_rows(int n, int m, float *const *rows, int mean, float *restrict out) {
-    memcpy(out, rows[0], (size_t)n * sizeof(float));
-    for (int c = 1; c < m; c++) vs_add(n, rows[c], out);
-    if (mean && m > 1) {
-        float inv = 1.0f / (float)m;
-        for (int d = 0; d < n; d++) out[d] *= inv;
+    float inv = mean && m > 1 ? 1.0f / (float)m : 1.0f;
+    for (int c = 0; c < m; c += 4) {
+        int k = m - c;
+        vs_sum4(n, c == 0, k <= 4 ? inv : 1.0f, rows[c], k > 1 ? rows[c + 1] : NULL,
+                k > 2 ? rows[c + 2] : NULL, k > 3 ? rows[c + 3] : NULL, out);
     }
 }
 
