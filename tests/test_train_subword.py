@@ -198,6 +198,17 @@ def test_unseen_words_come_from_ngrams():
     assert sim > kv.similarity("catss", "日本語")
 
 
+def test_skip_gram_ends_at_fasttexts_final_rate_cbow_keeps_the_floor():
+    """Subword skip-gram's default final rate is 0.0001 whatever the corpus's size (the
+    word2vec floor cost it WS-353 and unseen words); CBOW keeps the short-run floor; a
+    rate the user gives is kept in both."""
+    sg, cbow = _trained(sg=1, epochs=1), _trained(sg=0, epochs=1)
+    assert sg._plan_run().min_alpha == pytest.approx(1e-4)
+    cbow_run = cbow._plan_run()
+    assert cbow_run.min_alpha == pytest.approx(cbow_run.start_alpha / 4)
+    assert _trained(sg=1, epochs=1, min_alpha=0.003)._plan_run().min_alpha == 0.003
+
+
 @pytest.mark.parametrize(
     "params, match",
     [

@@ -94,7 +94,8 @@ class TrainParams:
     min_alpha: float | None = _param(
         None,
         "Final learning rate [default: by the words trained, a quarter of alpha on "
-        "short runs, toward 0.0001 on long ones; 0.0001 on several ranks].",
+        "short runs, toward 0.0001 on long ones; 0.0001 on several ranks and for "
+        "subword skip-gram].",
         type=float,
     )
     epochs: int = _param(5, "Passes over the corpus.", flags=("--epochs", "--iter"))

@@ -329,10 +329,14 @@ class LinkedRows:
         return [n] * self.n_words + [int(self.linked[min(n, len(self.linked) - 1)])]
 
 
-def plan_run(group: Any, bounds: np.ndarray, params: Any, sync: SyncParams) -> RunPlan:
+def plan_run(
+    group: Any, bounds: np.ndarray, params: Any, sync: SyncParams, *, floor: bool = True
+) -> RunPlan:
     """Every epoch's sync groups (with several ranks and ``sync_warmup``, the first
     epoch's start cut finer) and the learning rate along them, for the encoded corpus
-    of sentence *bounds* (*params*: the :class:`~vecserve.train.params.TrainParams`)."""
+    of sentence *bounds* (*params*: the :class:`~vecserve.train.params.TrainParams`).
+    ``floor=False``: the default final rate is ``CLASSIC_MIN_ALPHA`` whatever the
+    corpus's size (subword skip-gram: :meth:`FastText._plan_run`)."""
     g, p = group, params
     plan = plan_epoch(g, bounds, workers=p.workers, job_words=p.job_words, sync=sync)
     if plan.words < 2:
@@ -345,10 +349,11 @@ def plan_run(group: Any, bounds: np.ndarray, params: Any, sync: SyncParams) -> R
         )
     start_alpha = sync.start_alpha(p.alpha, g.size)
     min_alpha = p.min_alpha
-    if min_alpha is None and g.size > 1:
+    if min_alpha is None and (g.size > 1 or not floor):
         # several ranks keep the classic final rate: their syncs' int8 changes and
         # the syncs still under way were tuned against it (a higher one lost topic
-        # purity in tests/mpi/test_scheme_ranks.py's int8 run with 3 under way)
+        # purity in tests/mpi/test_scheme_ranks.py's int8 run with 3 under way);
+        # so does subword skip-gram, see FastText._plan_run
         min_alpha = CLASSIC_MIN_ALPHA
     elif min_alpha is None:  # the default: by the run's words trained
         min_alpha = min_alpha_for(start_alpha, plan.words * p.epochs)
