@@ -56,7 +56,6 @@ import numpy as np
 from fastapi import FastAPI, Path, Query, Request
 from fastapi.responses import PlainTextResponse, Response
 from fastapi.routing import APIRoute
-from pydantic import ValidationError
 from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import Headers, QueryParams
 from starlette.routing import BaseRoute, Match
@@ -65,7 +64,7 @@ from .connect import connect
 from .errors import BadQuery, ModelNotFound
 from .search.ann import AnnManager, AnnParams
 from .search.planner import Answer, Limits, Planner
-from .search.planner import Query as SearchQuery
+from .search.query import Query as SearchQuery
 from .search.snapshot import SimilarityIndex
 from .service.auth import ApiKeyMiddleware, declare_bearer, load_keys
 from .service.coalesce import Coalescer
@@ -75,6 +74,7 @@ from .service.deps import (
     ModelCache,
     ModelName,
     ModelQuery,
+    ModelRows,
     SettingsDep,
     StoreHandle,
     fetch_vectors,
@@ -109,7 +109,6 @@ from .service.schemas import (
     DoesntMatchResponse,
     ErrorBody,
     MissingPolicy,
-    MostSimilarQuery,
     MostSimilarRequest,
     MostSimilarResponse,
     NSimilarityRequest,
@@ -179,51 +178,44 @@ def _vectors(ctx: AppContext, name: str, words: list[str], policy: str, media: s
     )
 
 
-def _typed(q: MostSimilarQuery) -> SearchQuery:
-    """The request body's query as the planner's typed query."""
-    return SearchQuery(  # a string, even "", is one word (gensim's _ensure_list)
-        positive=q.positive if q.positive is not None else (),
-        negative=q.negative if q.negative is not None else (),
-        topn=q.topn,
-        restrict_vocab=q.restrict_vocab,
-        cosmul=q.cosmul,
-        approx=q.approx,
-    )
-
-
 def _planner(ctx: AppContext, info, index: SimilarityIndex) -> Planner:
     """The planner of generation ``info``'s snapshot; out-of-vocabulary words of a
-    fastText model are read through :func:`fetch_vectors`, the service's reader."""
+    fastText model are read through the service's reader (:class:`ModelRows`)."""
     s = ctx.settings
     return Planner(
         index,
         name=info.name,
         ann=ctx.search.ann,
         subwords=info.subwords,
-        vectors=lambda words: fetch_vectors(ctx, info.name, words),
+        rows=ModelRows(ctx, info.name),
         limits=Limits(max_words=s.max_words, max_topn=s.max_topn, max_batch=s.max_batch),
     )
 
 
-def _ready_approx(ctx: AppContext, info, q: MostSimilarQuery) -> bool:
+def _ready_approx(ctx: AppContext, info, q: SearchQuery) -> bool:
     """Whether ``q`` is answered by the ready ANN index of generation ``info``, already
     open here: a scan of ~1 ms, no snapshot to map or build."""
     ann = ctx.search.ann
-    if ann is None or not q.approx or not _typed(q).plain:
+    if ann is None or not q.approx or not q.plain:
         return False
     index = ctx.search.loaded_index(info)
     return index is not None and ann.ready(index)
 
 
-def _approx_at_once(ctx: AppContext, name: str, q: MostSimilarQuery) -> tuple:
+def _approx_at_once(ctx: AppContext, name: str, q: SearchQuery) -> tuple:
     """``(info, answer)``: the answer if a ready ANN index gives it at once (on the event
     loop), else None; ``info``, the registry entry read, either way."""
     info = ctx.model(name)
     return info, _most_similar(ctx, name, q, info) if _ready_approx(ctx, info, q) else None
 
 
-def _answer_dict(answer: Answer) -> dict:
-    out: dict = {"approximate": answer.approximate}
+def _answer_body(answer: Answer) -> dict:
+    """One most_similar answer as its JSON body (:class:`MostSimilarResponse`)."""
+    out: dict = {
+        "model": answer.model,
+        "generation": answer.generation,
+        "approximate": answer.approximate,
+    }
     if answer.subwords is not None:
         out["subwords"] = answer.subwords
     if answer.approximate_status is not None:
@@ -235,17 +227,16 @@ def _answer_dict(answer: Answer) -> dict:
     return out
 
 
-def _most_similar(ctx: AppContext, name: str, q: MostSimilarQuery, info=None) -> dict:
+def _most_similar(ctx: AppContext, name: str, q: SearchQuery, info=None) -> dict:
     """One most_similar answer (of ``info``, the model's registry entry, if read); with
     others that arrive meanwhile in one batch, when the service coalesces."""
     info = info if info is not None else ctx.model(name)
     index = ctx.search.index(info)
-    planner, query = _planner(ctx, info, index), _typed(q)
+    planner = _planner(ctx, info, index)
     coalescer = ctx.search.coalescer
-    if coalescer is not None and planner.gains_from_batch(query):
-        return coalescer.submit(name, (planner, query), _most_similar_many)
-    answer = planner.answer(query)
-    return {"model": info.name, "generation": answer.generation, **_answer_dict(answer)}
+    if coalescer is not None and planner.gains_from_batch(q):
+        return coalescer.submit(name, (planner, q), _most_similar_many)
+    return _answer_body(planner.answer(q))
 
 
 def _most_similar_many(items: list[tuple[Planner, SearchQuery]]) -> list:
@@ -253,12 +244,7 @@ def _most_similar_many(items: list[tuple[Planner, SearchQuery]]) -> list:
     generation's snapshot): each its own answer or error."""
     planner = items[0][0]
     answers = planner.answer_many([q for _, q in items])
-    return [
-        a
-        if isinstance(a, Exception)
-        else {"model": planner.name, "generation": a.generation, **_answer_dict(a)}
-        for a in answers
-    ]
+    return [a if isinstance(a, Exception) else _answer_body(a) for a in answers]
 
 
 def _most_similar_batch(ctx: AppContext, name: str, body: BatchRequest) -> dict:
@@ -279,7 +265,7 @@ def _most_similar_batch(ctx: AppContext, name: str, body: BatchRequest) -> dict:
                 )
     info = ctx.model(name)
     index = ctx.search.index(info)
-    answers = _planner(ctx, info, index).answer_batch([_typed(q) for q in body.queries])
+    answers = _planner(ctx, info, index).answer_batch([q.query() for q in body.queries])
     results, approximate, errors = [], [], []
     for a in answers:
         failed = isinstance(a, Exception)
@@ -544,7 +530,7 @@ class MostSimilarFastRoute(_FastRoute):
     the same answer took ~0.4 ms more (parameter and dependency solving, and the hop to
     a pool thread and back: measured over HTTP, BENCHMARKS.md). This route parses a plain
     approximate query (``positive``, ``negative``, ``topn``, ``approx``, ``model``; each
-    scalar at most once) into the same :class:`MostSimilarQuery` and, when the model's
+    scalar at most once) into the same :class:`~vecserve.search.query.Query` and, when the model's
     index and its ANN index are open and ready, answers inline; otherwise (an exact
     answer meanwhile, a new generation to map, Redis away) in the thread pool, as the
     FastAPI handler would. Anything else (exact queries, ``restrict_vocab``, ``cosmul``,
@@ -555,7 +541,7 @@ class MostSimilarFastRoute(_FastRoute):
     _KEYS = frozenset({"positive", "negative", "topn", "approx", "model"})
 
     @classmethod
-    def _query(cls, params: QueryParams) -> MostSimilarQuery | None:
+    def _query(cls, params: QueryParams) -> SearchQuery | None:
         keys = list(params.keys())
         if not set(keys) <= cls._KEYS:
             return None
@@ -569,13 +555,13 @@ class MostSimilarFastRoute(_FastRoute):
         if not (topn.isascii() and topn.isdigit()):
             return None
         try:
-            return MostSimilarQuery(
+            return SearchQuery(
                 positive=_split(params.getlist("positive"), "positive"),
                 negative=_split(params.getlist("negative"), "negative"),
                 topn=int(topn),
                 approx=True,
             )
-        except (ValidationError, BadQuery):  # the FastAPI route words the 422
+        except BadQuery:  # the FastAPI route words the 422
             return None
 
     async def handle(self, scope, receive, send) -> None:
@@ -649,7 +635,7 @@ def _add_similarity_routes(app: FastAPI) -> None:
     ):
         """Words most similar to ``positive`` minus ``negative`` (gensim ``most_similar``);
         a query of ``negative`` words only: ``POST /most_similar``."""
-        q = MostSimilarQuery(
+        q = SearchQuery(
             positive=_split(list(positive), "positive"),
             negative=_split(list(negative), "negative"),
             topn=topn,
@@ -666,7 +652,7 @@ def _add_similarity_routes(app: FastAPI) -> None:
     def most_similar_post(ctx: ContextDep, body: MostSimilarRequest, model: ModelQuery = None):
         """most_similar with words, positions, vectors and ``[item, weight]`` pairs."""
         name = model_of(body.model, model, ctx.settings)
-        return json_response(_most_similar(ctx, name, body))
+        return json_response(_most_similar(ctx, name, body.query()))
 
     @app.post("/most_similar/batch", response_model=BatchResponse, responses=responses)
     def most_similar_batch(ctx: ContextDep, body: BatchRequest, model: ModelQuery = None):
@@ -707,7 +693,7 @@ def _add_similarity_routes(app: FastAPI) -> None:
         approx: bool = False,
     ):
         """a is to b as c is to ?  (``most_similar(positive=[b, c], negative=[a])``)."""
-        q = MostSimilarQuery(positive=[b, c], negative=[a], topn=topn, cosmul=cosmul, approx=approx)
+        q = SearchQuery(positive=[b, c], negative=[a], topn=topn, cosmul=cosmul, approx=approx)
         out = _most_similar(ctx, name, q)
         results = out.get("results") or []
         out["answer"] = results[0][0] if results else None

@@ -42,6 +42,7 @@ __all__ = [
     "ModelCache",
     "ModelName",
     "ModelQuery",
+    "ModelRows",
     "SettingsDep",
     "StoreHandle",
     "fetch_rows",
@@ -221,6 +222,20 @@ def fetch_vectors(
     fastText model whose vectors were built from their n-grams, in order."""
     got = lookup(ctx, name, words)
     return got.info, got.rows, got.found, got.built
+
+
+@dataclass(frozen=True)
+class ModelRows:
+    """Model ``name``'s rows as the query planner reads them (its
+    :class:`~vecserve.search.planner.RowSource`): through :func:`lookup`, the service's
+    reader core, so the cache and the generation rules are the service's."""
+
+    ctx: AppContext
+    name: str
+
+    def subword_rows(self, words: list[str]) -> tuple[int, np.ndarray]:
+        got = lookup(self.ctx, self.name, words)
+        return got.info.generation, got.rows
 
 
 async def get_context(request: Request) -> AppContext:
