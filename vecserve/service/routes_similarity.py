@@ -5,6 +5,42 @@ most_similar's answers are :mod:`vecserve.service.similar`'s (one
 :class:`~vecserve.search.query.Query` to the planner); the small questions of a few words
 (``similarity``, ``n_similarity``, ``doesnt_match``) are gensim's own calls on a
 KeyedVectors of just those words, for exact parity.
+
+The most_similar contract (``POST {similarity_url}/most_similar``), which
+:class:`vecserve.keyedvectors.RedisKeyedVectors` speaks when a similarity URL is
+configured (:mod:`vecserve.wholematrix`); its items are :mod:`vecserve.search.wire`'s and
+``/openapi.json`` declares all of it. Request::
+
+    {"model": "GOOGLE_W2V",                  # optional: the service's default model
+     "positive": ["king", "woman"],          # items: a word, an int (vocab position),
+     "negative": ["man"],                    #   {"vector": [floats], "dtype": "<f4"}
+                                             #   (dtype optional, default "<f8"),
+                                             #   a bare list of dim numbers,
+                                             #   or [item, weight]; a string: one word
+     "topn": 10,                             # int, or null = all similarities
+     "restrict_vocab": null,                 # int or null
+     "cosmul": false,                        # true = most_similar_cosmul
+     "approx": false}                        # true = the ANN index, when it is ready
+
+Response 200::
+
+    {"model": "GOOGLE_W2V", "generation": 3, "approximate": false,
+     "results": [["queen", 0.7118192911148071], ...]}     # when topn is an int
+    {"model": "GOOGLE_W2V", "generation": 3, "approximate": false,
+     "similarities": [0.1, ...]}                           # when topn is null
+
+plus ``approximate_status`` (approx asked, answered exactly: why) and ``subwords``
+(fastText: the words built from n-grams) where they apply. Similarities are float32
+values sent as JSON doubles (exact); NaN is ``null``.
+
+Errors: 404 ``{"error": "TokenNotFound", "detail": "Key 'x' not present in vocabulary",
+"token": "x", "model": ..., "missing": [...]}`` or ``{"error": "ModelNotFound", ...}``;
+422 ``{"error": "BadQuery", ...}`` for an item that is none of the forms, a vector of the
+wrong length, a limit; 400 ``{"error": "ValueError", "detail": ...}`` for a query gensim
+refuses (nothing positive for cosmul, no input at all); 503 ``{"error":
+"StoreUnavailable", ...}`` with ``Retry-After``. ``POST /most_similar/batch`` takes
+``{"model", "queries": [...]}`` and answers each query's result or, in its slot of
+``errors``, the error it alone would have got.
 """
 
 from __future__ import annotations
