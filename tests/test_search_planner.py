@@ -64,6 +64,27 @@ def test_a_query_reads_its_items_once_and_fits_them_to_the_model_when_planned(si
     assert parse_item([3, 0.5], dim=2).tolist() == [3.0, 0.5]
 
 
+def test_texts_are_embedded_once_per_query_and_searched_as_vectors(sim):
+    asked = []
+
+    class Texts:  # the planner's RowSource for texts: a vector per text, tokens used
+        def text_rows(self, texts):
+            asked.append(texts)
+            rows = np.stack([np.full(8, len(t), np.float32) for t in texts])
+            return sim.generation, rows, np.array([0 if t == "zzz" else 1 for t in texts])
+
+    planner = Planner(sim, rows=Texts())
+    q = Query(positive=[{"text": "ab"}, [{"text": "abc"}, 2.0]], negative=[{"text": "ab"}])
+    got = planner.answer(q)
+    assert asked == [["ab", "abc"]]  # each distinct text once
+    two, three = np.full(8, 2, np.float32), np.full(8, 3, np.float32)
+    assert got.results == sim.most_similar([two, (three, 2.0)], [two])
+    with pytest.raises(TokenNotFound):  # no token of the text is in the model
+        planner.answer(Query(positive=[{"text": "zzz"}]))
+    with pytest.raises(QueryRejected, match="text rule"):
+        Planner(sim).answer(Query(positive=[{"text": "ab"}]))
+
+
 def test_the_query_and_the_planner_need_no_pydantic():
     """The base install (RedisKeyedVectors imports the planner) has no pydantic, no
     FastAPI: the query type is a dataclass; the service's bodies build it."""

@@ -20,10 +20,10 @@ search is not the caller's and propagates as it is (a 500, never a 400). A batch
 (:meth:`Planner.answer_batch`) reports each query's own error in that query's slot and
 answers the others.
 
-Vectors of out-of-vocabulary words come from a :class:`RowSource` (the service's reader
-of the model): the planner never reads Redis itself. The snapshot (``index``) and the
-approximate indexes (``ann``, an :class:`~vecserve.search.ann.AnnManager`) are given;
-nothing here knows of HTTP.
+Vectors of out-of-vocabulary words and of text items come from a :class:`RowSource` (the
+service's reader of the model): the planner never reads Redis itself. The snapshot
+(``index``) and the approximate indexes (``ann``, an
+:class:`~vecserve.search.ann.AnnManager`) are given; nothing here knows of HTTP.
 
 >>> import numpy as np
 >>> from vecserve.search.snapshot import SimilarityIndex
@@ -45,7 +45,7 @@ from ..errors import BadQuery, GenerationChanged, QueryRejected, TokenNotFound
 from ..subwords import swap_oov, unit_rows
 from .arith import require_input
 from .query import Query
-from .wire import fit_item
+from .wire import Text, Weighted, fit_item
 
 __all__ = ["QUERY_ERRORS", "Answer", "Limits", "Planner", "Query", "RowSource"]
 
@@ -68,12 +68,17 @@ def _quiet_overflow(method):
 
 
 class RowSource(Protocol):
-    """Where a planner reads the rows of a fastText model's out-of-vocabulary words
-    (built from their n-grams by the reader core; the service's
-    :class:`~vecserve.service.deps.ModelRows`)."""
+    """Where a planner reads what its snapshot does not hold: the rows of a fastText
+    model's out-of-vocabulary words (built from their n-grams by the reader core) and the
+    vectors of texts (the model's text rule); the service's
+    :class:`~vecserve.service.deps.ModelRows`."""
 
     def subword_rows(self, words: list[str]) -> tuple[int, np.ndarray]:
         """``(generation read, one float32 row per word)``."""
+        ...
+
+    def text_rows(self, texts: list[str]) -> tuple[int, np.ndarray, np.ndarray]:
+        """``(generation read, one float32 vector per text, tokens used per text)``."""
         ...
 
 
@@ -135,13 +140,16 @@ class Planner:
 
     # -- planning -------------------------------------------------------------------------
 
-    def _items(self, raw, q: Query, oov: list | None) -> list:
+    def _items(self, raw, q: Query, oov: list | None, texts: dict) -> list:
         if raw is None:
             return []
         if isinstance(raw, str):
             raw = [raw]
         out = []
         for item in raw:
+            key = item.key if isinstance(item, Weighted) else item
+            if isinstance(key, Text):  # its vector, embedded by _texts
+                item = Weighted(texts[key], item.weight) if item is not key else texts[key]
             parsed = fit_item(item, dim=self.index.dim)
             key = parsed[0] if isinstance(parsed, tuple) else parsed
             if isinstance(key, (str, int)) and key not in self.index:
@@ -158,8 +166,9 @@ class Planner:
         if q.topn is not None and q.topn > self.limits.max_topn:
             raise BadQuery(f"topn={q.topn} is over the limit of {self.limits.max_topn}")
         oov: list[str] | None = [] if self.subwords else None
-        pos = self._items(q.positive, q, oov)
-        neg = self._items(q.negative, q, oov)
+        texts = self._texts(q)
+        pos = self._items(q.positive, q, oov, texts)
+        neg = self._items(q.negative, q, oov, texts)
         if oov:
             pos, neg = self._subword_items(oov, pos, neg)
         for name, items in (("positive", pos), ("negative", neg)):
@@ -168,6 +177,28 @@ class Planner:
         require_input(pos, neg, cosmul=q.cosmul)  # gensim's ValueError, and its message
         built = list(dict.fromkeys(oov)) if oov is not None else None
         return _Plan(q, pos, neg, built)
+
+    def _texts(self, q: Query) -> dict:
+        """The vector of each text item of ``q`` (``{Text: row}``): every text of the
+        query embedded in one read, from the snapshot's generation; a text with no token
+        the model knows is :class:`TokenNotFound`, as an unknown word is."""
+        lists = [x for x in (q.positive, q.negative) if not isinstance(x, str)]
+        keys = (i.key if isinstance(i, Weighted) else i for items in lists for i in items)
+        texts = list(dict.fromkeys(k.text for k in keys if isinstance(k, Text)))
+        if not texts:
+            return {}
+        for name, items in zip(("positive", "negative"), (q.positive, q.negative), strict=True):
+            if not isinstance(items, str) and len(items) > self.limits.max_words:  # before a read
+                raise BadQuery(f"{len(items)} {name} items; the limit is {self.limits.max_words}")
+        if self.rows is None:
+            raise QueryRejected("text items need the model's text rule (no reader here)")
+        generation, rows, used = self.rows.text_rows(texts)
+        if generation != self.index.generation:
+            raise GenerationChanged(f"model {self.name!r} changed generation; retry")
+        for text, n in zip(texts, used, strict=True):
+            if not n:
+                raise TokenNotFound(text, self.name)
+        return {Text(t): row for t, row in zip(texts, rows, strict=True)}
 
     def _subword_items(self, oov: list[str], pos, neg):
         """Out-of-vocabulary words replaced by their unit vectors (gensim normalises each

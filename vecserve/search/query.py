@@ -3,8 +3,9 @@
 :class:`Query` is what :class:`~vecserve.search.planner.Planner` answers, what the
 service's routes and fast route hand it, and what the library's callers build. Its items
 are read once, when it is built (:func:`~vecserve.search.wire.read_item`: words,
-positions, :class:`~vecserve.search.wire.Vector`, :class:`~vecserve.search.wire.Weighted`
-items); what depends on the model (a vector's length) is settled when it is planned.
+positions, :class:`~vecserve.search.wire.Vector`, :class:`~vecserve.search.wire.Text`,
+:class:`~vecserve.search.wire.Weighted` items); what depends on the model (a vector's
+length, a text's vector) is settled when it is planned.
 
 A plain dataclass: the base install (``RedisKeyedVectors`` imports the planner) has no
 pydantic. The service's request bodies (:mod:`vecserve.service.schemas`) validate the

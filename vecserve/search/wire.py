@@ -6,9 +6,11 @@ HTTP service), what the service reads (:func:`read_item`, once, when the request
 schema the API publishes (:data:`ITEM_SCHEMA`).
 
 An item is a word, an int (a position in the vocabulary), a vector, or ``[item,
-weight]`` -- the forms gensim accepts. A vector is ``{"vector": [...], "dtype": "<f4"}``
-(``dtype`` optional, default ``<f8``, kept so the arithmetic is gensim's); a bare list of
-``dim`` numbers is accepted too (as ``<f8``). Both steps raise
+weight]`` -- the forms gensim accepts -- or a text. A vector is ``{"vector": [...],
+"dtype": "<f4"}`` (``dtype`` optional, default ``<f8``, kept so the arithmetic is
+gensim's); a bare list of ``dim`` numbers is accepted too (as ``<f8``). A text is
+``{"text": "..."}``: it counts as the vector the model's text rule gives it (``POST
+/embed``'s), wherever a vector may stand. Both steps raise
 :class:`~vecserve.errors.BadQuery` (-> 422) naming what they cannot take.
 
 >>> parse_item(["king", 2.0], dim=3)
@@ -70,6 +72,13 @@ _VECTOR_SCHEMA = {
     ],
 }
 _WORD_SCHEMA = {"type": "string", "description": "a word"}
+_TEXT_SCHEMA = {
+    "type": "object",
+    "properties": {"text": {"type": "string"}},
+    "required": ["text"],
+    "additionalProperties": False,
+    "description": "a text: the vector POST /embed gives it (the model's text rule)",
+}
 _BARE_VECTOR_SCHEMA = {
     "type": "array",
     "items": {"type": "number"},
@@ -77,13 +86,14 @@ _BARE_VECTOR_SCHEMA = {
     "description": "a bare vector of dim numbers (<f8)",
 }
 #: what most_similar_cosmul takes: words and vectors (no positions, no weights)
-COSMUL_ITEM_SCHEMA = {"anyOf": [_WORD_SCHEMA, _VECTOR_SCHEMA, _BARE_VECTOR_SCHEMA]}
+COSMUL_ITEM_SCHEMA = {"anyOf": [_WORD_SCHEMA, _VECTOR_SCHEMA, _BARE_VECTOR_SCHEMA, _TEXT_SCHEMA]}
 ITEM_SCHEMA = {
     "anyOf": [
         _WORD_SCHEMA,
         {"type": "integer", "minimum": 0, "description": "a position in the vocabulary"},
         _VECTOR_SCHEMA,
         _BARE_VECTOR_SCHEMA,
+        _TEXT_SCHEMA,
         {
             "type": "array",
             "prefixItems": [
@@ -93,6 +103,7 @@ ITEM_SCHEMA = {
                         {"type": "integer", "minimum": 0},
                         _VECTOR_SCHEMA,
                         _BARE_VECTOR_SCHEMA,
+                        _TEXT_SCHEMA,
                     ]
                 },
                 {"type": "number"},
@@ -124,17 +135,25 @@ class Vector:
 
 
 @dataclass(frozen=True, slots=True)
+class Text:
+    """``{"text": "..."}``: a text, counted as its vector by the model's text rule (the
+    vector ``POST /embed`` gives it); the planner has it embedded."""
+
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
 class Weighted:
     """``[key, weight]``. ``either``: sent as ``[position, number]``, which on a 2-d model
     is a bare vector (gensim cannot tell them apart either; :func:`fit_item` decides)."""
 
-    key: str | int | Vector
+    key: str | int | Vector | Text
     weight: float
     either: bool = False
 
 
-#: a query item once read: a word, a vocabulary position, a vector, or a weighted one
-Item = str | int | Vector | Weighted
+#: a query item once read: a word, a vocabulary position, a vector, a text, or a weighted one
+Item = str | int | Vector | Text | Weighted
 
 
 def _is_position(x: Any) -> bool:
@@ -156,10 +175,12 @@ def _vector_form(values: Any, dtype: Any = "<f8") -> bool:
 
 
 def _read(item: Any, head: bool) -> Item | None:
-    if isinstance(item, (str, Vector, Weighted)):
+    if isinstance(item, (str, Vector, Text, Weighted)):
         return item
     if _is_position(item):
         return int(item)
+    if isinstance(item, dict) and set(item) == {"text"}:
+        return Text(item["text"]) if isinstance(item["text"], str) else None
     if isinstance(item, dict):
         dtype = item.get("dtype", "<f8")
         if set(item) <= {"vector", "dtype"} and _vector_form(item.get("vector"), dtype):
@@ -194,7 +215,7 @@ def read_item(item: Any) -> Item:
     if out is None:
         raise BadQuery(
             f"query item {item!r:.80} is not a word, a vocabulary position, a vector, "
-            "or [item, weight]"
+            "a text, or [item, weight]"
         )
     return out
 
@@ -218,6 +239,8 @@ def fit_item(item: Item, *, dim: int):
     vector of its dtype, ``(key, weight)``), fitted to a model of ``dim`` dimensions."""
     if isinstance(item, Vector):
         return _vector(item, dim)
+    if isinstance(item, Text):  # the planner embeds texts before it fits items
+        raise BadQuery("a text item needs the model's text rule; this search has none")
     if isinstance(item, Weighted):
         if item.either and dim == 2:
             return _vector(Vector(np.array([item.key, item.weight], dtype=np.float64)), dim)

@@ -16,6 +16,8 @@ configured (:mod:`vecserve.wholematrix`); its items are :mod:`vecserve.search.wi
      "negative": ["man"],                    #   {"vector": [floats], "dtype": "<f4"}
                                              #   (dtype optional, default "<f8"),
                                              #   a bare list of dim numbers,
+                                             #   {"text": "..."} (the vector POST /embed
+                                             #   gives it; no known token: 404),
                                              #   or [item, weight]; a string: one word
      "topn": 10,                             # int, or null = all similarities
      "restrict_vocab": null,                 # int or null
