@@ -247,6 +247,7 @@ def bench_handler(url: str, tokens: list[str], *, reps: int = 300) -> dict:
     from vecserve import api
     from vecserve.service.deps import AppContext, ModelCache, StoreHandle
     from vecserve.service.metrics import Metrics
+    from vecserve.service.routes_vectors import answer_vectors
     from vecserve.service.settings import Settings
 
     words = [tokens[i] for i in np.random.default_rng(3).choice(len(tokens), 100, replace=False)]
@@ -264,11 +265,11 @@ def bench_handler(url: str, tokens: list[str], *, reps: int = 300) -> dict:
             assert ctx.reader("BENCH").cache().wait_ready(10)
         for fmt, media in (("JSON", api.JSON), ("binary", api.OCTET)):
             for _ in range(20):
-                api._vectors(ctx, "BENCH", words, "omit", media)
+                answer_vectors(ctx, "BENCH", words, "omit", media)
             lat = []
             for _ in range(reps):
                 t = time.perf_counter()
-                api._vectors(ctx, "BENCH", words, "omit", media)
+                answer_vectors(ctx, "BENCH", words, "omit", media)
                 lat.append(time.perf_counter() - t)
             out[label, fmt] = percentile_ms(lat, 50)
         ctx.close()

@@ -1,4 +1,4 @@
-"""Coalescing (vecserve/service/coalesce.py, through api.py's single-query routes): requests
+"""Coalescing (vecserve/service/coalesce.py, through the single-query routes): requests
 that arrive while others are answered go together in one batch, and each caller gets its
 own answer (or its own error), the one it gets alone."""
 
@@ -11,9 +11,9 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import pytest
 
-from vecserve import api
 from vecserve.api import create_app
 from vecserve.loader import load_arrays
+from vecserve.service import similar
 from vecserve.service.coalesce import Coalescer
 from vecserve.service.settings import Settings
 
@@ -38,14 +38,14 @@ def model(store):
 
 def _slow_batches(monkeypatch) -> list[int]:
     """The size of every coalesced batch; each takes 50 ms more, so that requests queue."""
-    sizes, real = [], api._most_similar_many
+    sizes, real = [], similar.most_similar_many
 
     def slow(items):
         sizes.append(len(items))
         time.sleep(0.05)
         return real(items)
 
-    monkeypatch.setattr(api, "_most_similar_many", slow)
+    monkeypatch.setattr(similar, "most_similar_many", slow)
     return sizes
 
 

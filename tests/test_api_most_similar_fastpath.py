@@ -1,5 +1,5 @@
-"""``GET /most_similar`` answered by :class:`vecserve.api.MostSimilarFastRoute` exactly as
-the FastAPI route answers it (same status, headers, body and metrics), ready approximate
+"""``GET /most_similar`` answered by :class:`vecserve.service.fastpath.MostSimilarFastRoute`
+exactly as the FastAPI route answers it (same status, headers, body and metrics), ready approximate
 queries on the event loop when the service does not coalesce (in the thread pool when it
 does), everything else in the thread pool or by FastAPI itself."""
 
@@ -11,9 +11,9 @@ import re
 import numpy as np
 import pytest
 
-from vecserve import api
 from vecserve.api import MostSimilarFastRoute, create_app
 from vecserve.loader import load_arrays
+from vecserve.service import similar
 from vecserve.service.settings import Settings
 
 from .api_support import AppClient, wait_for_ann
@@ -142,7 +142,7 @@ def test_same_metrics_as_the_fastapi_route(apps):
 
 def _where(monkeypatch) -> list[str]:
     """Where each most_similar answer is computed: "loop" or "pool"."""
-    seen, real = [], api._most_similar
+    seen, real = [], similar.most_similar
 
     def spy(*args, **kwargs):
         try:
@@ -152,7 +152,7 @@ def _where(monkeypatch) -> list[str]:
             seen.append("pool")
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(api, "_most_similar", spy)
+    monkeypatch.setattr(similar, "most_similar", spy)
     return seen
 
 

@@ -145,6 +145,44 @@ def test_batch_equals_single_queries(client_for):
         ]
 
 
+def test_a_text_stands_where_a_vector_does(client_for):
+    """``{"text": ...}`` in most_similar is the vector ``POST /embed`` gives the text."""
+    kv = _gensim("lee_fasttext.vec")
+    client = client_for(kv)
+    w = kv.index_to_key
+    texts = [f"{w[3]} {w[7]}", w[11], f"{w[20]} zzqx {w[21]}"]
+    got = client.post("/embed", json={"texts": texts}).json()["vectors"]
+    vec = [_vec(np.asarray(v, np.float32)) for v in got]
+    cases = [
+        ({"positive": [{"text": texts[0]}]}, {"positive": [vec[0]]}),
+        (
+            {"positive": [w[1], [{"text": texts[1]}, 2.0]], "negative": [{"text": texts[2]}]},
+            {"positive": [w[1], [vec[1], 2.0]], "negative": [vec[2]]},
+        ),
+        (
+            {"positive": [{"text": texts[0]}], "negative": [w[2]], "cosmul": True, "topn": 4},
+            {"positive": [vec[0]], "negative": [w[2]], "cosmul": True, "topn": 4},
+        ),
+    ]
+    for by_text, by_vector in cases:
+        answer = client.post("/most_similar", json=by_text)
+        assert answer.status_code == 200, answer.text
+        assert answer.json() == client.post("/most_similar", json=by_vector).json()
+    # a text of no known word is an unknown key (404), alone or in its batch slot
+    unknown = client.post("/most_similar", json={"positive": [{"text": "zzqx qqqz"}]})
+    assert unknown.status_code == 404 and unknown.json()["error"] == "TokenNotFound"
+    queries = [cases[0][0], {"positive": [{"text": "zzqx qqqz"}]}]
+    batch = client.post("/most_similar/batch", json={"queries": queries}).json()
+    assert batch["results"][0] == client.post("/most_similar", json=queries[0]).json()["results"]
+    assert batch["results"][1] is None and batch["errors"][1]["status"] == 404
+    for bad in ({"text": 3}, {"text": "a", "vector": [1.0]}):
+        r = client.post("/most_similar", json={"positive": [bad]})
+        assert r.status_code == 422, r.text
+    schema = client.get("/openapi.json").json()["components"]["schemas"]["MostSimilarRequest"]
+    forms = schema["properties"]["positive"]["anyOf"][0]["items"]["anyOf"]
+    assert next(f for f in forms if "text" in str(f))["required"] == ["text"]
+
+
 def test_ann_opt_in_recall_reported_and_shared_from_disk(client_for, redis_url, tmp_path):
     pytest.importorskip("usearch")
     from gensim.models import KeyedVectors

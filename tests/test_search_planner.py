@@ -4,7 +4,7 @@ raised before any search, an error inside a search never turned into the caller'
 
 from __future__ import annotations
 
-from types import SimpleNamespace
+import subprocess
 
 import numpy as np
 import pytest
@@ -12,7 +12,9 @@ import pytest
 from vecserve.errors import BadQuery, GenerationChanged, QueryRejected, TokenNotFound
 from vecserve.search.planner import Limits, Planner, Query
 from vecserve.search.snapshot import SimilarityIndex
-from vecserve.search.wire import check_form, encode_items, parse_item
+from vecserve.search.wire import Vector, Weighted, encode_items, parse_item, read_item
+
+from .helpers import program
 
 
 @pytest.fixture
@@ -32,7 +34,8 @@ def test_the_wire_format_round_trips(sim):
         parse_item([1.5, 2.0], dim=8)
     # JSON's 3.0 is the integer 3 (as the OpenAPI schema's "integer" says): a position
     assert parse_item(3.0, dim=8) == 3 and parse_item([3.0, 2.0], dim=8) == (3, 2.0)
-    assert check_form({"vector": [1.0] * 8, "dtype": "<f2"}) and check_form([[1.0, 2.0], 0.5])
+    assert isinstance(read_item({"vector": [1.0] * 8, "dtype": "<f2"}), Vector)
+    assert isinstance(read_item([[1.0, 2.0], 0.5]).key, Vector)
     for bad in (
         -1,
         True,
@@ -43,7 +46,50 @@ def test_the_wire_format_round_trips(sim):
         {"vector": [1.0], "dtype": {}},
     ):
         with pytest.raises(BadQuery, match="is not a word"):
-            check_form(bad)
+            read_item(bad)
+
+
+def test_a_query_reads_its_items_once_and_fits_them_to_the_model_when_planned(sim):
+    q = Query(positive=["w1", 3.0, ["w2", 2.0], {"vector": [1.0] * 8, "dtype": "<f4"}])
+    assert q.positive[:3] == ("w1", 3, Weighted("w2", 2.0))
+    assert isinstance(q.positive[3], Vector) and q.positive[3].dtype == "<f4"
+    with pytest.raises(ValueError, match="is not a word"):  # refused when read
+        Query(positive=[["w1", "w2"]])
+    short = Query(positive=[[1.0, 2.0, 3.0]])  # read; its length is the model's business
+    with pytest.raises(BadQuery, match="8 components"):
+        Planner(sim).answer(short)
+    # [position, number] is a pair, except on a 2-d model where it is a bare vector
+    assert read_item([3, 0.5]) == Weighted(3, 0.5, either=True)
+    assert parse_item([3, 0.5], dim=8) == (3, 0.5)
+    assert parse_item([3, 0.5], dim=2).tolist() == [3.0, 0.5]
+
+
+def test_texts_are_embedded_once_per_query_and_searched_as_vectors(sim):
+    asked = []
+
+    class Texts:  # the planner's RowSource for texts: a vector per text, tokens used
+        def text_rows(self, texts):
+            asked.append(texts)
+            rows = np.stack([np.full(8, len(t), np.float32) for t in texts])
+            return sim.generation, rows, np.array([0 if t == "zzz" else 1 for t in texts])
+
+    planner = Planner(sim, rows=Texts())
+    q = Query(positive=[{"text": "ab"}, [{"text": "abc"}, 2.0]], negative=[{"text": "ab"}])
+    got = planner.answer(q)
+    assert asked == [["ab", "abc"]]  # each distinct text once
+    two, three = np.full(8, 2, np.float32), np.full(8, 3, np.float32)
+    assert got.results == sim.most_similar([two, (three, 2.0)], [two])
+    with pytest.raises(TokenNotFound):  # no token of the text is in the model
+        planner.answer(Query(positive=[{"text": "zzz"}]))
+    with pytest.raises(QueryRejected, match="text rule"):
+        Planner(sim).answer(Query(positive=[{"text": "ab"}]))
+
+
+def test_the_query_and_the_planner_need_no_pydantic():
+    """The base install (RedisKeyedVectors imports the planner) has no pydantic, no
+    FastAPI: the query type is a dataclass; the service's bodies build it."""
+    out = subprocess.run(program("base_install_query"), capture_output=True, text=True)
+    assert out.stdout.strip() == "2.0", out.stderr
 
 
 def test_answers_are_the_snapshots(sim):
@@ -117,20 +163,20 @@ def test_unknown_words_of_a_fasttext_model_come_from_the_reader(sim):
     vec = np.linspace(-1, 1, 8).astype(np.float32)
     asked = []
 
-    def vectors(words):
-        asked.append(words)
-        rows = np.stack([vec * (i + 1) for i in range(len(words))])
-        info = SimpleNamespace(generation=sim.generation)
-        return info, rows, np.ones(len(words), bool), list(words)
+    class Rows:  # the planner's RowSource (the service's reader in the service)
+        def __init__(self, generation):
+            self.generation = generation
 
-    planner = Planner(sim, subwords=True, vectors=vectors)
+        def subword_rows(self, words):
+            asked.append(words)
+            return self.generation, np.stack([vec * (i + 1) for i in range(len(words))])
+
+    planner = Planner(sim, subwords=True, rows=Rows(sim.generation))
     got = planner.answer(Query(positive=("w1", "oovword"), topn=4))
     assert asked == [["oovword"]] and got.subwords == ["oovword"]
     unit = vec / np.linalg.norm(vec)
     assert got.results == sim.most_similar(["w1", unit], topn=4)
 
-    def moved(words):
-        return SimpleNamespace(generation=sim.generation + 1), np.ones((1, 8)), None, []
-
     with pytest.raises(GenerationChanged):
-        Planner(sim, subwords=True, vectors=moved).answer(Query(positive=("oovword",)))
+        moved = Rows(sim.generation + 1)
+        Planner(sim, subwords=True, rows=moved).answer(Query(positive=("oovword",)))

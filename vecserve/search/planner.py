@@ -1,9 +1,11 @@
 """The query planner: one typed most_similar query in, one answer out.
 
-:class:`Query` is a most_similar query as a caller states it (its items in the wire form
-of :mod:`vecserve.search.wire`); :class:`Planner` checks it against the limits and the
-snapshot of one model generation, replaces a fastText model's out-of-vocabulary words by
-their vectors, and answers it by the cheapest path that gives the asked-for answer:
+:class:`Query` (:mod:`vecserve.search.query`) is a most_similar query as a caller states
+it, its items read once; :class:`Planner` checks it against the limits and the snapshot
+of one model generation (each item fitted to the model:
+:func:`~vecserve.search.wire.fit_item`), replaces a fastText model's out-of-vocabulary
+words by their vectors, and answers it by the cheapest path that gives the asked-for
+answer:
 
 - approximate (asked with ``approx``, the index met its recall target, a plain top-n
   query): the approximate index, its candidates re-scored exactly;
@@ -18,9 +20,9 @@ search is not the caller's and propagates as it is (a 500, never a 400). A batch
 (:meth:`Planner.answer_batch`) reports each query's own error in that query's slot and
 answers the others.
 
-Vectors of out-of-vocabulary words come from ``vectors(words) -> (info, rows, found,
-built)``, the reader's call (the service's ``fetch_vectors``): the planner never reads
-Redis itself. The snapshot (``index``) and the approximate indexes (``ann``, an
+Vectors of out-of-vocabulary words and of text items come from a :class:`RowSource` (the
+service's reader of the model): the planner never reads Redis itself. The snapshot
+(``index``) and the approximate indexes (``ann``, an
 :class:`~vecserve.search.ann.AnnManager`) are given; nothing here knows of HTTP.
 
 >>> import numpy as np
@@ -33,18 +35,19 @@ Redis itself. The snapshot (``index``) and the approximate indexes (``ann``, an
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Protocol
 
 import numpy as np
 
 from ..errors import BadQuery, GenerationChanged, QueryRejected, TokenNotFound
 from ..subwords import swap_oov, unit_rows
 from .arith import require_input
-from .wire import parse_item
+from .query import Query
+from .wire import Text, Weighted, fit_item
 
-__all__ = ["QUERY_ERRORS", "Answer", "Limits", "Planner", "Query"]
+__all__ = ["QUERY_ERRORS", "Answer", "Limits", "Planner", "Query", "RowSource"]
 
 #: the errors that are one query's own (its words, items, limits), raised by
 #: :meth:`Planner.plan` before any search: a batch reports them in the query's slot
@@ -64,21 +67,19 @@ def _quiet_overflow(method):
     return quiet
 
 
-@dataclass(frozen=True)
-class Query:
-    """One most_similar query: items in wire form (words, positions, vectors, pairs)."""
+class RowSource(Protocol):
+    """Where a planner reads what its snapshot does not hold: the rows of a fastText
+    model's out-of-vocabulary words (built from their n-grams by the reader core) and the
+    vectors of texts (the model's text rule); the service's
+    :class:`~vecserve.service.deps.ModelRows`."""
 
-    positive: Sequence[Any] = ()
-    negative: Sequence[Any] = ()
-    topn: int | None = 10
-    restrict_vocab: int | None = None
-    cosmul: bool = False
-    approx: bool = False
+    def subword_rows(self, words: list[str]) -> tuple[int, np.ndarray]:
+        """``(generation read, one float32 row per word)``."""
+        ...
 
-    @property
-    def plain(self) -> bool:
-        """A top-n query an index can answer (no ``restrict_vocab``, no cosmul)."""
-        return bool(self.topn) and not self.restrict_vocab and not self.cosmul
+    def text_rows(self, texts: list[str]) -> tuple[int, np.ndarray, np.ndarray]:
+        """``(generation read, one float32 vector per text, tokens used per text)``."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -92,8 +93,10 @@ class Limits:
 
 @dataclass
 class Answer:
-    """``results`` (``[(key, cosine)]``) or ``similarities`` (``topn=None``), and how."""
+    """``results`` (``[(key, cosine)]``) or ``similarities`` (``topn=None``), and how:
+    one model generation's answer (``model``, ``generation``)."""
 
+    model: str
     generation: int
     results: list | None = None
     similarities: np.ndarray | None = None
@@ -113,9 +116,9 @@ class _Plan:
 class Planner:
     """Answers :class:`Query` objects against one snapshot ``index`` of model ``name``.
 
-    ``ann``: the approximate indexes (or None); ``vectors``: the reader's
-    ``vectors(words) -> (info, rows, found, built)``, needed for a fastText model's
-    out-of-vocabulary words (``subwords=True``); ``limits``: :class:`Limits`.
+    ``ann``: the approximate indexes (or None); ``rows``: a :class:`RowSource`, needed
+    for a fastText model's out-of-vocabulary words (``subwords=True``); ``limits``:
+    :class:`Limits`.
     """
 
     def __init__(
@@ -124,27 +127,30 @@ class Planner:
         *,
         name: str = "",
         ann=None,
-        vectors: Callable | None = None,
+        rows: RowSource | None = None,
         subwords: bool = False,
         limits: Limits | None = None,
     ):
         self.index = index
         self.name = name or index.name
         self.ann = ann
-        self.vectors = vectors
-        self.subwords = subwords and vectors is not None
+        self.rows = rows
+        self.subwords = subwords and rows is not None
         self.limits = limits or Limits()
 
     # -- planning -------------------------------------------------------------------------
 
-    def _items(self, raw, q: Query, oov: list | None) -> list:
+    def _items(self, raw, q: Query, oov: list | None, texts: dict) -> list:
         if raw is None:
             return []
         if isinstance(raw, str):
             raw = [raw]
         out = []
         for item in raw:
-            parsed = parse_item(item, dim=self.index.dim)
+            key = item.key if isinstance(item, Weighted) else item
+            if isinstance(key, Text):  # its vector, embedded by _texts
+                item = Weighted(texts[key], item.weight) if item is not key else texts[key]
+            parsed = fit_item(item, dim=self.index.dim)
             key = parsed[0] if isinstance(parsed, tuple) else parsed
             if isinstance(key, (str, int)) and key not in self.index:
                 if oov is None or not isinstance(key, str):
@@ -160,8 +166,9 @@ class Planner:
         if q.topn is not None and q.topn > self.limits.max_topn:
             raise BadQuery(f"topn={q.topn} is over the limit of {self.limits.max_topn}")
         oov: list[str] | None = [] if self.subwords else None
-        pos = self._items(q.positive, q, oov)
-        neg = self._items(q.negative, q, oov)
+        texts = self._texts(q)
+        pos = self._items(q.positive, q, oov, texts)
+        neg = self._items(q.negative, q, oov, texts)
         if oov:
             pos, neg = self._subword_items(oov, pos, neg)
         for name, items in (("positive", pos), ("negative", neg)):
@@ -171,12 +178,34 @@ class Planner:
         built = list(dict.fromkeys(oov)) if oov is not None else None
         return _Plan(q, pos, neg, built)
 
+    def _texts(self, q: Query) -> dict:
+        """The vector of each text item of ``q`` (``{Text: row}``): every text of the
+        query embedded in one read, from the snapshot's generation; a text with no token
+        the model knows is :class:`TokenNotFound`, as an unknown word is."""
+        lists = [x for x in (q.positive, q.negative) if not isinstance(x, str)]
+        keys = (i.key if isinstance(i, Weighted) else i for items in lists for i in items)
+        texts = list(dict.fromkeys(k.text for k in keys if isinstance(k, Text)))
+        if not texts:
+            return {}
+        for name, items in zip(("positive", "negative"), (q.positive, q.negative), strict=True):
+            if not isinstance(items, str) and len(items) > self.limits.max_words:  # before a read
+                raise BadQuery(f"{len(items)} {name} items; the limit is {self.limits.max_words}")
+        if self.rows is None:
+            raise QueryRejected("text items need the model's text rule (no reader here)")
+        generation, rows, used = self.rows.text_rows(texts)
+        if generation != self.index.generation:
+            raise GenerationChanged(f"model {self.name!r} changed generation; retry")
+        for text, n in zip(texts, used, strict=True):
+            if not n:
+                raise TokenNotFound(text, self.name)
+        return {Text(t): row for t, row in zip(texts, rows, strict=True)}
+
     def _subword_items(self, oov: list[str], pos, neg):
         """Out-of-vocabulary words replaced by their unit vectors (gensim normalises each
         word's vector), read from the snapshot's generation."""
         words = list(dict.fromkeys(oov))
-        info, rows, _, _ = self.vectors(words)
-        if info.generation != self.index.generation:
+        generation, rows = self.rows.subword_rows(words)  # type: ignore[union-attr]
+        if generation != self.index.generation:
             raise GenerationChanged(f"model {self.name!r} changed generation; retry")
         vecs = dict(zip(words, unit_rows(rows), strict=True))
         return swap_oov(pos, vecs), swap_oov(neg, vecs)
@@ -213,7 +242,9 @@ class Planner:
                 result = index.most_similar(
                     plan.positive, plan.negative, topn=q.topn, restrict_vocab=q.restrict_vocab
                 )
-        out = Answer(index.generation, approximate=ann is not None, subwords=plan.subwords)
+        out = Answer(
+            self.name, index.generation, approximate=ann is not None, subwords=plan.subwords
+        )
         if q.approx and ann is None:
             out.approximate_status = self._why_exact(q)
         if isinstance(result, np.ndarray):
@@ -242,7 +273,7 @@ class Planner:
                 out[i] = exc
         anns = {i: self._approximate(queries[i]) for i in plans}
         for i, a in anns.items():
-            out[i] = Answer(self.index.generation, approximate=a is not None)
+            out[i] = Answer(self.name, self.index.generation, approximate=a is not None)
         exact = [i for i, a in anns.items() if a is None]
         approx = [i for i, a in anns.items() if a is not None]
         if exact:
@@ -305,7 +336,11 @@ class Planner:
             asked = [(plans[i].positive, plans[i].negative, queries[i].topn) for i in approx]
             for i, r in zip(approx, ann.most_similar_batch(self.index, asked), strict=True):
                 out[i] = Answer(
-                    self.index.generation, results=r, approximate=True, subwords=plans[i].subwords
+                    self.name,
+                    self.index.generation,
+                    results=r,
+                    approximate=True,
+                    subwords=plans[i].subwords,
                 )
         if len(gemm) > 1:
             asked = [
@@ -317,7 +352,9 @@ class Planner:
                 for i in gemm
             ]
             for i, r in zip(gemm, self.index.most_similar_batch(asked), strict=True):
-                out[i] = Answer(self.index.generation, results=r, subwords=plans[i].subwords)
+                out[i] = Answer(
+                    self.name, self.index.generation, results=r, subwords=plans[i].subwords
+                )
                 if queries[i].approx:
                     out[i].approximate_status = self._why_exact(queries[i])
         for i, q in enumerate(queries):

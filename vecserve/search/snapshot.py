@@ -57,32 +57,9 @@ a per-process ``list`` and ``dict``. A missing or damaged ``vocab.idx`` is refus
 logged line and rewritten from Redis; a damaged vectors or norms file has the whole
 snapshot rebuilt.
 
-HTTP contract (``POST {similarity_url}/most_similar``), used by
-:class:`vecserve.keyedvectors.RedisKeyedVectors` when a similarity URL is configured (its
-items: :mod:`vecserve.search.wire`).
-Request::
-
-    {"model": "GOOGLE_W2V",
-     "positive": ["king", "woman"],          # items: a word, an int (vocab position),
-     "negative": ["man"],                    #   {"vector": [floats], "dtype": "<f4"}
-                                             #   (dtype optional, default "<f8"),
-                                             #   or [item, weight]
-     "topn": 10,                             # int, or null = all similarities
-     "restrict_vocab": null,                 # int or null
-     "cosmul": false}                        # true = most_similar_cosmul
-
-Response 200::
-
-    {"model": "GOOGLE_W2V", "generation": 3,
-     "results": [["queen", 0.7118192911148071], ...]}     # when topn is an int
-    {"model": "GOOGLE_W2V", "generation": 3,
-     "similarities": [0.1, ...]}                           # when topn is null
-
-Errors: 404 ``{"error": "TokenNotFound", "detail": "Key 'x' not present in vocabulary",
-"token": "x"}`` or ``{"error": "ModelNotFound", "detail": ..., "model": ...}``; 400
-``{"error": "ValueError", "detail": ...}`` for a bad query (e.g. nothing positive for
-cosmul); 503 ``{"error": "StoreUnavailable", "detail": ...}``.
-Similarities are float32 values sent as JSON doubles (exact).
+The HTTP service answers its most_similar routes from this class (through
+:mod:`vecserve.search.planner`); their JSON contract is documented where HTTP lives,
+:mod:`vecserve.service.routes_similarity`.
 
 >>> import numpy as np
 >>> index = SimilarityIndex.from_arrays(["a", "b", "c"], np.eye(3, dtype=np.float32))

@@ -32,6 +32,7 @@ from ..cache import VectorCache
 from ..errors import ModelNotFound, StoreUnavailable
 from ..reader import Lookup, Reader
 from ..store import ModelInfo, Store, validate_model_name
+from ..text.embed import Embedding, embed_steps
 from .metrics import Metrics
 from .schemas import MODEL_NAME
 from .settings import Settings
@@ -42,8 +43,10 @@ __all__ = [
     "ModelCache",
     "ModelName",
     "ModelQuery",
+    "ModelRows",
     "SettingsDep",
     "StoreHandle",
+    "embed_texts",
     "fetch_rows",
     "fetch_vectors",
     "model_of",
@@ -221,6 +224,35 @@ def fetch_vectors(
     fastText model whose vectors were built from their n-grams, in order."""
     got = lookup(ctx, name, words)
     return got.info, got.rows, got.found, got.built
+
+
+def embed_texts(ctx: AppContext, name: str, texts: list[str], options: dict) -> Embedding:
+    """:func:`~vecserve.text.embed.embed_steps` of ``texts`` in model ``name`` (its text
+    rule, one read of the batch's distinct tokens), counted in ``/metrics``."""
+    got = ctx.models.run(
+        ctx.stores.get(), name, lambda reader: embed_steps(reader, texts, **options)
+    )
+    ctx.metrics.inc("vecserve_texts_embedded_total", len(texts))
+    ctx.metrics.inc("vecserve_text_tokens_total", int(got.used.sum()))
+    return got
+
+
+@dataclass(frozen=True)
+class ModelRows:
+    """Model ``name``'s rows as the query planner reads them (its
+    :class:`~vecserve.search.planner.RowSource`): through :func:`lookup`, the service's
+    reader core, so the cache and the generation rules are the service's."""
+
+    ctx: AppContext
+    name: str
+
+    def subword_rows(self, words: list[str]) -> tuple[int, np.ndarray]:
+        got = lookup(self.ctx, self.name, words)
+        return got.info.generation, got.rows
+
+    def text_rows(self, texts: list[str]) -> tuple[int, np.ndarray, np.ndarray]:
+        got = embed_texts(self.ctx, self.name, texts, {})
+        return got.info.generation, got.vectors, got.used
 
 
 async def get_context(request: Request) -> AppContext:

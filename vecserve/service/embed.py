@@ -29,8 +29,7 @@ from fastapi import APIRouter, Query, Request
 from pydantic import BaseModel, Field, StrictBool
 from starlette.concurrency import run_in_threadpool
 
-from ..text.embed import Embedding, embed_steps
-from .deps import AppContext, ContextDep, ModelName, ModelQuery, model_of
+from .deps import AppContext, ContextDep, ModelName, ModelQuery, embed_texts, model_of
 from .responses import JSON, NPY, json_response, negotiate, rows_response
 from .schemas import ErrorBody, ModelBody
 
@@ -77,21 +76,12 @@ class EmbedResponse(BaseModel):
     unknown: list[int] = Field(description="Per text: tokens without a row (not pooled).")
 
 
-def _embed(ctx: AppContext, name: str, texts: list[str], options: dict) -> Embedding:
-    got = ctx.models.run(
-        ctx.stores.get(), name, lambda reader: embed_steps(reader, texts, **options)
-    )
-    ctx.metrics.inc("vecserve_texts_embedded_total", len(texts))
-    ctx.metrics.inc("vecserve_text_tokens_total", int(got.used.sum()))
-    return got
-
-
 async def _answer(request: Request, ctx: AppContext, name, texts, options: dict, fmt):
     media = negotiate(request.headers.get("accept"), fmt)
     if sum(map(len, texts)) > _INLINE_CHARS:
-        got = await run_in_threadpool(_embed, ctx, name, texts, options)
+        got = await run_in_threadpool(embed_texts, ctx, name, texts, options)
     else:
-        got = await ctx.run(_embed, ctx, name, texts, options)
+        got = await ctx.run(embed_texts, ctx, name, texts, options)
     info, rows = got.info, got.vectors
     if media == JSON:
         return json_response(

@@ -30,7 +30,7 @@ from fastapi import FastAPI, HTTPException, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
-from starlette.routing import Match
+from starlette.routing import Match, Mount
 
 from ..errors import (
     BadQuery,
@@ -190,12 +190,15 @@ def allowed_methods(request: Request) -> list[str]:
     """Every method some route of the app answers on ``request``'s path (a path taken by
     a GET route and a POST route answers 405 with both in ``Allow``), in a fixed order."""
     scope = {**request.scope, "method": "GET"}
+    order = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
     methods: set[str] = set()
     for route in request.app.router.routes:
         route_methods = getattr(route, "methods", None)
         if route_methods and route.matches(scope)[0] is not Match.NONE:
             methods |= set(route_methods)
-    order = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
+        elif route_methods is None and not isinstance(route, Mount):  # an included router
+            asked = ({**request.scope, "method": m} for m in order)
+            methods |= {a["method"] for a in asked if route.matches(a)[0] is Match.FULL}
     return sorted(methods, key=lambda m: (order.index(m) if m in order else len(order), m))
 
 

@@ -1,5 +1,7 @@
-"""Request and response bodies of the HTTP API (pydantic models). A most_similar query
-item's JSON is :mod:`vecserve.search.wire`'s (its schema is published here).
+"""Request and response bodies of the HTTP API (pydantic models). A most_similar body
+validates the JSON of :class:`vecserve.search.query.Query` (its items read by
+:func:`~vecserve.search.wire.read_item`, once) and builds that query in one step
+(:meth:`MostSimilarQuery.query`); its items' JSON is :mod:`vecserve.search.wire`'s.
 """
 
 from __future__ import annotations
@@ -16,7 +18,8 @@ from pydantic import (
     WithJsonSchema,
 )
 
-from ..search.wire import COSMUL_ITEM_SCHEMA, ITEM_SCHEMA, check_form
+from ..search.query import Query
+from ..search.wire import COSMUL_ITEM_SCHEMA, ITEM_SCHEMA, read_item
 
 __all__ = [
     "MODEL_NAME",
@@ -142,9 +145,9 @@ def declare_limits(openapi: dict, settings) -> dict:
     return openapi
 
 
-#: a query item: its form checked when the request is read (a malformed item is the whole
-#: request's 422, also in a batch); its fit to the model (a vector's length) when planned
-QueryItem = Annotated[Any, AfterValidator(check_form), WithJsonSchema(ITEM_SCHEMA)]
+#: a query item: read when the request is read (a malformed item is the whole request's
+#: 422, also in a batch); its fit to the model (a vector's length) when planned
+QueryItem = Annotated[Any, AfterValidator(read_item), WithJsonSchema(ITEM_SCHEMA)]
 NOT_A_NUMBER = (
     "null where the arithmetic gives no number (NaN or infinity: a zero vector, a query "
     "vector whose components overflow float32), as gensim's answer holds it"
@@ -224,6 +227,12 @@ class MostSimilarQuery(BaseModel):
     restrict_vocab: Count | None = None
     cosmul: StrictBool = Field(False, description="3CosMul (most_similar_cosmul).")
     approx: StrictBool = Field(False, description="Use the ANN index when one is built.")
+
+    def query(self) -> Query:
+        """The planner's :class:`~vecserve.search.query.Query` (its items already read)."""
+        return Query(
+            self.positive, self.negative, self.topn, self.restrict_vocab, self.cosmul, self.approx
+        )
 
 
 class MostSimilarRequest(MostSimilarQuery):
