@@ -52,7 +52,9 @@ def test_load_interrupted_carries_fields():
     )
     assert exc.resume_command == "vecserve load /d/w.bin --key W2V --resume"
     assert str(exc).startswith("Connection closed by server. Load of 'W2V' from /d/w.bin")
-    assert exc.resume_command in str(exc)
+    assert exc.resumable and "kept to resume from" in str(exc)
+    stream = LoadInterrupted("OOM", model="W2V", path="<stdin>", written=7, resumable=False)
+    assert not stream.resumable and "a stream cannot be read again" in str(stream)
 
 
 def test_token_not_found_lists_the_missing_words():

@@ -32,7 +32,6 @@ from .errors import (
     LoadInterrupted,
     ModelNotFound,
     PermissionDenied,
-    StoreUnavailable,
     VecserveError,
 )
 
@@ -52,6 +51,8 @@ def friendly_errors(f):
             return f(*args, **kwargs)
         except ModelNotFound as exc:
             raise click.ClickException(f"{exc}{_models_hint(exc.name)}") from exc
+        except LoadInterrupted as exc:
+            raise click.ClickException(f"{exc}{_load_hint(exc)}") from exc
         except VecserveError as exc:
             raise click.ClickException(str(exc)) from exc
         except KeyboardInterrupt:
@@ -59,6 +60,13 @@ def friendly_errors(f):
             sys.exit(130)
 
     return wrapper
+
+
+def _load_hint(exc: LoadInterrupted) -> str:
+    """What to do after a load stopped: continue it, or (a stream) run it again."""
+    if exc.resumable:
+        return f" Continue with `{exc.resume_command}` or drop it with `vecserve models cleanup`."
+    return " Run the command again (with --restart if `vecserve models` still lists the load)."
 
 
 def _models_hint(name: str) -> str:
@@ -241,9 +249,6 @@ def load(file, resume, restart, retries, ann, ann_recall, redis_url, **options):
     """
     from .loader import load_file
 
-    if file == "-":
-        retries = 0  # a stream is read once: nothing to resume from
-
     if ann:
         try:
             import usearch.index  # noqa: F401
@@ -259,24 +264,10 @@ def load(file, resume, restart, retries, ann, ann_recall, redis_url, **options):
 
         config.make_dir(config.cache_dir(), "cache dir", "$VECSERVE_CACHE_DIR")
     started = time.monotonic()
-    for attempt in range(retries + 1):
-        try:
-            # the other options are load_file's keyword arguments, named alike
-            info = load_file(file, redis_url=redis_url, resume=resume, restart=restart, **options)
-            break
-        except StoreUnavailable as exc:
-            if attempt == retries or not exc.transient:  # OOM, READONLY...: retrying won't help
-                raise
-            if attempt == 0 and not isinstance(exc, LoadInterrupted):
-                raise  # unreachable from the start: say so now (mid-load, a failover is waited out)
-            wait = 2 ** (attempt + 1)
-            why = exc.reason if isinstance(exc, LoadInterrupted) else str(exc)
-            click.echo(
-                f"vecserve: {why}; resuming in {wait}s (retry {attempt + 1} of {retries})",
-                err=True,
-            )
-            time.sleep(wait)
-            resume, restart = True, False  # what was written is kept (and checked)
+    # the other options are load_file's keyword arguments, named alike; it retries
+    info = load_file(
+        file, redis_url=redis_url, resume=resume, restart=restart, retries=retries, **options
+    )
     took = time.monotonic() - started
     began = f" ({info.load_seconds:.1f}s since the load began)" if resume else ""
     click.echo(
@@ -289,39 +280,32 @@ def load(file, resume, restart, retries, ann, ann_recall, redis_url, **options):
 
 
 def _build_ann(info, redis_url, recall: float) -> None:
-    """Snapshot the committed generation and build its approximate index, as the service would."""
+    """Snapshot the committed generation and ready its search as the service's preload does
+    (:func:`vecserve.search.ann.build_model`), then say how it went."""
     from .connect import open_store
-    from .search.ann import AnnManager, AnnParams
-    from .search.snapshot import IndexManager
+    from .search.ann import AnnParams, build_model
 
     start = time.perf_counter()
     with open_store(redis_url) as store:
-        indexes = IndexManager(store)
-        try:
-            sim = indexes.get(info.name, info=info)
-            manager = AnnManager(enabled=True, params=AnnParams(recall=recall))
-            built = manager.get(sim, wait=True)
-        finally:
-            indexes.close()
-    if built is None:
-        raise VecserveError(f"building the approximate index of {info.name} failed (see above)")
+        built = build_model(store, info, params=AnnParams(recall=recall))
     took = f"{time.perf_counter() - start:.1f}s"
-    if not built.usable:
+    ann = built.index
+    if not ann.usable:
         click.echo(
             f"{info.name}: approximate index of generation {info.generation} built in {took}, "
-            f"but approximate queries will be answered exactly: {built.fallback_reason} "
-            f"({sim.path})"
+            f"but approximate queries will be answered exactly: {ann.fallback_reason} "
+            f"({built.path})"
         )
         return
-    target = built.meta.target
+    target = ann.meta.target
     setting = ", ".join(f"{k} {v}" for k, v in target.setting.items()) if target else ""
-    low, high = built.meta.recall_interval or (None, None)
+    low, high = ann.meta.recall_interval or (None, None)
     interval = f" (95% CI {low:.3f}-{high:.3f})" if low is not None else ""
     click.echo(
         f"{info.name}: approximate index of generation {info.generation} ready in {took}, "
-        f"recall@10 {built.recall_at_10:.3f}{interval}"
+        f"recall@10 {ann.recall_at_10:.3f}{interval}"
         + (f" at {setting}, target {target.recall}" if setting else "")
-        + f" ({sim.path})"
+        + f" ({built.path})"
     )
 
 

@@ -17,7 +17,7 @@ The hierarchy::
     ├── LoadInProgress               another load of the same model holds the lock
     ├── StoreUnavailable             Redis unreachable or gone mid-operation
     │   ├── GenerationChanged        a model was re-loaded under a read, again and again
-    │   ├── LoadInterrupted          a load stopped by it: resumable (model, path, written)
+    │   ├── LoadInterrupted          a load stopped by it (model, path, written, resumable)
     │   └── ServerRefused            an error reply: what the server said, what to do
     │       ├── OutOfMemory          OOM: ``maxmemory`` reached
     │       ├── ReadOnlyServer       READONLY: a replica
@@ -328,26 +328,35 @@ class GenerationChanged(StoreUnavailable):
 
 
 class LoadInterrupted(StoreUnavailable):
-    """Redis went away during a load; what was written is kept, and nothing is visible.
+    """Redis went away during a load; nothing is visible.
 
     The fields say what a caller needs to go on: ``model``, ``path`` (the file),
-    ``written`` (vectors already in Redis), ``reason`` (what went wrong with Redis) and
-    ``resume_command``, the command that continues the load.
+    ``written`` (vectors already in Redis), ``reason`` (what went wrong with Redis),
+    ``resumable`` (what was written is kept and the load can continue from it; False
+    for a stream, which cannot be read again: its partial load is dropped) and
+    ``resume_command``, the command that continues a resumable load. The message states
+    what happened; what to do next is the caller's to say (the CLI writes it from
+    ``resumable``).
 
     >>> exc = LoadInterrupted("connection reset", model="W2V", path="w.bin", written=1200)
-    >>> exc.reason, exc.written, exc.resume_command
-    ('connection reset', 1200, 'vecserve load w.bin --key W2V --resume')
+    >>> exc.reason, exc.written, exc.resumable, exc.resume_command
+    ('connection reset', 1200, True, 'vecserve load w.bin --key W2V --resume')
     """
 
-    def __init__(self, reason: str, *, model: str, path: str, written: int):
+    def __init__(self, reason: str, *, model: str, path: str, written: int, resumable: bool = True):
         self.reason = reason
         self.model = model
         self.path = str(path)
         self.written = written
+        self.resumable = resumable
+        kept = (
+            "what was written is kept to resume from"
+            if resumable
+            else "a stream cannot be read again"
+        )
         super().__init__(
             f"{reason}. Load of {model!r} from {path} stopped after {written:,} vectors; "
-            f"nothing is visible. Continue with `{self.resume_command}` "
-            "or drop it with `vecserve models cleanup`."
+            f"nothing is visible, and {kept}."
         )
 
     @property

@@ -47,7 +47,7 @@ from .errors import (
 from .store import LoadSession, ModelInfo, Store, begin_load, validate_model_name
 from .store.registry import gb
 
-__all__ = ["estimate_bytes", "load_arrays", "load_file", "preflight"]
+__all__ = ["estimate_bytes", "load_arrays", "load_file", "preflight", "retry_wait"]
 
 log = logging.getLogger(__name__)
 
@@ -261,6 +261,7 @@ def load_file(
     restart: bool = False,
     progress: bool | None = None,
     allow_eviction: bool = False,
+    retries: int = 0,
 ) -> ModelInfo:
     """Load a vector file into Redis as model ``name``; return the committed metadata.
 
@@ -292,6 +293,11 @@ def load_file(
     allow_eviction : bool
         Load even into a server whose ``maxmemory-policy`` may evict keys without a TTL
         (``allkeys-*``; refused otherwise, see :func:`preflight`).
+    retries : int
+        When Redis goes away mid-load (a failover, a restart), resume this many times,
+        after 2, 4, 8... seconds (:func:`retry_wait`); each retry is a warning log line.
+        A server unreachable from the start, a refusal no wait cures (OOM, READONLY) and a
+        stream (nothing to resume from) are raised at once.
 
     Before writing, :func:`preflight` refuses a model that cannot fit; every batch's
     replies are checked, and every row is checked present before the commit.
@@ -301,7 +307,7 @@ def load_file(
     >>> from gensim.test.utils import datapath
     >>> info = load_file(datapath("euclidean_vectors.bin"), name="EUC")  # doctest: +SKIP
     """
-    from .readers import is_pipe, open_vectors
+    from .readers import is_pipe
     from .readers._static import static_layout
 
     validate_model_name(name)  # fail on bad arguments before touching the file or Redis
@@ -320,11 +326,80 @@ def load_file(
                 progress=progress,
                 allow_eviction=allow_eviction,
             )
-    if store is None:
-        with open_store(redis_url) as st:
-            return load_file(
+    for attempt in range(retries + 1):
+        try:
+            return _load_file_once(
                 path,
                 name=name,
+                redis_url=redis_url,
+                store=store,
+                format=format,
+                codec=codec,
+                limit=limit,
+                unicode_errors=unicode_errors,
+                encoding=encoding,
+                batch_size=batch_size,
+                resume=resume,
+                restart=restart,
+                progress=progress,
+                allow_eviction=allow_eviction,
+            )
+        except StoreUnavailable as exc:
+            wait = retry_wait(exc, attempt, 0 if stream else retries)
+            if wait is None:
+                raise
+            why = exc.reason if isinstance(exc, LoadInterrupted) else str(exc)
+            log.warning("%s; resuming in %ss (retry %d of %d)", why, wait, attempt + 1, retries)
+            time.sleep(wait)
+            resume, restart = True, False  # what was written is kept (and checked)
+    raise AssertionError("unreachable")  # the last attempt returned or raised
+
+
+def retry_wait(exc: StoreUnavailable, attempt: int, retries: int) -> int | None:
+    """Seconds to wait before retry ``attempt + 1`` of a load that ``exc`` stopped, or None
+    when it is not retried: no retries left, a refusal no wait cures (``exc.transient``
+    False: OOM, READONLY...), or a server unreachable from the start (said at once; a
+    load already writing waits a failover out).
+
+    >>> from vecserve.errors import LoadInterrupted
+    >>> stop = LoadInterrupted("reset", model="M", path="m.bin", written=10)
+    >>> [retry_wait(stop, attempt, 3) for attempt in range(4)]
+    [2, 4, 8, None]
+    """
+    if attempt >= retries or not exc.transient:
+        return None
+    if attempt == 0 and not isinstance(exc, LoadInterrupted):
+        return None
+    return 2 ** (attempt + 1)
+
+
+def _load_file_once(
+    path: Path | BinaryIO | str,
+    *,
+    name: str,
+    redis_url: str | None,
+    store: Store | None,
+    format: str,
+    codec: str,
+    limit: int | None,
+    unicode_errors: str,
+    encoding: str,
+    batch_size: int | None,
+    resume: bool,
+    restart: bool,
+    progress: bool | None,
+    allow_eviction: bool,
+) -> ModelInfo:
+    """One attempt of :func:`load_file` (its arguments checked, ``path`` not a directory)."""
+    from .readers import is_pipe, open_vectors
+
+    stream = is_pipe(path)
+    if store is None:
+        with open_store(redis_url) as st:
+            return _load_file_once(
+                path,
+                name=name,
+                redis_url=None,
                 store=st,
                 format=format,
                 codec=codec,
@@ -476,16 +551,11 @@ def _load(
         _abort(session, keep=False)  # a bad file cannot be resumed: leave nothing behind
         raise
     except StoreUnavailable as exc:
-        if stream:  # nothing to resume from: drop what was written, if Redis lets us
-            _abort(session, keep=False)
-            raise StoreUnavailable(
-                f"{exc}. The load of {name!r} from {label} stopped after "
-                f"{session.written:,} vectors; nothing is visible, and a stream cannot be "
-                "read again: run the command again (with --restart if `vecserve models` "
-                "still lists the load)"
-            ) from exc
-        _abort(session, keep=True)
-        stopped = LoadInterrupted(str(exc), model=name, path=str(path), written=session.written)
+        # a stream has nothing to resume from: drop what was written, if Redis lets us
+        _abort(session, keep=not stream)
+        stopped = LoadInterrupted(
+            str(exc), model=name, path=label, written=session.written, resumable=not stream
+        )
         stopped.transient = exc.transient  # OOM, READONLY...: a retry would not help
         raise stopped from exc
     except BaseException:
