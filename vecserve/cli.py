@@ -34,12 +34,12 @@ from .errors import (
     PermissionDenied,
     VecserveError,
 )
+from .readers.formats import FORMATS as READER_FORMATS
 
 log = logging.getLogger("vecserve")
 
-# `open_vectors`' format names (vecserve.readers.FORMATS), written out because importing the
-# readers would slow every command's start-up; tests/test_cli.py checks that they agree.
-FORMATS = ["auto", "w2v-bin", "w2v-text", "glove", "fasttext", "fasttext-bin", "gensim"]
+# `open_vectors`' format names, from the readers' table (a light module: fast start-up)
+FORMATS = ["auto", *READER_FORMATS]
 
 
 def friendly_errors(f):

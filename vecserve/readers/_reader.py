@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import codecs
+import importlib
 import logging
 import os
 import stat
@@ -19,10 +20,11 @@ from ._binary import binary_batches
 from ._dedup import TokenSet
 from ._fasttext import fasttext_batches, ngram_batches, open_fasttext
 from ._gensim import gensim_batches, gensim_subwords, load_keyed_vectors, side_files
-from ._sniff import FORMATS, check_declared, glove_dim, parse_header, sniff
+from ._sniff import check_declared, glove_dim, parse_header, sniff
 from ._source import SNIFF, STDIN, Source
 from ._text import text_batches
 from ._types import ResumePoint, VectorBatch
+from .formats import FORMATS, by_name
 
 __all__ = ["BATCH_BYTES", "VectorReader", "batch_for", "is_pipe", "open_vectors"]
 
@@ -318,6 +320,8 @@ def _open(
     resume: ResumePoint | None,
     seen_tokens: Iterable[str],
 ) -> VectorReader:
+    """Recognise (or check) the format from the first bytes, then hand the open file to
+    that format's opener (its line in :data:`vecserve.readers.formats.TABLE`)."""
     path = src.path
     prefix = src.peek(2)
     if not prefix:
@@ -327,76 +331,141 @@ def _open(
     else:
         check_declared(prefix, path, format, encoding)
         fmt = format
-    records = resume.records if resume else 0
-    if src.is_stream and fmt in ("fasttext-bin", "gensim"):
+    line = by_name(fmt)
+    if src.is_stream and not line.streams:
         raise VectorFileError(
             path,
             f"a {fmt} file cannot be read from a stream (its parts are read at random, or "
             "from files beside it): save it to a file and load that",
         )
-    if fmt == "fasttext-bin":
-        f, layout = open_fasttext(src, encoding=encoding, errors=unicode_errors)
-        count = min(layout.nwords, limit) if limit else layout.nwords
-        if resume is not None and not (
-            layout.dict_offset <= resume.offset <= layout.matrix_offset and 0 <= records <= count
-        ):
-            f.close()
-            raise ValueError(f"{resume} is not a point in the dictionary of {path}")
-        batch_size = batch_size or batch_for(layout.dim)
-        sub = _Subwords(
-            layout.min_n,
-            layout.max_n,
-            layout.bucket,
-            lambda size: ngram_batches(f, layout, batch_size=size),
-            f.close,
-        )
-        batches = fasttext_batches(
-            f,
-            layout,
-            count=count,
-            records=records,
-            resume_offset=resume.offset if resume else None,
-            batch_size=batch_size,
-            encoding=encoding,
-            errors=unicode_errors,
-        )
-        seen = TokenSet()
-        it = iter(seen_tokens)
-        while chunk := list(islice(it, 1 << 16)):
-            seen.add_new(chunk)
-        return VectorReader(
-            src,
-            batches,
-            format=fmt,
-            dim=layout.dim,
-            count=count,
-            seen=seen,
-            bytes_read=lambda: f.done,
-            subwords=sub,
-        )
-    if fmt == "gensim":
-        kv = load_keyed_vectors(path, compressed=src.compression is not None)
-        count = min(len(kv), limit) if limit else len(kv)
-        done = [records]
-        batch_size = batch_size or batch_for(int(kv.vector_size))
-        batches = gensim_batches(
-            kv, count=count, records=records, batch_size=batch_size, progress=done
-        )
-        extra = side_files(path)
-        ngrams = gensim_subwords(kv)
-        return VectorReader(
-            src,
-            batches,
-            format=fmt,
-            dim=int(kv.vector_size),
-            count=count,
-            seen=None,
-            extra_files=extra,
-            subwords=_Subwords(*ngrams) if ngrams else None,
-            bytes_read=lambda: (
-                (src.size_bytes + sum(map(os.path.getsize, extra))) * done[0] // max(count, 1)
-            ),
-        )
+    module, function = line.opener.split(":")
+    opener = getattr(importlib.import_module(f".{module}", __package__), function)
+    return opener(
+        src,
+        fmt,
+        prefix,
+        limit=limit,
+        unicode_errors=unicode_errors,
+        encoding=encoding,
+        batch_size=batch_size,
+        resume=resume,
+        seen_tokens=seen_tokens,
+    )
+
+
+def _token_set(tokens: Iterable[str]) -> TokenSet:
+    """The tokens a resumed load wrote, for duplicate detection."""
+    seen = TokenSet()
+    it = iter(tokens)
+    while chunk := list(islice(it, 1 << 16)):
+        seen.add_new(chunk)
+    return seen
+
+
+def open_fasttext_bin(
+    src: Source,
+    fmt: str,
+    prefix: bytes,
+    *,
+    limit: int | None,
+    unicode_errors: str,
+    encoding: str,
+    batch_size: int | None,
+    resume: ResumePoint | None,
+    seen_tokens: Iterable[str],
+) -> VectorReader:
+    """The opener of a native fastText ``.bin``: its dictionary, then its n-gram rows."""
+    path = src.path
+    records = resume.records if resume else 0
+    f, layout = open_fasttext(src, encoding=encoding, errors=unicode_errors)
+    count = min(layout.nwords, limit) if limit else layout.nwords
+    if resume is not None and not (
+        layout.dict_offset <= resume.offset <= layout.matrix_offset and 0 <= records <= count
+    ):
+        f.close()
+        raise ValueError(f"{resume} is not a point in the dictionary of {path}")
+    batch_size = batch_size or batch_for(layout.dim)
+    sub = _Subwords(
+        layout.min_n,
+        layout.max_n,
+        layout.bucket,
+        lambda size: ngram_batches(f, layout, batch_size=size),
+        f.close,
+    )
+    batches = fasttext_batches(
+        f,
+        layout,
+        count=count,
+        records=records,
+        resume_offset=resume.offset if resume else None,
+        batch_size=batch_size,
+        encoding=encoding,
+        errors=unicode_errors,
+    )
+    return VectorReader(
+        src,
+        batches,
+        format=fmt,
+        dim=layout.dim,
+        count=count,
+        seen=_token_set(seen_tokens),
+        bytes_read=lambda: f.done,
+        subwords=sub,
+    )
+
+
+def open_gensim(
+    src: Source,
+    fmt: str,
+    prefix: bytes,
+    *,
+    limit: int | None,
+    unicode_errors: str,
+    encoding: str,
+    batch_size: int | None,
+    resume: ResumePoint | None,
+    seen_tokens: Iterable[str],
+) -> VectorReader:
+    """The opener of a gensim ``KeyedVectors.save()`` file (its tokens are unique)."""
+    path = src.path
+    records = resume.records if resume else 0
+    kv = load_keyed_vectors(path, compressed=src.compression is not None)
+    count = min(len(kv), limit) if limit else len(kv)
+    done = [records]
+    batch_size = batch_size or batch_for(int(kv.vector_size))
+    batches = gensim_batches(kv, count=count, records=records, batch_size=batch_size, progress=done)
+    extra = side_files(path)
+    ngrams = gensim_subwords(kv)
+    return VectorReader(
+        src,
+        batches,
+        format=fmt,
+        dim=int(kv.vector_size),
+        count=count,
+        seen=None,
+        extra_files=extra,
+        subwords=_Subwords(*ngrams) if ngrams else None,
+        bytes_read=lambda: (
+            (src.size_bytes + sum(map(os.path.getsize, extra))) * done[0] // max(count, 1)
+        ),
+    )
+
+
+def open_word2vec(
+    src: Source,
+    fmt: str,
+    prefix: bytes,
+    *,
+    limit: int | None,
+    unicode_errors: str,
+    encoding: str,
+    batch_size: int | None,
+    resume: ResumePoint | None,
+    seen_tokens: Iterable[str],
+) -> VectorReader:
+    """The opener of the word2vec family: binary, text, fastText ``.vec``, GloVe."""
+    path = src.path
+    records = resume.records if resume else 0
     first, newline, _ = prefix.partition(b"\n")
     if fmt == "glove":
         dim, count, header, whole = glove_dim(first, encoding), None, False, False
@@ -426,10 +495,6 @@ def _open(
                 f"the file ends before the resume point {resume}; did it change?",
                 offset=src.offset,
             )
-    seen = TokenSet()
-    it = iter(seen_tokens)
-    while chunk := list(islice(it, 1 << 16)):
-        seen.add_new(chunk)
     options: dict[str, Any] = {
         "records": records,
         "batch_size": batch_size or batch_for(dim),
@@ -449,4 +514,5 @@ def _open(
             glove=fmt == "glove",
             **options,
         )
+    seen = _token_set(seen_tokens)
     return VectorReader(src, batches, format=fmt, dim=dim, count=count, seen=seen)
