@@ -38,6 +38,7 @@ import numpy as np
 from .codec import get_codec
 from .connect import open_store
 from .errors import (
+    InvalidSetting,
     LoadInterrupted,
     LoadRefused,
     StoreUnavailable,
@@ -685,13 +686,13 @@ def load_arrays(
     """
     vectors = np.asarray(vectors, dtype=np.float32)
     if vectors.ndim != 2 or vectors.shape[0] != len(tokens):
-        raise ValueError(
+        raise InvalidSetting(
             f"vectors must be (len(tokens), dim) = ({len(tokens)}, dim), got {vectors.shape}"
         )
     if len(set(tokens)) != len(tokens):
-        raise ValueError("tokens must be unique")
+        raise InvalidSetting("tokens must be unique")
     if counts is not None and len(counts) != len(tokens):
-        raise ValueError(f"counts has {len(counts)} entries for {len(tokens)} tokens")
+        raise InvalidSetting(f"counts has {len(counts)} entries for {len(tokens)} tokens")
     if store is None:
         with open_store(redis_url) as st:
             return load_arrays(
@@ -712,7 +713,7 @@ def load_arrays(
     dim = vectors.shape[1]
     ngram_rows = None if subwords is None else np.asarray(subwords[2], dtype=np.float32)
     if ngram_rows is not None and (ngram_rows.ndim != 2 or ngram_rows.shape[1] != dim):
-        raise ValueError(f"n-gram rows must be (bucket, {dim}), got {ngram_rows.shape}")
+        raise InvalidSetting(f"n-gram rows must be (bucket, {dim}), got {ngram_rows.shape}")
     n_ngrams = 0 if ngram_rows is None else len(ngram_rows)
     preflight(
         store,

@@ -15,7 +15,7 @@ from typing import Any, BinaryIO
 
 import numpy as np
 
-from ..errors import CorruptVectorFile, UnknownFormat, VectorFileError
+from ..errors import CorruptVectorFile, InvalidSetting, UnknownFormat, VectorFileError
 from ._binary import binary_batches
 from ._dedup import TokenSet
 from ._fasttext import fasttext_batches, ngram_batches, open_fasttext
@@ -277,9 +277,9 @@ def open_vectors(
     if format != "auto" and format not in FORMATS:
         raise UnknownFormat(path, f"unknown format {format!r}; choose auto or {', '.join(FORMATS)}")
     if limit is not None and limit < 0:
-        raise ValueError(f"limit must be >= 0 or None, not {limit}")
+        raise InvalidSetting(f"limit must be >= 0 or None, not {limit}")
     if batch_size is not None and batch_size < 1:
-        raise ValueError(f"batch_size must be >= 1, not {batch_size}")
+        raise InvalidSetting(f"batch_size must be >= 1, not {batch_size}")
     try:
         codecs.lookup(encoding)
     except LookupError:
