@@ -179,6 +179,38 @@ def test_interrupted_load_is_invisible_then_resumes_to_the_same_model(
         assert info.sha256 == hashlib.sha256(f.read()).hexdigest()
 
 
+def test_a_file_is_opened_once_per_load_resumed_or_not(store, small_bin, monkeypatch):
+    """The loader reads a file's header and its records through one opening (a resumed
+    load too: it learns where to go on from after the header, then skips to it)."""
+    import vecserve.readers._reader as reader_module
+
+    path, tokens, vectors = small_bin
+    opened = []
+
+    class CountedSource(reader_module.Source):
+        def __init__(self, *a, **kw):
+            opened.append(a[0])
+            super().__init__(*a, **kw)
+
+    monkeypatch.setattr(reader_module, "Source", CountedSource)
+    real_write = LoadSession.write_encoded
+
+    def stopping_write(self, *a, **kw):
+        if self.state.written >= 100:
+            raise KeyboardInterrupt
+        return real_write(self, *a, **kw)
+
+    monkeypatch.setattr(LoadSession, "write_encoded", stopping_write)
+    with pytest.raises(KeyboardInterrupt):
+        load_file(path, name="ONCE", store=store, batch_size=50, progress=False)
+    assert opened == [str(path)]
+    monkeypatch.setattr(LoadSession, "write_encoded", real_write)
+    info = load_file(path, name="ONCE", store=store, batch_size=50, resume=True, progress=False)
+    assert opened == [str(path)] * 2 and info.count == len(tokens)
+    _, got, matrix = read_back(store, "ONCE")
+    assert got == tokens and np.array_equal(matrix, vectors)
+
+
 def test_redis_dying_mid_load_leaves_a_resumable_invisible_load(tmp_path, small_bin, monkeypatch):
     path, tokens, vectors = small_bin
     server = ValkeyProcess(

@@ -53,12 +53,11 @@ class VectorReader:
     def __init__(
         self,
         src: Source,
-        batches: Generator[VectorBatch, None, None],
+        start: _Start,
         *,
         format: str,
         dim: int,
         count: int | None,
-        seen: TokenSet | None,
         extra_files: list[str] | None = None,
         bytes_read: Callable[[], int] | None = None,
         subwords: _Subwords | None = None,
@@ -69,7 +68,9 @@ class VectorReader:
         self.count = count
         self.duplicates = 0
         self._src = src
-        self._seen = seen
+        self._start = start
+        self._seen: TokenSet | None = None
+        self._batches: Generator[VectorBatch, None, None] | None = None
         self._extra_files = extra_files or []
         self.size_bytes = (
             None
@@ -77,7 +78,6 @@ class VectorReader:
             else src.size_bytes + sum(os.path.getsize(f) for f in self._extra_files)
         )
         self._bytes_read = bytes_read or (lambda: src.bytes_read)
-        self._batches = self._dedup(batches) if seen is not None else batches
         self.subwords = subwords
 
     @property
@@ -85,7 +85,23 @@ class VectorReader:
         """On-disk bytes consumed so far."""
         return self._bytes_read()
 
+    def resume_from(self, point: ResumePoint | None, seen_tokens: Iterable[str] = ()) -> None:
+        """Continue after the batch whose ``resume`` is ``point`` (None: from the first
+        record), ``seen_tokens`` being the tokens already loaded (duplicate detection).
+
+        Called at most once, before iterating (iterating first reads from the start): a
+        loader opens the file once, learns its ``dim`` and ``count``, then asks where to
+        go on from. The bytes before ``point`` are read for the checksum, not parsed.
+        """
+        if self._batches is not None:
+            raise RuntimeError(f"{self.path}: resume_from after reading began")
+        batches, self._seen = self._start(point, seen_tokens)
+        self._batches = self._dedup(batches) if self._seen is not None else batches
+
     def __iter__(self) -> Iterator[VectorBatch]:
+        if self._batches is None:
+            self.resume_from(None)
+        assert self._batches is not None
         return self._batches
 
     def _dedup(self, batches: Iterator[VectorBatch]) -> Generator[VectorBatch, None, None]:
@@ -126,7 +142,8 @@ class VectorReader:
 
     def close(self) -> None:
         """Close the file; iteration stops."""
-        self._batches.close()
+        if self._batches is not None:
+            self._batches.close()
         if self.subwords is not None:
             self.subwords.close()
         self._src.close()
@@ -144,6 +161,14 @@ class VectorReader:
 
     def __repr__(self) -> str:
         return f"<VectorReader {self.format} {self.path!r} dim={self.dim} count={self.count}>"
+
+
+#: ``start(resume, seen_tokens)``: a format's batches from ``resume`` on, and the set of
+#: tokens seen (None where the format's tokens are unique).
+_Start = Callable[
+    [ResumePoint | None, Iterable[str]],
+    tuple[Generator[VectorBatch, None, None], TokenSet | None],
+]
 
 
 class _Subwords:
@@ -235,7 +260,9 @@ def open_vectors(
         Continue after the batch whose ``resume`` this is: the bytes before it are read
         (for the checksum) but not parsed.
     seen_tokens : iterable of str, optional
-        With ``resume``: the tokens already loaded, for duplicate detection.
+        With ``resume``: the tokens already loaded, for duplicate detection. (Or open
+        without either and call `VectorReader.resume_from` before iterating: a loader
+        learns where to go on from only once the file's header is read.)
 
     Returns
     -------
@@ -294,17 +321,23 @@ def open_vectors(
         ) from None
     src = Source(path, stream, owned=owned)
     try:
-        return _open(
+        reader = _open(
             src,
             format,
             limit=limit or None,
             unicode_errors=unicode_errors,
             encoding=encoding,
             batch_size=batch_size,
-            resume=resume,
-            seen_tokens=seen_tokens,
         )
     except BaseException:
+        src.close()
+        raise
+    try:
+        if resume is not None or seen_tokens != ():  # else: the caller may still resume_from
+            reader.resume_from(resume, seen_tokens)
+        return reader
+    except BaseException:
+        reader.close()
         src.close()
         raise
 
@@ -317,8 +350,6 @@ def _open(
     unicode_errors: str,
     encoding: str,
     batch_size: int | None,
-    resume: ResumePoint | None,
-    seen_tokens: Iterable[str],
 ) -> VectorReader:
     """Recognise (or check) the format from the first bytes, then hand the open file to
     that format's opener (its line in :data:`vecserve.readers.formats.TABLE`)."""
@@ -348,8 +379,6 @@ def _open(
         unicode_errors=unicode_errors,
         encoding=encoding,
         batch_size=batch_size,
-        resume=resume,
-        seen_tokens=seen_tokens,
     )
 
 
@@ -371,19 +400,11 @@ def open_fasttext_bin(
     unicode_errors: str,
     encoding: str,
     batch_size: int | None,
-    resume: ResumePoint | None,
-    seen_tokens: Iterable[str],
 ) -> VectorReader:
     """The opener of a native fastText ``.bin``: its dictionary, then its n-gram rows."""
     path = src.path
-    records = resume.records if resume else 0
     f, layout = open_fasttext(src, encoding=encoding, errors=unicode_errors)
     count = min(layout.nwords, limit) if limit else layout.nwords
-    if resume is not None and not (
-        layout.dict_offset <= resume.offset <= layout.matrix_offset and 0 <= records <= count
-    ):
-        f.close()
-        raise ValueError(f"{resume} is not a point in the dictionary of {path}")
     batch_size = batch_size or batch_for(layout.dim)
     sub = _Subwords(
         layout.min_n,
@@ -392,23 +413,31 @@ def open_fasttext_bin(
         lambda size: ngram_batches(f, layout, batch_size=size),
         f.close,
     )
-    batches = fasttext_batches(
-        f,
-        layout,
-        count=count,
-        records=records,
-        resume_offset=resume.offset if resume else None,
-        batch_size=batch_size,
-        encoding=encoding,
-        errors=unicode_errors,
-    )
+
+    def start(resume: ResumePoint | None, seen_tokens: Iterable[str]):
+        records = resume.records if resume else 0
+        if resume is not None and not (
+            layout.dict_offset <= resume.offset <= layout.matrix_offset and 0 <= records <= count
+        ):
+            raise ValueError(f"{resume} is not a point in the dictionary of {path}")
+        batches = fasttext_batches(
+            f,
+            layout,
+            count=count,
+            records=records,
+            resume_offset=resume.offset if resume else None,
+            batch_size=batch_size,
+            encoding=encoding,
+            errors=unicode_errors,
+        )
+        return batches, _token_set(seen_tokens)
+
     return VectorReader(
         src,
-        batches,
+        start,
         format=fmt,
         dim=layout.dim,
         count=count,
-        seen=_token_set(seen_tokens),
         bytes_read=lambda: f.done,
         subwords=sub,
     )
@@ -423,26 +452,29 @@ def open_gensim(
     unicode_errors: str,
     encoding: str,
     batch_size: int | None,
-    resume: ResumePoint | None,
-    seen_tokens: Iterable[str],
 ) -> VectorReader:
     """The opener of a gensim ``KeyedVectors.save()`` file (its tokens are unique)."""
     path = src.path
-    records = resume.records if resume else 0
     kv = load_keyed_vectors(path, compressed=src.compression is not None)
     count = min(len(kv), limit) if limit else len(kv)
-    done = [records]
+    done = [0]
     batch_size = batch_size or batch_for(int(kv.vector_size))
-    batches = gensim_batches(kv, count=count, records=records, batch_size=batch_size, progress=done)
+
+    def start(resume: ResumePoint | None, seen_tokens: Iterable[str]):
+        done[0] = resume.records if resume else 0
+        batches = gensim_batches(
+            kv, count=count, records=done[0], batch_size=batch_size, progress=done
+        )
+        return batches, None
+
     extra = side_files(path)
     ngrams = gensim_subwords(kv)
     return VectorReader(
         src,
-        batches,
+        start,
         format=fmt,
         dim=int(kv.vector_size),
         count=count,
-        seen=None,
         extra_files=extra,
         subwords=_Subwords(*ngrams) if ngrams else None,
         bytes_read=lambda: (
@@ -460,12 +492,9 @@ def open_word2vec(
     unicode_errors: str,
     encoding: str,
     batch_size: int | None,
-    resume: ResumePoint | None,
-    seen_tokens: Iterable[str],
 ) -> VectorReader:
     """The opener of the word2vec family: binary, text, fastText ``.vec``, GloVe."""
     path = src.path
-    records = resume.records if resume else 0
     first, newline, _ = prefix.partition(b"\n")
     if fmt == "glove":
         dim, count, header, whole = glove_dim(first, encoding), None, False, False
@@ -485,34 +514,42 @@ def open_word2vec(
         # bytes after the declared records are refused, unless --limit stops before them
         whole = not limit or limit > declared
         src.skip(len(first) + len(newline))
-    if resume is not None:
-        if resume.offset < src.offset or resume.records < 0:
-            raise ValueError(f"{resume} is before the first record (byte {src.offset})")
-        src.start_readahead()  # hash and decompress what is skipped on another thread
-        if not src.skip(resume.offset - src.offset):
-            raise CorruptVectorFile(
-                path,
-                f"the file ends before the resume point {resume}; did it change?",
-                offset=src.offset,
+
+    def start(resume: ResumePoint | None, seen_tokens: Iterable[str]):
+        if resume is not None:
+            _skip_to(src, resume)
+        options: dict[str, Any] = {
+            "records": resume.records if resume else 0,
+            "batch_size": batch_size or batch_for(dim),
+            "encoding": encoding,
+            "errors": unicode_errors,
+        }
+        if fmt == "w2v-bin":
+            assert count is not None
+            batches = binary_batches(src, dim=dim, count=count, whole=whole, **options)
+        else:
+            batches = text_batches(
+                src,
+                dim=dim,
+                count=count if header else limit,
+                header=header,
+                whole=whole,
+                glove=fmt == "glove",
+                **options,
             )
-    options: dict[str, Any] = {
-        "records": records,
-        "batch_size": batch_size or batch_for(dim),
-        "encoding": encoding,
-        "errors": unicode_errors,
-    }
-    if fmt == "w2v-bin":
-        assert count is not None
-        batches = binary_batches(src, dim=dim, count=count, whole=whole, **options)
-    else:
-        batches = text_batches(
-            src,
-            dim=dim,
-            count=count if header else limit,
-            header=header,
-            whole=whole,
-            glove=fmt == "glove",
-            **options,
+        return batches, _token_set(seen_tokens)
+
+    return VectorReader(src, start, format=fmt, dim=dim, count=count)
+
+
+def _skip_to(src: Source, resume: ResumePoint) -> None:
+    """Read (hash, decompress) but do not parse the bytes before ``resume``."""
+    if resume.offset < src.offset or resume.records < 0:
+        raise ValueError(f"{resume} is before the first record (byte {src.offset})")
+    src.start_readahead()  # hash and decompress what is skipped on another thread
+    if not src.skip(resume.offset - src.offset):
+        raise CorruptVectorFile(
+            src.path,
+            f"the file ends before the resume point {resume}; did it change?",
+            offset=src.offset,
         )
-    seen = _token_set(seen_tokens)
-    return VectorReader(src, batches, format=fmt, dim=dim, count=count, seen=seen)
