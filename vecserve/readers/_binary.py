@@ -72,20 +72,17 @@ def binary_batches(
                 add(i)
                 p = i + vbp1
             if spaces:
-                sp = np.array(spaces, dtype=np.intp)
-                starts = np.empty_like(sp)
-                starts[0], starts[1:] = pos, sp[:-1] + vbp1
-                got, bad = _decode_tokens(buf, starts, sp, encoding, errors, joinable)
-                if bad is not None:
-                    done = records + len(tokens) + len(got)
+                got, error, pos = _gather(
+                    buf, pos, p, spaces, out[len(tokens) :], row, encoding, errors, joinable
+                )
+                if error is not None:
                     error = CorruptVectorFile(
-                        src.path, bad, record=done + 1, offset=base + int(starts[len(got)])
+                        src.path,
+                        error,
+                        record=records + len(tokens) + len(got) + 1,
+                        offset=base + pos,
                     )
-                    sp, p = sp[: len(got)], int(starts[len(got)])
-                rows = np.ndarray((len(buf) - vb + 1,), row, buffer=buf, strides=(1,))
-                out[len(tokens) : len(tokens) + len(got)] = rows[sp + 1]
                 tokens += got
-                pos = p
             if chunk is not None:  # leave the bridge for the chunk it leads into
                 if pos >= rest:  # the record across the boundary was parsed
                     buf, base, pos = chunk, base + rest, pos - rest
@@ -118,26 +115,10 @@ def binary_batches(
                 buf, base, pos, chunk = buf[pos:] + data[: vb + MAX_TOKEN + 1], base + pos, 0, data
             else:
                 buf, base, pos = buf[pos:] + data, base + pos, 0
-        if tokens and records == 0 and dim >= 4 and _is_text(out[0].tobytes()):
-            raise FormatMismatch(
-                src.path,
-                f"the vector of {tokens[0][:40]!r} is text ({out[0].tobytes()[:40]!r}), not "
-                "binary float32: the file is not w2v-bin but a text format; pass --format "
-                "w2v-text, fasttext or glove, or leave --format out to detect it",
-                declared="w2v-bin",
-                detected=None,
-            )
+        if tokens and records == 0:
+            _refuse_text_vector(src.path, tokens[0], out[0].tobytes(), dim)
         if error is not None and opening is not None and records + len(tokens) < _OPENING_RECORDS:
-            fits = _fitting_dim(opening, dim, min(count, _OPENING_RECORDS), encoding)
-            if fits is not None:  # the header's dimension, not the bytes, is wrong
-                error = CorruptVectorFile(
-                    src.path,
-                    f"the records do not fit the header's dimension {dim}: they read as "
-                    f"{fits}-d vectors (is the header wrong, or the file not word2vec "
-                    "binary?)",
-                    record=error.record,
-                    offset=error.offset,
-                )
+            error = _wrong_dim(src.path, error, opening, dim, count, encoding)
         if tokens:
             vectors = out[: len(tokens)].view("<f4").reshape(len(tokens), dim)
             vectors = vectors.astype(np.float32, copy=False)  # (a copy on big-endian hosts)
@@ -151,6 +132,51 @@ def binary_batches(
         trailing = _trailing_bytes(src, buf[pos:], count, base + pos)
         if trailing is not None:
             raise trailing
+
+
+def _gather(buf, pos, end, spaces, out, row, encoding, errors, joinable):
+    """The records of ``buf`` from ``pos`` whose tokens end at ``spaces``: their tokens
+    decoded, their vectors copied into ``out``; ``(tokens, error or None, new pos)``,
+    the error (a message) and the position at the first token that does not decode."""
+    vbp1 = row.itemsize + 1
+    sp = np.array(spaces, dtype=np.intp)
+    starts = np.empty_like(sp)
+    starts[0], starts[1:] = pos, sp[:-1] + vbp1
+    got, bad = _decode_tokens(buf, starts, sp, encoding, errors, joinable)
+    if bad is not None:
+        sp, end = sp[: len(got)], int(starts[len(got)])
+    rows = np.ndarray((len(buf) - row.itemsize + 1,), row, buffer=buf, strides=(1,))
+    out[: len(got)] = rows[sp + 1]
+    return got, bad, end
+
+
+def _refuse_text_vector(path: str, token: str, vector: bytes, dim: int) -> None:
+    """`FormatMismatch` when the first vector reads as text: a text file parsed as binary."""
+    if dim >= 4 and _is_text(vector):
+        raise FormatMismatch(
+            path,
+            f"the vector of {token[:40]!r} is text ({vector[:40]!r}), not "
+            "binary float32: the file is not w2v-bin but a text format; pass --format "
+            "w2v-text, fasttext or glove, or leave --format out to detect it",
+            declared="w2v-bin",
+            detected=None,
+        )
+
+
+def _wrong_dim(path, error: CorruptVectorFile, opening: bytes, dim, count, encoding):
+    """``error``, or where the first records read as vectors of another size, the error
+    that says the header's dimension (not the bytes) is wrong."""
+    fits = _fitting_dim(opening, dim, min(count, _OPENING_RECORDS), encoding)
+    if fits is None:
+        return error
+    return CorruptVectorFile(
+        path,
+        f"the records do not fit the header's dimension {dim}: they read as "
+        f"{fits}-d vectors (is the header wrong, or the file not word2vec "
+        "binary?)",
+        record=error.record,
+        offset=error.offset,
+    )
 
 
 _OPENING = 1 << 16  # bytes of the first records kept to diagnose a wrong dimension
