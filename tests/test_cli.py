@@ -277,3 +277,16 @@ def test_a_static_model_directory_refuses_what_it_cannot_honour(tmp_path, flags,
     assert result.exit_code == 1, result.output
     (line,) = result.output.strip().splitlines()
     assert line.startswith(f"Error: {model}: {said} to a static embedding model's directory")
+
+
+def test_similar_approx_builds_through_the_one_entry_point(env, small_bin, tmp_path):
+    """`vecserve similar --approx` readies the model's search as `load --ann` does (the
+    index lands in the cache dir) and answers with the exact top words on this model."""
+    path, _, _ = small_bin
+    env = {**env, "VECSERVE_CACHE_DIR": str(tmp_path / "cache")}  # never the user's
+    run("load", str(path), "--key", "APX", env=env)
+    exact = json.loads(run("similar", "w1", "--key", "APX", "--json", env=env).stdout)
+    proc = run("similar", "w1", "--key", "APX", "--json", "--approx", env=env)
+    approx = json.loads(proc.stdout)
+    assert [w for w, _ in approx] == [w for w, _ in exact]
+    assert list((tmp_path / "cache").rglob("ann-*"))  # built where the service maps it

@@ -121,7 +121,7 @@ def similar(words, name, negative, topn, approx, as_json, redis_url):
 def _similar_approx(store, name, positive, negative, topn):
     """The approximate index's answer (as the service's ``approx=true``), built if need be."""
     try:
-        from ..search.ann import AnnManager, AnnParams
+        from ..search.ann import AnnManager, AnnParams, build_for
         from ..search.planner import Planner, Query
         from ..search.snapshot import IndexManager
     except ImportError as exc:
@@ -132,7 +132,7 @@ def _similar_approx(store, name, positive, negative, topn):
     try:
         sim = indexes.get(name)
         manager = AnnManager(enabled=True, params=AnnParams())
-        manager.get(sim, wait=True)
+        build_for(sim, manager)  # as `load --ann` and the service's preload
         query = Query(positive=tuple(positive), negative=tuple(negative), topn=topn, approx=True)
         answer = Planner(sim, name=name, ann=manager).answer(query)
     finally:
