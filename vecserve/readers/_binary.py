@@ -72,49 +72,32 @@ def binary_batches(
                 add(i)
                 p = i + vbp1
             if spaces:
+                where = (src.path, base, records + len(tokens))
                 got, error, pos = _gather(
-                    buf, pos, p, spaces, out[len(tokens) :], row, encoding, errors, joinable
+                    buf, pos, p, spaces, out[len(tokens) :], row, encoding, errors, joinable, where
                 )
-                if error is not None:
-                    error = CorruptVectorFile(
-                        src.path,
-                        error,
-                        record=records + len(tokens) + len(got) + 1,
-                        offset=base + pos,
-                    )
                 tokens += got
             if chunk is not None:  # leave the bridge for the chunk it leads into
-                if pos >= rest:  # the record across the boundary was parsed
-                    buf, base, pos = chunk, base + rest, pos - rest
-                else:  # it was not (a decoding error, a token that long): join them
-                    buf = buf[:rest] + chunk
+                buf, base, pos = _leave_bridge(buf, base, pos, rest, chunk)
                 chunk = None
                 if error is None and len(tokens) < n:
                     continue  # parse on in the chunk
             if error is not None or len(tokens) == n:
                 break
-            if len(buf) - pos > vb + MAX_TOKEN:
+            done = records + len(tokens)
+            if len(buf) - pos > vb + MAX_TOKEN:  # no record ends in more than a record's bytes
                 error = CorruptVectorFile(
-                    src.path,
-                    f"no complete record within {len(buf) - pos} bytes; not word2vec binary?",
-                    record=records + len(tokens) + 1,
-                    offset=base + pos,
+                    src.path, _NO_RECORD.format(len(buf) - pos), record=done + 1, offset=base + pos
                 )
                 break
             data = src.read(src.chunk_size)
             if opening is not None and len(opening) < _OPENING:
                 opening += data[: _OPENING - len(opening)]
             if not data:
-                done = records + len(tokens)
                 error = _binary_eof(src.path, buf[pos:], vb, count, done, base + pos)
                 break
             rest = len(buf) - pos
-            if rest and len(data) > 4 * (vb + MAX_TOKEN):
-                # parse the record cut by the chunk boundary from a small bridge, rather
-                # than copying the whole chunk behind its first bytes
-                buf, base, pos, chunk = buf[pos:] + data[: vb + MAX_TOKEN + 1], base + pos, 0, data
-            else:
-                buf, base, pos = buf[pos:] + data, base + pos, 0
+            buf, base, pos, chunk = _extend(buf, pos, base, data, vb)
         if tokens and records == 0:
             _refuse_text_vector(src.path, tokens[0], out[0].tobytes(), dim)
         if error is not None and opening is not None and records + len(tokens) < _OPENING_RECORDS:
@@ -134,10 +117,31 @@ def binary_batches(
             raise trailing
 
 
-def _gather(buf, pos, end, spaces, out, row, encoding, errors, joinable):
+_NO_RECORD = "no complete record within {} bytes; not word2vec binary?"
+
+
+def _extend(buf: bytes, pos: int, base: int, data: bytes, vb: int):
+    """The parse buffer once chunk ``data`` is read: ``(buf, base, pos, chunk)``. Where
+    a record is cut by the chunk boundary, ``buf`` is a small bridge (the cut record and
+    the chunk's first bytes) and ``chunk`` the chunk to go on in, rather than a copy of
+    the whole chunk behind those bytes; else ``chunk`` is None."""
+    if len(buf) > pos and len(data) > 4 * (vb + MAX_TOKEN):
+        return buf[pos:] + data[: vb + MAX_TOKEN + 1], base + pos, 0, data
+    return buf[pos:] + data, base + pos, 0, None
+
+
+def _leave_bridge(buf: bytes, base: int, pos: int, rest: int, chunk: bytes):
+    """``(buf, base, pos)`` past a bridge whose first ``rest`` bytes came before ``chunk``."""
+    if pos >= rest:  # the record across the boundary was parsed: go on in the chunk
+        return chunk, base + rest, pos - rest
+    return buf[:rest] + chunk, base, pos  # it was not (a decoding error, a long token): join
+
+
+def _gather(buf, pos, end, spaces, out, row, encoding, errors, joinable, where):
     """The records of ``buf`` from ``pos`` whose tokens end at ``spaces``: their tokens
     decoded, their vectors copied into ``out``; ``(tokens, error or None, new pos)``,
-    the error (a message) and the position at the first token that does not decode."""
+    the error and the position at the first token that does not decode. ``where``:
+    ``(path, base, records before these)``, for the error's file and position."""
     vbp1 = row.itemsize + 1
     sp = np.array(spaces, dtype=np.intp)
     starts = np.empty_like(sp)
@@ -147,7 +151,10 @@ def _gather(buf, pos, end, spaces, out, row, encoding, errors, joinable):
         sp, end = sp[: len(got)], int(starts[len(got)])
     rows = np.ndarray((len(buf) - row.itemsize + 1,), row, buffer=buf, strides=(1,))
     out[: len(got)] = rows[sp + 1]
-    return got, bad, end
+    if bad is None:
+        return got, None, end
+    path, base, before = where
+    return got, CorruptVectorFile(path, bad, record=before + len(got) + 1, offset=base + end), end
 
 
 def _refuse_text_vector(path: str, token: str, vector: bytes, dim: int) -> None:
