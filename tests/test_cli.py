@@ -253,3 +253,40 @@ def test_train_threads_and_its_old_spelling(tmp_path):
     assert (
         bad.returncode == 1 and "lower --min-count" in bad.stderr and "min_count" not in bad.stderr
     )
+
+
+@pytest.mark.parametrize(
+    ("flags", "said"),
+    [
+        (["--format", "glove"], "--format does not apply"),
+        (["--limit", "5"], "--limit does not apply"),
+        (["--resume"], "--resume does not apply"),
+        (["--encoding", "latin-1"], "--encoding does not apply"),
+    ],
+)
+def test_a_static_model_directory_refuses_what_it_cannot_honour(tmp_path, flags, said):
+    """`vecserve load DIR` of a static embedding model's directory refuses the options
+    of a vector file in one line each, before anything is read or written."""
+    from click.testing import CliRunner
+
+    model = tmp_path / "potion"
+    model.mkdir()
+    for part in ("config.json", "model.safetensors", "tokenizer.json"):
+        (model / part).write_text("{}")
+    result = CliRunner().invoke(cli, ["load", str(model), "--key", "S", *flags])
+    assert result.exit_code == 1, result.output
+    (line,) = result.output.strip().splitlines()
+    assert line.startswith(f"Error: {model}: {said} to a static embedding model's directory")
+
+
+def test_similar_approx_builds_through_the_one_entry_point(env, small_bin, tmp_path):
+    """`vecserve similar --approx` readies the model's search as `load --ann` does (the
+    index lands in the cache dir) and answers with the exact top words on this model."""
+    path, _, _ = small_bin
+    env = {**env, "VECSERVE_CACHE_DIR": str(tmp_path / "cache")}  # never the user's
+    run("load", str(path), "--key", "APX", env=env)
+    exact = json.loads(run("similar", "w1", "--key", "APX", "--json", env=env).stdout)
+    proc = run("similar", "w1", "--key", "APX", "--json", "--approx", env=env)
+    approx = json.loads(proc.stdout)
+    assert [w for w, _ in approx] == [w for w, _ in exact]
+    assert list((tmp_path / "cache").rglob("ann-*"))  # built where the service maps it

@@ -179,6 +179,38 @@ def test_interrupted_load_is_invisible_then_resumes_to_the_same_model(
         assert info.sha256 == hashlib.sha256(f.read()).hexdigest()
 
 
+def test_a_file_is_opened_once_per_load_resumed_or_not(store, small_bin, monkeypatch):
+    """The loader reads a file's header and its records through one opening (a resumed
+    load too: it learns where to go on from after the header, then skips to it)."""
+    import vecserve.readers._reader as reader_module
+
+    path, tokens, vectors = small_bin
+    opened = []
+
+    class CountedSource(reader_module.Source):
+        def __init__(self, *a, **kw):
+            opened.append(a[0])
+            super().__init__(*a, **kw)
+
+    monkeypatch.setattr(reader_module, "Source", CountedSource)
+    real_write = LoadSession.write_encoded
+
+    def stopping_write(self, *a, **kw):
+        if self.state.written >= 100:
+            raise KeyboardInterrupt
+        return real_write(self, *a, **kw)
+
+    monkeypatch.setattr(LoadSession, "write_encoded", stopping_write)
+    with pytest.raises(KeyboardInterrupt):
+        load_file(path, name="ONCE", store=store, batch_size=50, progress=False)
+    assert opened == [str(path)]
+    monkeypatch.setattr(LoadSession, "write_encoded", real_write)
+    info = load_file(path, name="ONCE", store=store, batch_size=50, resume=True, progress=False)
+    assert opened == [str(path)] * 2 and info.count == len(tokens)
+    _, got, matrix = read_back(store, "ONCE")
+    assert got == tokens and np.array_equal(matrix, vectors)
+
+
 def test_redis_dying_mid_load_leaves_a_resumable_invisible_load(tmp_path, small_bin, monkeypatch):
     path, tokens, vectors = small_bin
     server = ValkeyProcess(
@@ -199,9 +231,9 @@ def test_redis_dying_mid_load_leaves_a_resumable_invisible_load(tmp_path, small_
     monkeypatch.setattr(LoadSession, "write_encoded", dying_write)
     store = Store.from_url(url, retry=NO_RETRY)
     try:
-        with pytest.raises(StoreUnavailable, match=r"stopped after 100 vectors.*--resume") as e:
+        with pytest.raises(StoreUnavailable, match=r"stopped after 100 vectors.*kept") as e:
             load_file(path, name="K", store=store, batch_size=50, progress=False)
-        assert isinstance(e.value, LoadInterrupted)
+        assert isinstance(e.value, LoadInterrupted) and e.value.resumable
         assert (e.value.model, e.value.path, e.value.written) == ("K", str(path), 100)
     finally:
         store.close()
@@ -219,6 +251,48 @@ def test_redis_dying_mid_load_leaves_a_resumable_invisible_load(tmp_path, small_
         assert got == tokens and np.array_equal(matrix, vectors)
         store.close()
     finally:
+        server.stop()
+
+
+def test_retries_ride_a_restart_out(tmp_path, small_bin, monkeypatch, caplog):
+    """``retries=``: Redis restarting mid-load is waited out (2 s) and the load resumes
+    from what was written, with one warning line; the model equals the file."""
+    import threading
+
+    path, tokens, vectors = small_bin
+    server = ValkeyProcess(
+        tmp_path / "srv",
+        unixsocket=tmp_path / "srv.sock",
+        config={"appendonly": "yes", "appendfsync": "always"},
+    ).start()
+    real_write = LoadSession.write_encoded
+    calls = {"n": 0}
+
+    def restart() -> None:  # back before the retry, the append-only file read again
+        server.start()
+        again = Store.from_url(server.url)  # the lease outlived the kill: dropped, as a
+        again.client.delete("vecserve:lock:K")  # failover's lost key would be
+        again.close()
+
+    def dying_write(self, *a, **kw):
+        calls["n"] += 1
+        if calls["n"] == 3:
+            server.kill()
+            threading.Timer(0.3, restart).start()
+        return real_write(self, *a, **kw)
+
+    monkeypatch.setattr(LoadSession, "write_encoded", dying_write)
+    store = Store.from_url(server.url, retry=NO_RETRY)
+    try:
+        with caplog.at_level(logging.WARNING, logger="vecserve.loader"):
+            info = load_file(path, name="K", store=store, batch_size=50, progress=False, retries=1)
+        assert info.count == len(tokens)
+        _, got, matrix = read_back(store, "K")
+        assert got == tokens and np.array_equal(matrix, vectors)
+        [line] = [r.getMessage() for r in caplog.records if "resuming in" in r.getMessage()]
+        assert line.endswith("; resuming in 2s (retry 1 of 1)")
+    finally:
+        store.close()
         server.stop()
 
 

@@ -94,8 +94,9 @@ def test_a_stream_that_redis_stops_is_dropped_not_left_to_resume(tmp_path):
         proc = piped(f"cat {glove}", "load", "-", "--key", "G", url=server.url)
         assert proc.returncode == 1 and "Traceback" not in proc.stderr
         (line,) = [x for x in proc.stderr.splitlines() if x.startswith("Error: ")]
-        assert "The load of 'G' from <stdin> stopped after" in line
+        assert "Load of 'G' from <stdin> stopped after" in line
         assert "a stream cannot be read again" in line and "--resume" not in line
+        assert "Run the command again (with --restart if" in line
         r = redis.Redis(port=server.port)
         assert not r.hlen(LOADS) and not r.hlen(MODELS)
     finally:

@@ -237,3 +237,22 @@ def test_a_wrong_text_dimension_names_both(tmp_path):
     path.write_text("2 3\na 1 2\nb 3 4\n")
     with pytest.raises(DimensionMismatch, match="2 numbers after the token 'a', the file's "):
         _read(path)
+
+
+def test_the_formats_table_is_the_one_list():
+    """`vecserve.readers.formats.TABLE` is where formats live: `FORMATS`, each format's
+    opener and its description derive from it, and reading it imports no parser (the
+    CLI reads it at start-up)."""
+    import importlib
+    import subprocess
+
+    from tests.helpers import program
+    from vecserve.readers import formats
+
+    assert formats.FORMATS == tuple(f.name for f in formats.TABLE) == FORMATS
+    for line in formats.TABLE:
+        module, function = line.opener.split(":")
+        assert callable(getattr(importlib.import_module(f"vecserve.readers.{module}"), function))
+        assert line.looks
+    out = subprocess.run(program("readers_modules"), capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "['vecserve.readers.formats']"

@@ -1,43 +1,48 @@
 """Every exception vecserve raises.
 
-The hierarchy::
+The hierarchy: four families a caller can catch whole (configuration, loading, the
+store, querying), then errors of their own::
 
     VecserveError                    root: ``except VecserveError`` catches them all
-    ├── InvalidModelName             a model name that cannot be a key prefix
-    ├── InvalidSetting               a setting (flag, VECSERVE_* variable) that cannot be used
-    ├── ModelNotFound                no committed model of that name (also a KeyError)
-    ├── TokenNotFound                a word missing from a model (also a KeyError)
-    ├── VectorFileError              a problem with an input vector file
-    │   ├── UnknownFormat            the format cannot be detected or is not supported
-    │   │   └── FormatMismatch       the content is not the format given (names the likely one)
-    │   └── CorruptVectorFile        the bytes do not parse (names file and position)
-    │       ├── DimensionMismatch    a vector with the wrong number of components
-    │       └── TrailingData         bytes after the records the header declares
-    ├── CodecError                   unknown codec or a value of the wrong size
-    ├── LoadInProgress               another load of the same model holds the lock
-    ├── StoreUnavailable             Redis unreachable or gone mid-operation
-    │   ├── GenerationChanged        a model was re-loaded under a read, again and again
-    │   ├── LoadInterrupted          a load stopped by it: resumable (model, path, written)
-    │   └── ServerRefused            an error reply: what the server said, what to do
-    │       ├── OutOfMemory          OOM: ``maxmemory`` reached
-    │       ├── ReadOnlyServer       READONLY: a replica
-    │       ├── PersistenceFailing   MISCONF: it cannot save, so it refuses writes
-    │       ├── ServerLoading        LOADING: still reading its data (retry)
-    │       ├── ServerBusy           BUSY: a script or function runs (retry)
-    │       ├── AuthenticationFailed NOAUTH / WRONGPASS: the URL's credentials
-    │       └── TooManyClients       ``maxclients`` reached (retry)
-    ├── PermissionDenied             the Redis user may not run a command (names both)
-    ├── PinLost                      a pinned view's lease ended: its generation may be gone
-    ├── ModelDamaged                 a model's word lost its vector (NOT a KeyError)
+    ├── ConfigurationError           a setting or argument that cannot be used (a ValueError)
+    │   ├── InvalidModelName         a model name that cannot be a key prefix
+    │   ├── InvalidSetting           a flag, VECSERVE_* variable or argument out of range
+    │   └── CodecError               unknown codec or a value of the wrong size
+    ├── LoadError                    a load that cannot go on (``resumable``: False)
+    │   ├── VectorFileError          a problem with an input vector file
+    │   │   ├── UnknownFormat        the format cannot be detected or is not supported
+    │   │   │   └── FormatMismatch   the content is not the format given (names the likely one)
+    │   │   └── CorruptVectorFile    the bytes do not parse (names file and position)
+    │   │       ├── DimensionMismatch  a vector with the wrong number of components
+    │   │       └── TrailingData     bytes after the records the header declares
+    │   ├── LoadInProgress           another load of the same model holds the lock
+    │   ├── LoadRefused              a load that cannot fit, or a server that evicts
+    │   └── LoadIncomplete           keys missing before the commit: not committed
+    ├── StoreError                   Redis, its user's rights, what it holds
+    │   ├── StoreUnavailable         Redis unreachable or gone mid-operation
+    │   │   ├── GenerationChanged    a model was re-loaded under a read, again and again
+    │   │   ├── LoadInterrupted      a load stopped by it (also a LoadError; ``resumable``)
+    │   │   └── ServerRefused        an error reply: what the server said, what to do
+    │   │       ├── OutOfMemory      OOM: ``maxmemory`` reached
+    │   │       ├── ReadOnlyServer   READONLY: a replica
+    │   │       ├── PersistenceFailing  MISCONF: it cannot save, so it refuses writes
+    │   │       ├── ServerLoading    LOADING: still reading its data (retry)
+    │   │       ├── ServerBusy       BUSY: a script or function runs (retry)
+    │   │       ├── AuthenticationFailed  NOAUTH / WRONGPASS: the URL's credentials
+    │   │       └── TooManyClients   ``maxclients`` reached (retry)
+    │   ├── PermissionDenied         the Redis user may not run a command (names both)
+    │   ├── PinLost                  a pinned view's lease ended: its generation may be gone
+    │   └── ModelDamaged             a model's word lost its vector (NOT a KeyError)
+    ├── QueryError                   a question that cannot be answered as asked
+    │   ├── ModelNotFound            no committed model of that name (also a KeyError)
+    │   ├── TokenNotFound            a word missing from a model (also a KeyError)
+    │   ├── BadQuery                 a malformed query (the service answers 422)
+    │   ├── QueryRejected            a well-formed query that cannot be answered (400)
+    │   │   ├── TextRejected         text that cannot be embedded (not UTF-8, too long, too many)
+    │   │   └── NoTokenizer          a model with no recorded way to cut text into tokens
+    │   └── RequestTooLarge          a request body over the service's limit (413)
     ├── SnapshotDamaged              a local snapshot file is damaged (which file, which part)
-    ├── LoadRefused                  a load that cannot fit, or a server that evicts
-    ├── LoadIncomplete               keys missing before the commit: not committed
     ├── SimilarityServiceError       the vecserve HTTP service failed (unreachable, 5xx)
-    ├── BadQuery                     a malformed query (the service answers 422)
-    ├── QueryRejected                a well-formed query that cannot be answered (400)
-    │   ├── TextRejected             text that cannot be embedded (not UTF-8, too long, too many)
-    │   └── NoTokenizer              a model with no recorded way to cut text into tokens
-    ├── RequestTooLarge              a request body over the service's limit (413)
     ├── EmbeddedServerError          the embedded valkey-server did not start
     └── TrainingError                the trainer cannot start or go on (corpus, parameters, run)
 
@@ -51,6 +56,7 @@ __all__ = [
     "AuthenticationFailed",
     "BadQuery",
     "CodecError",
+    "ConfigurationError",
     "CorruptVectorFile",
     "DimensionMismatch",
     "EmbeddedServerError",
@@ -58,6 +64,7 @@ __all__ = [
     "GenerationChanged",
     "InvalidModelName",
     "InvalidSetting",
+    "LoadError",
     "LoadInProgress",
     "LoadIncomplete",
     "LoadInterrupted",
@@ -69,6 +76,7 @@ __all__ = [
     "PermissionDenied",
     "PersistenceFailing",
     "PinLost",
+    "QueryError",
     "QueryRejected",
     "ReadOnlyServer",
     "RequestTooLarge",
@@ -77,6 +85,7 @@ __all__ = [
     "ServerRefused",
     "SimilarityServiceError",
     "SnapshotDamaged",
+    "StoreError",
     "StoreUnavailable",
     "TextRejected",
     "TokenNotFound",
@@ -93,17 +102,38 @@ class VecserveError(Exception):
     """Root of every error vecserve raises on purpose."""
 
 
-class InvalidModelName(VecserveError, ValueError):
+class ConfigurationError(VecserveError, ValueError):
+    """A setting or argument that cannot be used; also a ``ValueError``, so callers'
+    ``except ValueError`` keeps working."""
+
+
+class LoadError(VecserveError):
+    """A load that cannot go on. ``resumable``: whether what it wrote is kept and the
+    load can continue from it (``load_file(..., resume=True)``); False unless the error
+    says otherwise (:class:`LoadInterrupted`)."""
+
+    resumable = False
+
+
+class StoreError(VecserveError):
+    """The store: Redis unreachable or refusing, the Redis user's rights, what it holds."""
+
+
+class QueryError(VecserveError):
+    """A question (a model, a word, a query) that cannot be answered as asked."""
+
+
+class InvalidModelName(ConfigurationError):
     """A model name that cannot be used as a Redis key prefix."""
 
 
-class InvalidSetting(VecserveError, ValueError):
+class InvalidSetting(ConfigurationError):
     """A setting that cannot be used: a flag, a ``VECSERVE_*`` variable or an argument
     (a Redis URL without a scheme, a data dir that cannot be made); the message names the
     setting, its value and what is expected."""
 
 
-class ModelNotFound(VecserveError, KeyError):
+class ModelNotFound(QueryError, KeyError):
     """No committed model of this name exists in the store."""
 
     def __init__(self, name: str, hint: str = ""):
@@ -115,7 +145,7 @@ class ModelNotFound(VecserveError, KeyError):
         return str(self.args[0])
 
 
-class TokenNotFound(VecserveError, KeyError):
+class TokenNotFound(QueryError, KeyError):
     """A word is not in the model: a ``KeyError`` with gensim's own message.
 
     gensim words it two ways: ``Key 'x' not present in vocabulary`` from ``most_similar``
@@ -145,7 +175,7 @@ class TokenNotFound(VecserveError, KeyError):
         return str(self.args[0])
 
 
-class VectorFileError(VecserveError):
+class VectorFileError(LoadError):
     """Something is wrong with an input vector file."""
 
     def __init__(self, path: str, message: str):
@@ -206,15 +236,15 @@ class TrailingData(CorruptVectorFile):
         super().__init__(path, message, **where)
 
 
-class CodecError(VecserveError, ValueError):
+class CodecError(ConfigurationError):
     """An unknown codec name, or encoded bytes of the wrong length for a codec."""
 
 
-class LoadInProgress(VecserveError):
+class LoadInProgress(LoadError):
     """Another process is loading the same model right now."""
 
 
-class StoreUnavailable(VecserveError, ConnectionError):
+class StoreUnavailable(StoreError, ConnectionError):
     """The Redis server cannot be reached, or went away in the middle of an operation.
 
     ``transient``: whether trying again later may succeed (a load retries only then).
@@ -271,7 +301,7 @@ class TooManyClients(ServerRefused):
     transient = True
 
 
-class ModelDamaged(VecserveError):
+class ModelDamaged(StoreError):
     """Words of a model's vocabulary whose vectors are gone (evicted, deleted by hand).
 
     Deliberately NOT a ``KeyError``: gensim-style ``except KeyError`` code must not take a
@@ -307,15 +337,15 @@ class SnapshotDamaged(VecserveError, ValueError):
         super().__init__(f"{path}: {what} ({reason})")
 
 
-class LoadRefused(VecserveError):
+class LoadRefused(LoadError):
     """A load refused before writing: it cannot fit, or the server may evict its keys."""
 
 
-class LoadIncomplete(VecserveError):
+class LoadIncomplete(LoadError):
     """Vectors missing from a load's new generation before the commit: not committed."""
 
 
-class PermissionDenied(VecserveError, PermissionError):
+class PermissionDenied(StoreError, PermissionError):
     """The Redis user vecserve connects as may not run a command it needs.
 
     Not a :class:`StoreUnavailable`: retrying does not help; the user's ACL must change
@@ -327,27 +357,36 @@ class GenerationChanged(StoreUnavailable):
     """A model's generation changed under a read every time it was tried: retry later."""
 
 
-class LoadInterrupted(StoreUnavailable):
-    """Redis went away during a load; what was written is kept, and nothing is visible.
+class LoadInterrupted(StoreUnavailable, LoadError):
+    """Redis went away during a load; nothing is visible.
 
     The fields say what a caller needs to go on: ``model``, ``path`` (the file),
-    ``written`` (vectors already in Redis), ``reason`` (what went wrong with Redis) and
-    ``resume_command``, the command that continues the load.
+    ``written`` (vectors already in Redis), ``reason`` (what went wrong with Redis),
+    ``resumable`` (what was written is kept and the load can continue from it; False
+    for a stream, which cannot be read again: its partial load is dropped) and
+    ``resume_command``, the command that continues a resumable load. The message states
+    what happened; what to do next is the caller's to say (the CLI writes it from
+    ``resumable``).
 
     >>> exc = LoadInterrupted("connection reset", model="W2V", path="w.bin", written=1200)
-    >>> exc.reason, exc.written, exc.resume_command
-    ('connection reset', 1200, 'vecserve load w.bin --key W2V --resume')
+    >>> exc.reason, exc.written, exc.resumable, exc.resume_command
+    ('connection reset', 1200, True, 'vecserve load w.bin --key W2V --resume')
     """
 
-    def __init__(self, reason: str, *, model: str, path: str, written: int):
+    def __init__(self, reason: str, *, model: str, path: str, written: int, resumable: bool = True):
         self.reason = reason
         self.model = model
         self.path = str(path)
         self.written = written
+        self.resumable = resumable
+        kept = (
+            "what was written is kept to resume from"
+            if resumable
+            else "a stream cannot be read again"
+        )
         super().__init__(
             f"{reason}. Load of {model!r} from {path} stopped after {written:,} vectors; "
-            f"nothing is visible. Continue with `{self.resume_command}` "
-            "or drop it with `vecserve models cleanup`."
+            f"nothing is visible, and {kept}."
         )
 
     @property
@@ -355,7 +394,7 @@ class LoadInterrupted(StoreUnavailable):
         return f"vecserve load {self.path} --key {self.model} --resume"
 
 
-class PinLost(VecserveError):
+class PinLost(StoreError):
     """A pinned view's pin is gone (it expired unrenewed, or the model was deleted): its
     generation may be deleted, so the view reads no more. Pin again to go on."""
 
@@ -368,11 +407,11 @@ class SimilarityServiceError(VecserveError, ConnectionError):
         super().__init__(message)
 
 
-class BadQuery(VecserveError, ValueError):
+class BadQuery(QueryError, ValueError):
     """A query item that is none of the accepted forms (the service answers 422)."""
 
 
-class QueryRejected(VecserveError, ValueError):
+class QueryRejected(QueryError, ValueError):
     """A well-formed query the engine cannot answer (gensim raises ValueError; 400)."""
 
 
@@ -386,7 +425,7 @@ class NoTokenizer(QueryRejected):
     ``tokenizer=`` override (answered 400)."""
 
 
-class RequestTooLarge(VecserveError):
+class RequestTooLarge(QueryError):
     """A request body over the service's ``max_body_bytes`` (answered 413)."""
 
 

@@ -38,6 +38,7 @@ import numpy as np
 from .codec import get_codec
 from .connect import open_store
 from .errors import (
+    InvalidSetting,
     LoadInterrupted,
     LoadRefused,
     StoreUnavailable,
@@ -47,12 +48,11 @@ from .errors import (
 from .store import LoadSession, ModelInfo, Store, begin_load, validate_model_name
 from .store.registry import gb
 
-__all__ = ["estimate_bytes", "load_arrays", "load_file", "preflight"]
+__all__ = ["estimate_bytes", "load_arrays", "load_file", "preflight", "retry_wait"]
 
 log = logging.getLogger(__name__)
 
 QUEUE_DEPTH = 4
-DEFAULT_BATCH_BYTES = 2 << 20  # ~2 MB of float32 per batch: ~1,700 x 300-d vectors
 # Server memory of a row beyond its value's bytes: the key's own bytes, then ~100 B of
 # dict entry, object and allocation overhead, its vocabulary entry and hash (measured on
 # valkey 9.1: 61-109 B beside 8-byte tokens, by codec and dim; BENCHMARKS.md).
@@ -261,6 +261,7 @@ def load_file(
     restart: bool = False,
     progress: bool | None = None,
     allow_eviction: bool = False,
+    retries: int = 0,
 ) -> ModelInfo:
     """Load a vector file into Redis as model ``name``; return the committed metadata.
 
@@ -292,6 +293,11 @@ def load_file(
     allow_eviction : bool
         Load even into a server whose ``maxmemory-policy`` may evict keys without a TTL
         (``allkeys-*``; refused otherwise, see :func:`preflight`).
+    retries : int
+        When Redis goes away mid-load (a failover, a restart), resume this many times,
+        after 2, 4, 8... seconds (:func:`retry_wait`); each retry is a warning log line.
+        A server unreachable from the start, a refusal no wait cures (OOM, READONLY) and a
+        stream (nothing to resume from) are raised at once.
 
     Before writing, :func:`preflight` refuses a model that cannot fit; every batch's
     replies are checked, and every row is checked present before the commit.
@@ -301,210 +307,318 @@ def load_file(
     >>> from gensim.test.utils import datapath
     >>> info = load_file(datapath("euclidean_vectors.bin"), name="EUC")  # doctest: +SKIP
     """
-    from .readers import is_pipe, open_vectors
+    from .readers import is_pipe
     from .readers._static import static_layout
 
     validate_model_name(name)  # fail on bad arguments before touching the file or Redis
     get_codec(codec)
+    read = {
+        "format": format,
+        "limit": limit,
+        "unicode_errors": unicode_errors,
+        "encoding": encoding,
+    }
+    write = {
+        "codec": codec,
+        "batch_size": batch_size,
+        "progress": progress,
+        "allow_eviction": allow_eviction,
+    }
     stream = is_pipe(path)  # read once: "-", a stream, a named pipe
     if not stream:
         path = Path(path)
         if static_layout(path) is not None:  # a static embedding model's directory
-            return load_static(
-                path,
-                name=name,
-                redis_url=redis_url,
-                store=store,
-                codec=codec,
-                batch_size=batch_size,
-                progress=progress,
-                allow_eviction=allow_eviction,
+            _refuse_for_static(path, read, resume=resume)
+            return load_static(path, name=name, redis_url=redis_url, store=store, **write)
+    for attempt in range(retries + 1):
+        try:
+            with _connected(store, redis_url) as st:
+                return _load_file_once(path, name, st, read, write, resume=resume, restart=restart)
+        except StoreUnavailable as exc:
+            wait = retry_wait(exc, attempt, 0 if stream else retries)
+            if wait is None:
+                raise
+            why = exc.reason if isinstance(exc, LoadInterrupted) else str(exc)
+            log.warning("%s; resuming in %ss (retry %d of %d)", why, wait, attempt + 1, retries)
+            time.sleep(wait)
+            resume, restart = True, False  # what was written is kept (and checked)
+    raise AssertionError("unreachable")  # the last attempt returned or raised
+
+
+def _refuse_for_static(path: Path, read: dict, *, resume: bool) -> None:
+    """Refuse, in one line each, the options of a vector file that a static embedding
+    model's directory cannot honour (it is read whole, in its own layout)."""
+    given = {
+        "--format": read["format"] != "auto",
+        "--limit": bool(read["limit"]),
+        "--encoding": read["encoding"] != "utf-8",
+        "--unicode-errors": read["unicode_errors"] != "strict",
+        "--resume": resume,
+    }
+    why = {
+        "--format": "it has its own layout",
+        "--limit": "its rows are its tokenizer's ids, every one of them needed",
+        "--encoding": "its tokens are in its tokenizer's JSON",
+        "--unicode-errors": "its tokens are in its tokenizer's JSON",
+        "--resume": "it is written whole, in one go: run the load again without it",
+    }
+    for flag, on in given.items():
+        if on:
+            raise InvalidSetting(
+                f"{path}: {flag} does not apply to a static embedding model's directory "
+                f"({why[flag]})"
             )
-    if store is None:
-        with open_store(redis_url) as st:
-            return load_file(
-                path,
-                name=name,
-                store=st,
-                format=format,
-                codec=codec,
-                limit=limit,
-                unicode_errors=unicode_errors,
-                encoding=encoding,
-                batch_size=batch_size,
-                resume=resume,
-                restart=restart,
-                progress=progress,
-                allow_eviction=allow_eviction,
-            )
-    fingerprint = _fingerprint(path) if not stream and path.is_file() else ""
-    options = {"limit": limit, "unicode_errors": unicode_errors, "encoding": encoding}
-    # a file is opened twice (its metadata first, then from where a load resumes); a
-    # stream once, its metadata read by the same reader that then reads its records
-    first = open_vectors(path, format=format, batch_size=batch_size if stream else 1, **options)
-    with contextlib.ExitStack() as closing:
-        closing.callback(first.close)
-        if stream and resume:
+
+
+@contextlib.contextmanager
+def _connected(store: Store | None, redis_url: str | None) -> Iterator[Store]:
+    """``store``, or one opened on ``redis_url`` for the duration (closed after)."""
+    if store is not None:
+        yield store
+        return
+    with open_store(redis_url) as opened:
+        yield opened
+
+
+def retry_wait(exc: StoreUnavailable, attempt: int, retries: int) -> int | None:
+    """Seconds to wait before retry ``attempt + 1`` of a load that ``exc`` stopped, or None
+    when it is not retried: no retries left, a refusal no wait cures (``exc.transient``
+    False: OOM, READONLY...), or a server unreachable from the start (said at once; a
+    load already writing waits a failover out).
+
+    >>> from vecserve.errors import LoadInterrupted
+    >>> stop = LoadInterrupted("reset", model="M", path="m.bin", written=10)
+    >>> [retry_wait(stop, attempt, 3) for attempt in range(4)]
+    [2, 4, 8, None]
+    """
+    if attempt >= retries or not exc.transient:
+        return None
+    if attempt == 0 and not isinstance(exc, LoadInterrupted):
+        return None
+    return 2 ** (attempt + 1)
+
+
+def _load_file_once(
+    path: Path | BinaryIO | str, name: str, store: Store, read: dict, write: dict, **begin
+) -> ModelInfo:
+    """One attempt of :func:`load_file`: the file opened once (its header read), then
+    written from where an interrupted load of it stopped (``begin``: resume, restart)."""
+    from .readers import is_pipe, open_vectors
+
+    stream = is_pipe(path)
+    with open_vectors(path, batch_size=write["batch_size"], **read) as reader:
+        if stream and begin["resume"]:
             raise VectorFileError(
-                first.path,
+                reader.path,
                 "a stream cannot be read again, so its load cannot be resumed (--resume): "
                 "load from a file to resume, or pass --restart to drop the unfinished load "
                 "and read the stream afresh",
             )
-        dim, fmt, declared = first.dim, first.format, first.count
-        sub = first.subwords
-        ngrams = sub.bucket if sub is not None and sub.max_n > 0 else 0
-        if not stream:
-            closing.close()
-        return _load(
-            store,
-            name,
-            path,
-            first if stream else None,
-            open_reader=lambda **more: open_vectors(path, format=fmt, **options, **more),
-            dim=dim,
-            fmt=fmt,
-            declared=declared,
-            sub=sub,
-            ngrams=ngrams,
-            fingerprint=fingerprint,
-            codec=codec,
-            batch_size=batch_size,
-            resume=resume,
-            restart=restart,
-            progress=progress,
-            allow_eviction=allow_eviction,
-        )
-
-
-def _load(
-    store: Store,
-    name: str,
-    path,
-    reader,
-    *,
-    open_reader,
-    dim: int,
-    fmt: str,
-    declared: int | None,
-    sub,
-    ngrams: int,
-    fingerprint: str,
-    codec: str,
-    batch_size: int | None,
-    resume: bool,
-    restart: bool,
-    progress: bool | None,
-    allow_eviction: bool,
-) -> ModelInfo:
-    """`load_file` once its input is open: ``reader`` for a stream (read once), else
-    None and ``open_reader(batch_size=, resume=, seen_tokens=)`` opens the file."""
-    from .readers import ResumePoint, batch_for
-
-    stream = reader is not None
-    label = reader.path if stream else str(path)  # the input, as messages name it
-    done = store.get_load(name) if resume else None
-    preflight(
-        store,
-        name,
-        dim=dim,
-        codec=codec,
-        allow_eviction=allow_eviction,
-        count=None if declared is None else max(0, declared - (done.written if done else 0)),
-        ngram_rows=ngrams,
-    )
-    session = begin_load(
-        store,
-        name,
-        dim=dim,
-        codec=codec,
-        source=label if stream else str(path.resolve()) if path.exists() else label,
-        source_format=fmt,
-        fingerprint=fingerprint,
-        declared_count=declared,
-        resume=resume,
-        restart=restart,
-    )
-    if ngrams and not session.state.ngram_buckets:
-        try:
-            session.declare_ngrams(min_n=sub.min_n, max_n=sub.max_n, bucket=ngrams)
-        except BaseException:
-            _abort(session, keep=False)
-            raise
-    resume_at = None
-    seen: Sequence[str] | Iterator[str] = ()
-    skipped = 0  # duplicates the load dropped before this run
-    if session.written and session.resume_point:
-        point = session.resume_point
-        resume_at = ResumePoint(offset=point["offset"], records=point["records"])
-        skipped = int(point.get("duplicates", 0))
-        seen = session.seen_tokens()
-        log.info("resuming the load of %s after %s vectors", name, f"{session.written:,}")
-    batch = batch_size or batch_for(dim)
-    total = None if declared is None else declared + ngrams
-    prog = Progress(total=total, desc=f"loading {name}", enabled=progress)
-    prog.done = prog.base = session.written
-    try:
-        if reader is None:
-            reader = open_reader(batch_size=batch, resume=resume_at, seen_tokens=seen)
-        with reader:
-            writer = _Writer(session, prog)
-            try:
-                for b in reader:
-                    where = _resume_dict(b.resume, skipped + reader.duplicates)
-                    writer.put(b.tokens, b.vectors, b.counts, where)
-                if ngrams:  # fastText: the n-gram bucket rows, after the words
-                    for first, rows in reader.subwords.batches(batch):
-                        writer.put_ngrams(first, rows)
-            except BaseException:
-                with contextlib.suppress(BaseException):
-                    writer.finish()
-                raise
-            writer.finish()
-            if session.written == 0:
-                raise VectorFileError(label, "the file holds no vectors")
-            _record_word_rule(session, session.seen_tokens(), session.written_counts())
-            duplicates = skipped + reader.duplicates
-            info = session.commit(
-                sha256=reader.sha256(),
-                duplicates=duplicates,
-                # the file's own count of words: what the commit must prove it wrote
-                words=None if reader.count is None else reader.count - duplicates,
-                progress=_checking(name),
-            )
-    except VectorFileError:
-        _abort(session, keep=False)  # a bad file cannot be resumed: leave nothing behind
-        raise
-    except StoreUnavailable as exc:
-        if stream:  # nothing to resume from: drop what was written, if Redis lets us
-            _abort(session, keep=False)
-            raise StoreUnavailable(
-                f"{exc}. The load of {name!r} from {label} stopped after "
-                f"{session.written:,} vectors; nothing is visible, and a stream cannot be "
-                "read again: run the command again (with --restart if `vecserve models` "
-                "still lists the load)"
-            ) from exc
-        _abort(session, keep=True)
-        stopped = LoadInterrupted(str(exc), model=name, path=str(path), written=session.written)
-        stopped.transient = exc.transient  # OOM, READONLY...: a retry would not help
-        raise stopped from exc
-    except BaseException:
-        _abort(session, keep=not stream)
-        raise
-    finally:
-        prog.close()
-    took = time.monotonic() - prog.start
+        info, prog = _write(store, name, _FileInput(reader, path, stream=stream), **write, **begin)
     log.info(
         "loaded %s: %s vectors x %d (%s) in %.1fs, %s vec/s%s",
         name,
         f"{info.count:,}",
         info.dim,
         info.codec,
-        took,
+        time.monotonic() - prog.start,
         f"{prog.rate:,.0f}",
         f" (resumed after {prog.base:,} vectors)" if prog.base else "",
     )
     return info
+
+
+class _FileInput:
+    """An open vector file as :func:`_write` takes it: what the load records, its batches
+    from a resume point on, its commit (the file's checksum and count) and what an
+    interruption becomes (resumable unless the file is a stream)."""
+
+    desc = "loading"
+
+    def __init__(self, reader, path, *, stream: bool):
+        self.reader = reader
+        self.label = reader.path if stream else str(path)  # the input, as messages name it
+        kept = not stream and path.exists()
+        self.source = str(path.resolve()) if kept else self.label
+        self.format, self.dim, self.declared = reader.format, reader.dim, reader.count
+        self.fingerprint = _fingerprint(path) if not stream and path.is_file() else ""
+        sub = reader.subwords
+        self.subwords = (sub.min_n, sub.max_n, sub.bucket) if sub and sub.max_n > 0 else None
+        self.resumable = not stream
+        self._skipped = 0  # duplicates the load dropped before this run
+
+    def start(self, point: dict, seen) -> None:
+        from .readers import ResumePoint
+
+        if point:
+            self._skipped = int(point.get("duplicates", 0))
+            point = ResumePoint(offset=point["offset"], records=point["records"])
+        self.reader.resume_from(point or None, seen)
+
+    def batches(self, batch: int):
+        for b in self.reader:
+            yield b.tokens, b.vectors, b.counts, _resume_dict(b.resume, self.duplicates)
+
+    def ngram_batches(self, batch: int):
+        return self.reader.subwords.batches(batch) if self.subwords else ()
+
+    @property
+    def duplicates(self) -> int:
+        return self._skipped + self.reader.duplicates
+
+    def commit(self, session: LoadSession, name: str) -> ModelInfo:
+        if session.written == 0:
+            raise VectorFileError(self.label, "the file holds no vectors")
+        _record_word_rule(session, session.seen_tokens(), session.written_counts())
+        count = self.reader.count
+        return session.commit(
+            sha256=self.reader.sha256(),
+            duplicates=self.duplicates,
+            # the file's own count of words: what the commit must prove it wrote
+            words=None if count is None else count - self.duplicates,
+            progress=_checking(name),
+        )
+
+    def interrupted(self, exc: StoreUnavailable, name: str, written: int) -> StoreUnavailable:
+        stopped = LoadInterrupted(
+            str(exc), model=name, path=self.label, written=written, resumable=self.resumable
+        )
+        stopped.transient = exc.transient  # OOM, READONLY...: a retry would not help
+        return stopped
+
+
+class _ArrayInput:
+    """In-memory tokens and vectors (and fastText n-gram rows) as :func:`_write` takes
+    them: written from the start, never resumed."""
+
+    desc = "writing"
+    fingerprint = ""
+    resumable = False
+
+    def __init__(self, tokens, vectors, counts, *, source, source_format, text, subwords):
+        self.tokens, self.vectors, self.counts, self.text = tokens, vectors, counts, text
+        self.label = self.source = source
+        self.format, self.dim, self.declared = source_format, vectors.shape[1], len(tokens)
+        self.rows = None if subwords is None else subwords[2]
+        self.subwords = None if subwords is None else (subwords[0], subwords[1], len(self.rows))
+
+    def start(self, point: dict, seen) -> None:
+        pass  # begun afresh (restart) every time
+
+    def batches(self, batch: int):
+        counts = self.counts
+        for lo in range(0, len(self.tokens), batch):
+            part = None if counts is None else np.asarray(counts[lo : lo + batch], dtype=np.int64)
+            yield list(self.tokens[lo : lo + batch]), self.vectors[lo : lo + batch], part, {}
+
+    def ngram_batches(self, batch: int):
+        n = 0 if self.rows is None else len(self.rows)
+        return ((lo, self.rows[lo : lo + batch]) for lo in range(0, n, batch))
+
+    def commit(self, session: LoadSession, name: str) -> ModelInfo:
+        if self.text is None:
+            _record_word_rule(session, self.tokens, self.counts)
+        else:
+            session.set_text(*self.text)
+        return session.commit(words=len(self.tokens))
+
+    def interrupted(self, exc: StoreUnavailable, name: str, written: int) -> StoreUnavailable:
+        return exc
+
+
+def _write(
+    store: Store,
+    name: str,
+    src: _FileInput | _ArrayInput,
+    *,
+    codec: str,
+    batch_size: int | None,
+    progress: bool | None,
+    allow_eviction: bool,
+    resume: bool = False,
+    restart: bool = False,
+) -> tuple[ModelInfo, Progress]:
+    """The one load body, for files and arrays: :func:`preflight`, the session, the rows
+    (the words, then any n-gram rows) through the writer thread, the commit; on a failure
+    what was written is kept to resume from (``src.resumable``) or dropped."""
+    from .readers import batch_for
+
+    ngrams = src.subwords[2] if src.subwords else 0
+    done = store.get_load(name) if resume else None
+    left = None if src.declared is None else max(0, src.declared - (done.written if done else 0))
+    preflight(
+        store,
+        name,
+        dim=src.dim,
+        codec=codec,
+        allow_eviction=allow_eviction,
+        count=left,
+        ngram_rows=ngrams,
+    )
+    session = begin_load(
+        store,
+        name,
+        dim=src.dim,
+        codec=codec,
+        source=src.source,
+        source_format=src.format,
+        fingerprint=src.fingerprint,
+        declared_count=src.declared,
+        resume=resume,
+        restart=restart,
+    )
+    if ngrams and not session.state.ngram_buckets:
+        try:
+            session.declare_ngrams(min_n=src.subwords[0], max_n=src.subwords[1], bucket=ngrams)
+        except BaseException:
+            _abort(session, keep=False)
+            raise
+    total = None if src.declared is None else src.declared + ngrams
+    prog = Progress(total=total, desc=f"{src.desc} {name}", enabled=progress)
+    prog.done = prog.base = session.written
+    try:
+        _start(session, src, name)
+        _send(session, src, prog, batch_size or batch_for(src.dim))
+        info = src.commit(session, name)
+    except VectorFileError:
+        _abort(session, keep=False)  # a bad file cannot be resumed: leave nothing behind
+        raise
+    except StoreUnavailable as exc:
+        _abort(session, keep=src.resumable)  # a stream, arrays: nothing to resume from
+        stopped = src.interrupted(exc, name, session.written)
+        if stopped is exc:
+            raise
+        raise stopped from exc
+    except BaseException:
+        _abort(session, keep=src.resumable)
+        raise
+    finally:
+        prog.close()
+    return info, prog
+
+
+def _start(session: LoadSession, src, name: str) -> None:
+    """Point ``src`` where the session's written part ends (the start, unless resumed)."""
+    point, seen = {}, ()
+    if session.written and session.resume_point:
+        point, seen = session.resume_point, session.seen_tokens()
+        log.info("resuming the load of %s after %s vectors", name, f"{session.written:,}")
+    src.start(point, seen)
+
+
+def _send(session: LoadSession, src, prog: Progress, batch: int) -> None:
+    """Every batch of ``src`` through one writer thread, words first, then n-gram rows."""
+    writer = _Writer(session, prog)
+    try:
+        for tokens, vectors, counts, where in src.batches(batch):
+            writer.put(tokens, vectors, counts, where)
+        for first, rows in src.ngram_batches(batch):  # fastText: the n-gram rows, after the words
+            writer.put_ngrams(first, rows)
+    except BaseException:
+        with contextlib.suppress(BaseException):
+            writer.finish()
+        raise
+    writer.finish()
 
 
 def _record_word_rule(session: LoadSession, tokens, counts=None) -> None:
@@ -615,80 +729,35 @@ def load_arrays(
     """
     vectors = np.asarray(vectors, dtype=np.float32)
     if vectors.ndim != 2 or vectors.shape[0] != len(tokens):
-        raise ValueError(
+        raise InvalidSetting(
             f"vectors must be (len(tokens), dim) = ({len(tokens)}, dim), got {vectors.shape}"
         )
     if len(set(tokens)) != len(tokens):
-        raise ValueError("tokens must be unique")
+        raise InvalidSetting("tokens must be unique")
     if counts is not None and len(counts) != len(tokens):
-        raise ValueError(f"counts has {len(counts)} entries for {len(tokens)} tokens")
-    if store is None:
-        with open_store(redis_url) as st:
-            return load_arrays(
-                tokens,
-                vectors,
-                name=name,
-                store=st,
-                codec=codec,
-                counts=counts,
-                source=source,
-                batch_size=batch_size,
-                progress=progress,
-                allow_eviction=allow_eviction,
-                source_format=source_format,
-                text=text,
-                subwords=subwords,
-            )
-    dim = vectors.shape[1]
+        raise InvalidSetting(f"counts has {len(counts)} entries for {len(tokens)} tokens")
     ngram_rows = None if subwords is None else np.asarray(subwords[2], dtype=np.float32)
+    dim = vectors.shape[1]
     if ngram_rows is not None and (ngram_rows.ndim != 2 or ngram_rows.shape[1] != dim):
-        raise ValueError(f"n-gram rows must be (bucket, {dim}), got {ngram_rows.shape}")
-    n_ngrams = 0 if ngram_rows is None else len(ngram_rows)
-    preflight(
-        store,
-        name,
-        count=len(tokens),
-        dim=dim,
-        codec=codec,
-        allow_eviction=allow_eviction,
-        ngram_rows=n_ngrams,
-    )
-    session = begin_load(
-        store,
-        name,
-        dim=dim,
-        codec=codec,
+        raise InvalidSetting(f"n-gram rows must be (bucket, {dim}), got {ngram_rows.shape}")
+    arrays = _ArrayInput(
+        tokens,
+        vectors,
+        counts,
         source=source,
         source_format=source_format,
-        declared_count=len(tokens),
-        restart=True,
+        text=text,
+        subwords=None if subwords is None else (subwords[0], subwords[1], ngram_rows),
     )
-    batch = batch_size or max(64, DEFAULT_BATCH_BYTES // (4 * max(dim, 1)))
-    prog = Progress(total=len(tokens) + n_ngrams, desc=f"writing {name}", enabled=progress)
-    try:
-        if subwords is not None:
-            session.declare_ngrams(min_n=subwords[0], max_n=subwords[1], bucket=n_ngrams)
-        writer = _Writer(session, prog)
-        try:
-            for lo in range(0, len(tokens), batch):
-                hi = lo + batch
-                writer.put(
-                    list(tokens[lo:hi]),
-                    vectors[lo:hi],
-                    None if counts is None else np.asarray(counts[lo:hi], dtype=np.int64),
-                    {},
-                )
-            for lo in range(0, n_ngrams, batch):  # fastText: the n-gram rows, after the words
-                writer.put_ngrams(lo, ngram_rows[lo : lo + batch])  # type: ignore[index]
-        finally:
-            writer.finish()
-        if text is None:
-            _record_word_rule(session, tokens, counts)
-        else:
-            session.set_text(*text)
-        return session.commit(words=len(tokens))
-    except BaseException:
-        _abort(session, keep=False)
-        raise
-    finally:
-        prog.close()
+    with _connected(store, redis_url) as st:
+        info, _ = _write(
+            st,
+            name,
+            arrays,
+            codec=codec,
+            batch_size=batch_size,
+            progress=progress,
+            allow_eviction=allow_eviction,
+            restart=True,
+        )
+    return info

@@ -55,7 +55,7 @@ import numpy as np
 
 from . import config
 from .cache import VectorCache, stack_rows, topology, tracking_nodes
-from .errors import ModelNotFound, TokenNotFound
+from .errors import InvalidSetting, ModelNotFound, TokenNotFound
 from .store import ModelInfo, Store
 from .store.layout import encode_tokens
 from .store.wire import Steps
@@ -321,7 +321,7 @@ class Reader:
 def check_policy(policy: str) -> str:
     """``policy`` if it is one of :data:`MISSING_POLICIES`, else ValueError."""
     if policy not in MISSING_POLICIES:
-        raise ValueError(f"missing must be one of {MISSING_POLICIES}, got {policy!r}")
+        raise InvalidSetting(f"missing must be one of {MISSING_POLICIES}, got {policy!r}")
     return policy
 
 

@@ -47,7 +47,9 @@ ahead (a thread reads, hashes and decompresses them), the batch being built, and
 most 16 bytes per distinct token for duplicate detection. A bad record raises only after every
 record before it was yielded, so a loader can stop cleanly at the first bad one.
 
-One module per concern: ``_source`` (file, decompression, checksum), ``_sniff``
+The formats are one table, `vecserve.readers.formats` (`FORMATS` and each format's
+opener derive from it). One module per concern: ``_source`` (file, decompression,
+checksum), ``_sniff``
 (recognising formats), ``_binary``, ``_text``, ``_gensim`` (one per format family),
 ``_fasttext`` (native fastText ``.bin``; ``VectorReader.subwords`` gives its n-gram
 settings and bucket rows), ``_dedup`` (duplicates), ``_reader`` (`open_vectors`), ``_types``.
@@ -58,9 +60,17 @@ settings and bucket rows), ``_dedup`` (duplicates), ``_reader`` (`open_vectors`)
 ...     checksum = reader.sha256()
 """
 
-from ._reader import VectorReader, batch_for, is_pipe, open_vectors
-from ._sniff import FORMATS, detect_format
-from ._types import ResumePoint, VectorBatch
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
+
+from .formats import FORMATS
+
+if TYPE_CHECKING:
+    from ._reader import VectorReader, batch_for, is_pipe, open_vectors
+    from ._sniff import detect_format
+    from ._types import ResumePoint, VectorBatch
 
 __all__ = [
     "FORMATS",
@@ -72,3 +82,26 @@ __all__ = [
     "is_pipe",
     "open_vectors",
 ]
+
+# imported on first use: the CLI reads `FORMATS` at start-up without the parsers
+_WHERE = {
+    "ResumePoint": "._types",
+    "VectorBatch": "._types",
+    "VectorReader": "._reader",
+    "batch_for": "._reader",
+    "is_pipe": "._reader",
+    "open_vectors": "._reader",
+    "detect_format": "._sniff",
+}
+
+
+def __getattr__(name: str):
+    if name not in _WHERE:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(_WHERE[name], __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

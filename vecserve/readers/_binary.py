@@ -72,72 +72,36 @@ def binary_batches(
                 add(i)
                 p = i + vbp1
             if spaces:
-                sp = np.array(spaces, dtype=np.intp)
-                starts = np.empty_like(sp)
-                starts[0], starts[1:] = pos, sp[:-1] + vbp1
-                got, bad = _decode_tokens(buf, starts, sp, encoding, errors, joinable)
-                if bad is not None:
-                    done = records + len(tokens) + len(got)
-                    error = CorruptVectorFile(
-                        src.path, bad, record=done + 1, offset=base + int(starts[len(got)])
-                    )
-                    sp, p = sp[: len(got)], int(starts[len(got)])
-                rows = np.ndarray((len(buf) - vb + 1,), row, buffer=buf, strides=(1,))
-                out[len(tokens) : len(tokens) + len(got)] = rows[sp + 1]
+                where = (src.path, base, records + len(tokens))
+                got, error, pos = _gather(
+                    buf, pos, p, spaces, out[len(tokens) :], row, encoding, errors, joinable, where
+                )
                 tokens += got
-                pos = p
             if chunk is not None:  # leave the bridge for the chunk it leads into
-                if pos >= rest:  # the record across the boundary was parsed
-                    buf, base, pos = chunk, base + rest, pos - rest
-                else:  # it was not (a decoding error, a token that long): join them
-                    buf = buf[:rest] + chunk
+                buf, base, pos = _leave_bridge(buf, base, pos, rest, chunk)
                 chunk = None
                 if error is None and len(tokens) < n:
                     continue  # parse on in the chunk
             if error is not None or len(tokens) == n:
                 break
-            if len(buf) - pos > vb + MAX_TOKEN:
+            done = records + len(tokens)
+            if len(buf) - pos > vb + MAX_TOKEN:  # no record ends in more than a record's bytes
                 error = CorruptVectorFile(
-                    src.path,
-                    f"no complete record within {len(buf) - pos} bytes; not word2vec binary?",
-                    record=records + len(tokens) + 1,
-                    offset=base + pos,
+                    src.path, _NO_RECORD.format(len(buf) - pos), record=done + 1, offset=base + pos
                 )
                 break
             data = src.read(src.chunk_size)
             if opening is not None and len(opening) < _OPENING:
                 opening += data[: _OPENING - len(opening)]
             if not data:
-                done = records + len(tokens)
                 error = _binary_eof(src.path, buf[pos:], vb, count, done, base + pos)
                 break
             rest = len(buf) - pos
-            if rest and len(data) > 4 * (vb + MAX_TOKEN):
-                # parse the record cut by the chunk boundary from a small bridge, rather
-                # than copying the whole chunk behind its first bytes
-                buf, base, pos, chunk = buf[pos:] + data[: vb + MAX_TOKEN + 1], base + pos, 0, data
-            else:
-                buf, base, pos = buf[pos:] + data, base + pos, 0
-        if tokens and records == 0 and dim >= 4 and _is_text(out[0].tobytes()):
-            raise FormatMismatch(
-                src.path,
-                f"the vector of {tokens[0][:40]!r} is text ({out[0].tobytes()[:40]!r}), not "
-                "binary float32: the file is not w2v-bin but a text format; pass --format "
-                "w2v-text, fasttext or glove, or leave --format out to detect it",
-                declared="w2v-bin",
-                detected=None,
-            )
+            buf, base, pos, chunk = _extend(buf, pos, base, data, vb)
+        if tokens and records == 0:
+            _refuse_text_vector(src.path, tokens[0], out[0].tobytes(), dim)
         if error is not None and opening is not None and records + len(tokens) < _OPENING_RECORDS:
-            fits = _fitting_dim(opening, dim, min(count, _OPENING_RECORDS), encoding)
-            if fits is not None:  # the header's dimension, not the bytes, is wrong
-                error = CorruptVectorFile(
-                    src.path,
-                    f"the records do not fit the header's dimension {dim}: they read as "
-                    f"{fits}-d vectors (is the header wrong, or the file not word2vec "
-                    "binary?)",
-                    record=error.record,
-                    offset=error.offset,
-                )
+            error = _wrong_dim(src.path, error, opening, dim, count, encoding)
         if tokens:
             vectors = out[: len(tokens)].view("<f4").reshape(len(tokens), dim)
             vectors = vectors.astype(np.float32, copy=False)  # (a copy on big-endian hosts)
@@ -151,6 +115,75 @@ def binary_batches(
         trailing = _trailing_bytes(src, buf[pos:], count, base + pos)
         if trailing is not None:
             raise trailing
+
+
+_NO_RECORD = "no complete record within {} bytes; not word2vec binary?"
+
+
+def _extend(buf: bytes, pos: int, base: int, data: bytes, vb: int):
+    """The parse buffer once chunk ``data`` is read: ``(buf, base, pos, chunk)``. Where
+    a record is cut by the chunk boundary, ``buf`` is a small bridge (the cut record and
+    the chunk's first bytes) and ``chunk`` the chunk to go on in, rather than a copy of
+    the whole chunk behind those bytes; else ``chunk`` is None."""
+    if len(buf) > pos and len(data) > 4 * (vb + MAX_TOKEN):
+        return buf[pos:] + data[: vb + MAX_TOKEN + 1], base + pos, 0, data
+    return buf[pos:] + data, base + pos, 0, None
+
+
+def _leave_bridge(buf: bytes, base: int, pos: int, rest: int, chunk: bytes):
+    """``(buf, base, pos)`` past a bridge whose first ``rest`` bytes came before ``chunk``."""
+    if pos >= rest:  # the record across the boundary was parsed: go on in the chunk
+        return chunk, base + rest, pos - rest
+    return buf[:rest] + chunk, base, pos  # it was not (a decoding error, a long token): join
+
+
+def _gather(buf, pos, end, spaces, out, row, encoding, errors, joinable, where):
+    """The records of ``buf`` from ``pos`` whose tokens end at ``spaces``: their tokens
+    decoded, their vectors copied into ``out``; ``(tokens, error or None, new pos)``,
+    the error and the position at the first token that does not decode. ``where``:
+    ``(path, base, records before these)``, for the error's file and position."""
+    vbp1 = row.itemsize + 1
+    sp = np.array(spaces, dtype=np.intp)
+    starts = np.empty_like(sp)
+    starts[0], starts[1:] = pos, sp[:-1] + vbp1
+    got, bad = _decode_tokens(buf, starts, sp, encoding, errors, joinable)
+    if bad is not None:
+        sp, end = sp[: len(got)], int(starts[len(got)])
+    rows = np.ndarray((len(buf) - row.itemsize + 1,), row, buffer=buf, strides=(1,))
+    out[: len(got)] = rows[sp + 1]
+    if bad is None:
+        return got, None, end
+    path, base, before = where
+    return got, CorruptVectorFile(path, bad, record=before + len(got) + 1, offset=base + end), end
+
+
+def _refuse_text_vector(path: str, token: str, vector: bytes, dim: int) -> None:
+    """`FormatMismatch` when the first vector reads as text: a text file parsed as binary."""
+    if dim >= 4 and _is_text(vector):
+        raise FormatMismatch(
+            path,
+            f"the vector of {token[:40]!r} is text ({vector[:40]!r}), not "
+            "binary float32: the file is not w2v-bin but a text format; pass --format "
+            "w2v-text, fasttext or glove, or leave --format out to detect it",
+            declared="w2v-bin",
+            detected=None,
+        )
+
+
+def _wrong_dim(path, error: CorruptVectorFile, opening: bytes, dim, count, encoding):
+    """``error``, or where the first records read as vectors of another size, the error
+    that says the header's dimension (not the bytes) is wrong."""
+    fits = _fitting_dim(opening, dim, min(count, _OPENING_RECORDS), encoding)
+    if fits is None:
+        return error
+    return CorruptVectorFile(
+        path,
+        f"the records do not fit the header's dimension {dim}: they read as "
+        f"{fits}-d vectors (is the header wrong, or the file not word2vec "
+        "binary?)",
+        record=error.record,
+        offset=error.offset,
+    )
 
 
 _OPENING = 1 << 16  # bytes of the first records kept to diagnose a wrong dimension

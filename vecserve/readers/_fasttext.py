@@ -222,6 +222,31 @@ def old_header(head: bytes) -> tuple | None:
 
 
 def _check(f: _File, *, encoding: str, errors: str) -> FastTextBin:
+    """The layout of a native fastText ``.bin``, every part checked: the header, the
+    dictionary (each word decodable) and both matrices' sizes against the file's."""
+    versioned, args, off, dict_struct = _check_header(f)
+    dim, _ws, _ep, _mc, _neg, _wng, _loss, model, bucket, minn, maxn, _lr, _t = args
+    nwords, off = _check_dictionary_head(f, off, dict_struct)
+    dict_offset = off
+    off = _check_words(f, off, nwords, encoding=encoding, errors=errors)
+    matrix = _MATRIX if versioned else _OLD_MATRIX
+    layout = FastTextBin(
+        dim=dim,
+        min_n=minn,
+        max_n=maxn,
+        bucket=bucket,
+        nwords=nwords,
+        dict_offset=dict_offset,
+        matrix_offset=off,
+        model=model,
+        versioned=versioned,
+    )
+    _check_matrices(f, layout, matrix)
+    return layout
+
+
+def _check_header(f: _File):
+    """``(versioned, args, offset after them, dictionary struct)``, the args checked."""
     path = f.path
     head = f.read(0, _OLD_ARGS.size, "header")
     versioned = head[:4] == MAGIC.to_bytes(4, "little")
@@ -253,6 +278,12 @@ def _check(f: _File, *, encoding: str, errors: str) -> FastTextBin:
         raise CorruptVectorFile(
             path, f"n-gram settings minn {minn}, maxn {maxn}, bucket {bucket}", offset=base + 32
         )
+    return versioned, args, off, dict_struct
+
+
+def _check_dictionary_head(f: _File, off: int, dict_struct) -> tuple[int, int]:
+    """``(words, offset of the first entry)`` from the dictionary's own header."""
+    path = f.path
     size, nwords, nlabels, ntokens, *pruned = dict_struct.unpack(
         f.read(off, dict_struct.size, "dictionary")
     )
@@ -269,8 +300,12 @@ def _check(f: _File, *, encoding: str, errors: str) -> FastTextBin:
         raise UnknownFormat(
             path, "a pruned (quantized) fastText model: load the .bin it was quantized from"
         )
-    off += dict_struct.size
-    dict_offset = off
+    return nwords, off + dict_struct.size
+
+
+def _check_words(f: _File, off: int, size: int, *, encoding: str, errors: str) -> int:
+    """Check every dictionary entry (a decodable word of type 0); the offset after them."""
+    path = f.path
     n = 0
     for tokens, counts, types, ends in _entries(f, off, size, 0):
         for i, raw in enumerate(tokens):
@@ -295,7 +330,14 @@ def _check(f: _File, *, encoding: str, errors: str) -> FastTextBin:
         n += len(tokens)
         off = ends[-1]
         f.done = off
-    matrix = _MATRIX if versioned else _OLD_MATRIX
+    return off
+
+
+def _check_matrices(f: _File, layout: FastTextBin, matrix) -> None:
+    """Check the input matrix (words + buckets rows x dim) and that the output matrix
+    ends the file."""
+    path, off, dim = f.path, layout.matrix_offset, layout.dim
+    nwords, bucket = layout.nwords, layout.bucket
     quantized, rows, cols = _matrix_header(f, off, matrix, "input")
     if quantized:
         raise UnknownFormat(
@@ -310,17 +352,6 @@ def _check(f: _File, *, encoding: str, errors: str) -> FastTextBin:
             f"buckets = {nwords + bucket} x {dim}",
             offset=off + matrix.size - 16,
         )
-    layout = FastTextBin(
-        dim=dim,
-        min_n=minn,
-        max_n=maxn,
-        bucket=bucket,
-        nwords=nwords,
-        dict_offset=dict_offset,
-        matrix_offset=off,
-        model=model,
-        versioned=versioned,
-    )
     out = layout.vectors_offset + 4 * rows * cols
     if out + matrix.size > f.size:
         raise CorruptVectorFile(
@@ -341,7 +372,6 @@ def _check(f: _File, *, encoding: str, errors: str) -> FastTextBin:
             f"{'truncated' if f.size < end else 'trailing data'}",
             offset=min(f.size, end),
         )
-    return layout
 
 
 def _matrix_header(f: _File, off: int, matrix: struct.Struct, which: str) -> tuple:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import codecs
+import importlib
 import logging
 import os
 import stat
@@ -14,15 +15,16 @@ from typing import Any, BinaryIO
 
 import numpy as np
 
-from ..errors import CorruptVectorFile, UnknownFormat, VectorFileError
+from ..errors import CorruptVectorFile, InvalidSetting, UnknownFormat, VectorFileError
 from ._binary import binary_batches
 from ._dedup import TokenSet
 from ._fasttext import fasttext_batches, ngram_batches, open_fasttext
 from ._gensim import gensim_batches, gensim_subwords, load_keyed_vectors, side_files
-from ._sniff import FORMATS, check_declared, glove_dim, parse_header, sniff
+from ._sniff import check_declared, glove_dim, parse_header, sniff
 from ._source import SNIFF, STDIN, Source
 from ._text import text_batches
 from ._types import ResumePoint, VectorBatch
+from .formats import FORMATS, by_name
 
 __all__ = ["BATCH_BYTES", "VectorReader", "batch_for", "is_pipe", "open_vectors"]
 
@@ -51,12 +53,11 @@ class VectorReader:
     def __init__(
         self,
         src: Source,
-        batches: Generator[VectorBatch, None, None],
+        start: _Start,
         *,
         format: str,
         dim: int,
         count: int | None,
-        seen: TokenSet | None,
         extra_files: list[str] | None = None,
         bytes_read: Callable[[], int] | None = None,
         subwords: _Subwords | None = None,
@@ -67,7 +68,9 @@ class VectorReader:
         self.count = count
         self.duplicates = 0
         self._src = src
-        self._seen = seen
+        self._start = start
+        self._seen: TokenSet | None = None
+        self._batches: Generator[VectorBatch, None, None] | None = None
         self._extra_files = extra_files or []
         self.size_bytes = (
             None
@@ -75,7 +78,6 @@ class VectorReader:
             else src.size_bytes + sum(os.path.getsize(f) for f in self._extra_files)
         )
         self._bytes_read = bytes_read or (lambda: src.bytes_read)
-        self._batches = self._dedup(batches) if seen is not None else batches
         self.subwords = subwords
 
     @property
@@ -83,7 +85,23 @@ class VectorReader:
         """On-disk bytes consumed so far."""
         return self._bytes_read()
 
+    def resume_from(self, point: ResumePoint | None, seen_tokens: Iterable[str] = ()) -> None:
+        """Continue after the batch whose ``resume`` is ``point`` (None: from the first
+        record), ``seen_tokens`` being the tokens already loaded (duplicate detection).
+
+        Called at most once, before iterating (iterating first reads from the start): a
+        loader opens the file once, learns its ``dim`` and ``count``, then asks where to
+        go on from. The bytes before ``point`` are read for the checksum, not parsed.
+        """
+        if self._batches is not None:
+            raise RuntimeError(f"{self.path}: resume_from after reading began")
+        batches, self._seen = self._start(point, seen_tokens)
+        self._batches = self._dedup(batches) if self._seen is not None else batches
+
     def __iter__(self) -> Iterator[VectorBatch]:
+        if self._batches is None:
+            self.resume_from(None)
+        assert self._batches is not None
         return self._batches
 
     def _dedup(self, batches: Iterator[VectorBatch]) -> Generator[VectorBatch, None, None]:
@@ -124,7 +142,8 @@ class VectorReader:
 
     def close(self) -> None:
         """Close the file; iteration stops."""
-        self._batches.close()
+        if self._batches is not None:
+            self._batches.close()
         if self.subwords is not None:
             self.subwords.close()
         self._src.close()
@@ -142,6 +161,14 @@ class VectorReader:
 
     def __repr__(self) -> str:
         return f"<VectorReader {self.format} {self.path!r} dim={self.dim} count={self.count}>"
+
+
+#: ``start(resume, seen_tokens)``: a format's batches from ``resume`` on, and the set of
+#: tokens seen (None where the format's tokens are unique).
+_Start = Callable[
+    [ResumePoint | None, Iterable[str]],
+    tuple[Generator[VectorBatch, None, None], TokenSet | None],
+]
 
 
 class _Subwords:
@@ -233,7 +260,9 @@ def open_vectors(
         Continue after the batch whose ``resume`` this is: the bytes before it are read
         (for the checksum) but not parsed.
     seen_tokens : iterable of str, optional
-        With ``resume``: the tokens already loaded, for duplicate detection.
+        With ``resume``: the tokens already loaded, for duplicate detection. (Or open
+        without either and call `VectorReader.resume_from` before iterating: a loader
+        learns where to go on from only once the file's header is read.)
 
     Returns
     -------
@@ -275,9 +304,9 @@ def open_vectors(
     if format != "auto" and format not in FORMATS:
         raise UnknownFormat(path, f"unknown format {format!r}; choose auto or {', '.join(FORMATS)}")
     if limit is not None and limit < 0:
-        raise ValueError(f"limit must be >= 0 or None, not {limit}")
+        raise InvalidSetting(f"limit must be >= 0 or None, not {limit}")
     if batch_size is not None and batch_size < 1:
-        raise ValueError(f"batch_size must be >= 1, not {batch_size}")
+        raise InvalidSetting(f"batch_size must be >= 1, not {batch_size}")
     try:
         codecs.lookup(encoding)
     except LookupError:
@@ -292,17 +321,23 @@ def open_vectors(
         ) from None
     src = Source(path, stream, owned=owned)
     try:
-        return _open(
+        reader = _open(
             src,
             format,
             limit=limit or None,
             unicode_errors=unicode_errors,
             encoding=encoding,
             batch_size=batch_size,
-            resume=resume,
-            seen_tokens=seen_tokens,
         )
     except BaseException:
+        src.close()
+        raise
+    try:
+        if resume is not None or seen_tokens != ():  # else: the caller may still resume_from
+            reader.resume_from(resume, seen_tokens)
+        return reader
+    except BaseException:
+        reader.close()
         src.close()
         raise
 
@@ -315,9 +350,9 @@ def _open(
     unicode_errors: str,
     encoding: str,
     batch_size: int | None,
-    resume: ResumePoint | None,
-    seen_tokens: Iterable[str],
 ) -> VectorReader:
+    """Recognise (or check) the format from the first bytes, then hand the open file to
+    that format's opener (its line in :data:`vecserve.readers.formats.TABLE`)."""
     path = src.path
     prefix = src.peek(2)
     if not prefix:
@@ -327,29 +362,64 @@ def _open(
     else:
         check_declared(prefix, path, format, encoding)
         fmt = format
-    records = resume.records if resume else 0
-    if src.is_stream and fmt in ("fasttext-bin", "gensim"):
+    line = by_name(fmt)
+    if src.is_stream and not line.streams:
         raise VectorFileError(
             path,
             f"a {fmt} file cannot be read from a stream (its parts are read at random, or "
             "from files beside it): save it to a file and load that",
         )
-    if fmt == "fasttext-bin":
-        f, layout = open_fasttext(src, encoding=encoding, errors=unicode_errors)
-        count = min(layout.nwords, limit) if limit else layout.nwords
+    module, function = line.opener.split(":")
+    opener = getattr(importlib.import_module(f".{module}", __package__), function)
+    return opener(
+        src,
+        fmt,
+        prefix,
+        limit=limit,
+        unicode_errors=unicode_errors,
+        encoding=encoding,
+        batch_size=batch_size,
+    )
+
+
+def _token_set(tokens: Iterable[str]) -> TokenSet:
+    """The tokens a resumed load wrote, for duplicate detection."""
+    seen = TokenSet()
+    it = iter(tokens)
+    while chunk := list(islice(it, 1 << 16)):
+        seen.add_new(chunk)
+    return seen
+
+
+def open_fasttext_bin(
+    src: Source,
+    fmt: str,
+    prefix: bytes,
+    *,
+    limit: int | None,
+    unicode_errors: str,
+    encoding: str,
+    batch_size: int | None,
+) -> VectorReader:
+    """The opener of a native fastText ``.bin``: its dictionary, then its n-gram rows."""
+    path = src.path
+    f, layout = open_fasttext(src, encoding=encoding, errors=unicode_errors)
+    count = min(layout.nwords, limit) if limit else layout.nwords
+    batch_size = batch_size or batch_for(layout.dim)
+    sub = _Subwords(
+        layout.min_n,
+        layout.max_n,
+        layout.bucket,
+        lambda size: ngram_batches(f, layout, batch_size=size),
+        f.close,
+    )
+
+    def start(resume: ResumePoint | None, seen_tokens: Iterable[str]):
+        records = resume.records if resume else 0
         if resume is not None and not (
             layout.dict_offset <= resume.offset <= layout.matrix_offset and 0 <= records <= count
         ):
-            f.close()
             raise ValueError(f"{resume} is not a point in the dictionary of {path}")
-        batch_size = batch_size or batch_for(layout.dim)
-        sub = _Subwords(
-            layout.min_n,
-            layout.max_n,
-            layout.bucket,
-            lambda size: ngram_batches(f, layout, batch_size=size),
-            f.close,
-        )
         batches = fasttext_batches(
             f,
             layout,
@@ -360,43 +430,71 @@ def _open(
             encoding=encoding,
             errors=unicode_errors,
         )
-        seen = TokenSet()
-        it = iter(seen_tokens)
-        while chunk := list(islice(it, 1 << 16)):
-            seen.add_new(chunk)
-        return VectorReader(
-            src,
-            batches,
-            format=fmt,
-            dim=layout.dim,
-            count=count,
-            seen=seen,
-            bytes_read=lambda: f.done,
-            subwords=sub,
-        )
-    if fmt == "gensim":
-        kv = load_keyed_vectors(path, compressed=src.compression is not None)
-        count = min(len(kv), limit) if limit else len(kv)
-        done = [records]
-        batch_size = batch_size or batch_for(int(kv.vector_size))
+        return batches, _token_set(seen_tokens)
+
+    return VectorReader(
+        src,
+        start,
+        format=fmt,
+        dim=layout.dim,
+        count=count,
+        bytes_read=lambda: f.done,
+        subwords=sub,
+    )
+
+
+def open_gensim(
+    src: Source,
+    fmt: str,
+    prefix: bytes,
+    *,
+    limit: int | None,
+    unicode_errors: str,
+    encoding: str,
+    batch_size: int | None,
+) -> VectorReader:
+    """The opener of a gensim ``KeyedVectors.save()`` file (its tokens are unique)."""
+    path = src.path
+    kv = load_keyed_vectors(path, compressed=src.compression is not None)
+    count = min(len(kv), limit) if limit else len(kv)
+    done = [0]
+    batch_size = batch_size or batch_for(int(kv.vector_size))
+
+    def start(resume: ResumePoint | None, seen_tokens: Iterable[str]):
+        done[0] = resume.records if resume else 0
         batches = gensim_batches(
-            kv, count=count, records=records, batch_size=batch_size, progress=done
+            kv, count=count, records=done[0], batch_size=batch_size, progress=done
         )
-        extra = side_files(path)
-        ngrams = gensim_subwords(kv)
-        return VectorReader(
-            src,
-            batches,
-            format=fmt,
-            dim=int(kv.vector_size),
-            count=count,
-            seen=None,
-            extra_files=extra,
-            subwords=_Subwords(*ngrams) if ngrams else None,
-            bytes_read=lambda: (
-                (src.size_bytes + sum(map(os.path.getsize, extra))) * done[0] // max(count, 1)
-            ),
-        )
+        return batches, None
+
+    extra = side_files(path)
+    ngrams = gensim_subwords(kv)
+    return VectorReader(
+        src,
+        start,
+        format=fmt,
+        dim=int(kv.vector_size),
+        count=count,
+        extra_files=extra,
+        subwords=_Subwords(*ngrams) if ngrams else None,
+        bytes_read=lambda: (
+            (src.size_bytes + sum(map(os.path.getsize, extra))) * done[0] // max(count, 1)
+        ),
+    )
+
+
+def open_word2vec(
+    src: Source,
+    fmt: str,
+    prefix: bytes,
+    *,
+    limit: int | None,
+    unicode_errors: str,
+    encoding: str,
+    batch_size: int | None,
+) -> VectorReader:
+    """The opener of the word2vec family: binary, text, fastText ``.vec``, GloVe."""
+    path = src.path
     first, newline, _ = prefix.partition(b"\n")
     if fmt == "glove":
         dim, count, header, whole = glove_dim(first, encoding), None, False, False
@@ -416,37 +514,42 @@ def _open(
         # bytes after the declared records are refused, unless --limit stops before them
         whole = not limit or limit > declared
         src.skip(len(first) + len(newline))
-    if resume is not None:
-        if resume.offset < src.offset or resume.records < 0:
-            raise ValueError(f"{resume} is before the first record (byte {src.offset})")
-        src.start_readahead()  # hash and decompress what is skipped on another thread
-        if not src.skip(resume.offset - src.offset):
-            raise CorruptVectorFile(
-                path,
-                f"the file ends before the resume point {resume}; did it change?",
-                offset=src.offset,
+
+    def start(resume: ResumePoint | None, seen_tokens: Iterable[str]):
+        if resume is not None:
+            _skip_to(src, resume)
+        options: dict[str, Any] = {
+            "records": resume.records if resume else 0,
+            "batch_size": batch_size or batch_for(dim),
+            "encoding": encoding,
+            "errors": unicode_errors,
+        }
+        if fmt == "w2v-bin":
+            assert count is not None
+            batches = binary_batches(src, dim=dim, count=count, whole=whole, **options)
+        else:
+            batches = text_batches(
+                src,
+                dim=dim,
+                count=count if header else limit,
+                header=header,
+                whole=whole,
+                glove=fmt == "glove",
+                **options,
             )
-    seen = TokenSet()
-    it = iter(seen_tokens)
-    while chunk := list(islice(it, 1 << 16)):
-        seen.add_new(chunk)
-    options: dict[str, Any] = {
-        "records": records,
-        "batch_size": batch_size or batch_for(dim),
-        "encoding": encoding,
-        "errors": unicode_errors,
-    }
-    if fmt == "w2v-bin":
-        assert count is not None
-        batches = binary_batches(src, dim=dim, count=count, whole=whole, **options)
-    else:
-        batches = text_batches(
-            src,
-            dim=dim,
-            count=count if header else limit,
-            header=header,
-            whole=whole,
-            glove=fmt == "glove",
-            **options,
+        return batches, _token_set(seen_tokens)
+
+    return VectorReader(src, start, format=fmt, dim=dim, count=count)
+
+
+def _skip_to(src: Source, resume: ResumePoint) -> None:
+    """Read (hash, decompress) but do not parse the bytes before ``resume``."""
+    if resume.offset < src.offset or resume.records < 0:
+        raise ValueError(f"{resume} is before the first record (byte {src.offset})")
+    src.start_readahead()  # hash and decompress what is skipped on another thread
+    if not src.skip(resume.offset - src.offset):
+        raise CorruptVectorFile(
+            src.path,
+            f"the file ends before the resume point {resume}; did it change?",
+            offset=src.offset,
         )
-    return VectorReader(src, batches, format=fmt, dim=dim, count=count, seen=seen)

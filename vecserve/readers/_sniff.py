@@ -7,11 +7,9 @@ import os
 from ..errors import CorruptVectorFile, FormatMismatch, UnknownFormat
 from ._fasttext import old_header
 from ._source import SNIFF, Source
+from .formats import FORMATS, by_name
 
 __all__ = ["FORMATS", "check_declared", "detect_format", "glove_dim", "parse_header", "sniff"]
-
-#: The formats `open_vectors` reads, by the names its ``format=`` accepts besides "auto".
-FORMATS = ("w2v-bin", "w2v-text", "glove", "fasttext", "fasttext-bin", "gensim")
 
 _PICKLE_PROTOCOLS = b"\x02\x03\x04\x05"
 _FASTTEXT_MAGIC = (793712314).to_bytes(4, "little")  # fastText's own .bin models
@@ -73,15 +71,6 @@ def sniff(prefix: bytes, path: str, encoding: str) -> str:
     )
 
 
-#: What each format's content looks like, for the message that names the likely format.
-_LOOKS = {
-    "w2v-bin": "a 'count dim' header, then binary float32 vectors",
-    "w2v-text": "a 'count dim' header, then lines of a token and numbers",
-    "fasttext": "a 'count dim' header, then lines of a token and numbers",
-    "glove": "lines of a token and numbers, no header",
-    "fasttext-bin": "a native fastText model",
-    "gensim": "a pickle, as gensim's KeyedVectors.save() writes",
-}
 _TEXT_BYTES = frozenset(range(0x20, 0x7F)) | {0x09, 0x0A, 0x0D}
 
 
@@ -150,7 +139,7 @@ def check_declared(prefix: bytes, path: str, declared: str, encoding: str) -> No
         return
     raise FormatMismatch(
         path,
-        f"the content is not {declared}: it looks like {detected} ({_LOOKS[detected]}); "
+        f"the content is not {declared}: it looks like {detected} ({by_name(detected).looks}); "
         f"pass --format {detected}, or leave --format out to detect it",
         declared=declared,
         detected=detected,

@@ -160,9 +160,17 @@ def read_static(path: str | Path) -> StaticModelFiles:
     tokens = list(vocab)
     order = np.argsort(ids, kind="stable")
     ids, tokens = ids[order], [tokens[i] for i in order.tolist()]
+    extra = tensors if layout == "model2vec" else {}
+    vectors = _token_rows(table, ids, extra, weights_path=weights_path, tok_path=tok_path)
+    spec = _text_spec(Path(path), layout, tok, blob, tokens, table.shape[1])
+    return StaticModelFiles(tokens, np.ascontiguousarray(vectors), blob, spec, layout)
+
+
+def _token_rows(table, ids, extra: dict, *, weights_path: Path, tok_path: Path) -> np.ndarray:
+    """Each token id's float32 row: through Model2Vec's token ``mapping`` where there is
+    one, scaled by its per-token ``weights`` where there are some."""
     size = int(ids[-1]) + 1 if len(ids) else 0
-    mapping = tensors.get("mapping") if layout == "model2vec" else None
-    weights = tensors.get("weights") if layout == "model2vec" else None
+    mapping, weights = extra.get("mapping"), extra.get("weights")
     if mapping is not None:
         mapping = np.asarray(mapping, np.int64).reshape(-1)
         if len(mapping) < size or (len(mapping) and mapping.max() >= len(table)):
@@ -188,16 +196,20 @@ def read_static(path: str | Path) -> StaticModelFiles:
                 str(weights_path), f"{len(weights):,} token weights for {size:,} token ids"
             )
         vectors *= weights[ids].astype(np.float32)[:, None]
-    tok_truncation = json.loads(blob).get("truncation") or {}
+    return vectors
+
+
+def _text_spec(path: Path, layout: str, tok, blob: bytes, tokens, dim: int) -> TextSpec:
+    """The text rule of a static model of ``layout``, from its own configuration."""
     if layout == "model2vec":
         try:
-            config = json.loads((Path(path) / "config.json").read_text())
+            config = json.loads((path / "config.json").read_text())
         except ValueError as exc:
-            raise CorruptVectorFile(str(Path(path) / "config.json"), f"not JSON: {exc}") from exc
+            raise CorruptVectorFile(str(path / "config.json"), f"not JSON: {exc}") from exc
         max_length = config.get("max_length", 512)
         median = int(np.median([len(t) for t in tokens])) if tokens else 0
         unk = _unk_id(tok)
-        spec = TextSpec(
+        return TextSpec(
             kind="tokenizer",
             family="model2vec",
             normalize=bool(config.get("normalize", False)),
@@ -205,19 +217,18 @@ def read_static(path: str | Path) -> StaticModelFiles:
             max_chars=None if max_length is None else max_length * median,
             drop_ids=() if unk is None else (int(unk),),
         )
-    elif layout == "sentence-transformers":
-        modules = json.loads((Path(path) / "modules.json").read_text())
+    if layout == "sentence-transformers":
+        modules = json.loads((path / "modules.json").read_text())
         normalize = any(str(m.get("type", "")).endswith("Normalize") for m in modules)
-        spec = TextSpec(
+        tok_truncation = json.loads(blob).get("truncation") or {}
+        return TextSpec(
             kind="tokenizer",
             family="sentence-transformers",
             normalize=normalize,
             max_tokens=tok_truncation.get("max_length"),
         )
-    else:
-        spec = TextSpec(
-            kind="tokenizer",
-            family="wordllama",
-            dims=tuple(d for d in (64, 128, 256, 512, 1024) if d <= table.shape[1]),
-        )
-    return StaticModelFiles(tokens, np.ascontiguousarray(vectors), blob, spec, layout)
+    return TextSpec(
+        kind="tokenizer",
+        family="wordllama",
+        dims=tuple(d for d in (64, 128, 256, 512, 1024) if d <= dim),
+    )

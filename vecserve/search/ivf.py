@@ -58,6 +58,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..errors import InvalidSetting
 from ..fileio import atomic_path
 from ._ivfscan import Searcher, pack_centroids, query_codes, top_rows
 from .exact import scan_pool
@@ -263,7 +264,7 @@ class IvfIndex:
         or ``"f32"``.
         """
         if dtype not in ROW_DTYPES:
-            raise ValueError(f"IVF rows as {dtype!r}: choose one of {', '.join(ROW_DTYPES)}")
+            raise InvalidSetting(f"IVF rows as {dtype!r}: choose one of {', '.join(ROW_DTYPES)}")
         limit = contextlib.nullcontext()
         if threads > 0:
             from threadpoolctl import threadpool_limits

@@ -14,7 +14,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from ..search.ann import AnnManager
+from ..search.ann import AnnManager, build_for
 from ..search.snapshot import IndexManager, SimilarityIndex
 from ..store import ModelInfo, Store
 from .coalesce import Coalescer
@@ -106,10 +106,7 @@ class SearchState:
 
         def run() -> None:
             try:
-                index = self.index(model(name))
-                index.exact.quantized()  # the int8 rows of exact batches, if they take them
-                if self.ann is not None and self.ann.enabled:
-                    self.ann.get(index, wait=True)
+                build_for(self.index(model(name)), self.ann)  # as `vecserve load --ann`
             except Exception as exc:  # logged; /readyz keeps saying not ready
                 log.error("preloading %s failed: %s", name, exc)
 

@@ -11,7 +11,7 @@ import sys
 
 import click
 
-from ..cli import friendly_errors
+from ..clierrors import friendly_errors
 from ..clioptions import redis_url_option
 from ..errors import TextRejected
 

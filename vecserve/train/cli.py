@@ -28,7 +28,7 @@ from typing import Any
 
 import click
 
-from ..cli import friendly_errors
+from ..clierrors import friendly_errors
 from ..clioptions import alias_option, redis_url_option
 from ..codec import CODECS
 from ..errors import TrainingError, VecserveError

@@ -68,7 +68,9 @@ The package, a module a concept: :mod:`.params` (:class:`AnnParams`), :mod:`.met
 typed build metadata kept beside each index), :mod:`.build` (the HNSW and IVF builders),
 :mod:`.tuning` (the recall target), :mod:`.index` (:class:`AnnIndex`: build, open,
 query), :mod:`.disk` (what processes sharing a cache dir see: progress, the build lock,
-:func:`disk_status`) and :mod:`.manager` (:class:`AnnManager`). Import from here.
+:func:`disk_status`), :mod:`.manager` (:class:`AnnManager`) and :mod:`.prepare`
+(:func:`build_for`, :func:`build_model`: what a generation's search needs, readied in
+one place for ``vecserve load --ann`` and the service's preload). Import from here.
 """
 
 from .build import BUILD_CHUNK
@@ -77,6 +79,7 @@ from .index import AnnIndex
 from .manager import WAIT_POLL, AnnManager
 from .meta import BuildMeta, Target
 from .params import DEFAULT_DTYPE, DEFAULT_RECALL, IVF_FROM_ROWS, PROOF_EXTRA, AnnParams
+from .prepare import Built, build_for, build_model
 from .tuning import EF_LADDER, MAX_OVERSAMPLE, recall_at_k
 
 __all__ = [
@@ -94,7 +97,10 @@ __all__ = [
     "BuildLock",
     "BuildMeta",
     "BuildProgress",
+    "Built",
     "Target",
+    "build_for",
+    "build_model",
     "disk_status",
     "recall_at_k",
 ]

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields, replace
 
+from ...errors import InvalidSetting
+
 __all__ = ["DEFAULT_DTYPE", "DEFAULT_RECALL", "IVF_FROM_ROWS", "PROOF_EXTRA", "AnnParams", "kinds"]
 
 #: Rows from which ``kind="auto"`` picks IVF over HNSW (see the package docstring).
@@ -57,9 +59,9 @@ class AnnParams:
 
     def __post_init__(self) -> None:
         if self.kind not in ("auto", "ivf", "hnsw"):
-            raise ValueError(f"unknown ANN index kind {self.kind!r} (auto, ivf or hnsw)")
+            raise InvalidSetting(f"unknown ANN index kind {self.kind!r} (auto, ivf or hnsw)")
         if self.recall is not None and not 0 < self.recall <= 1:
-            raise ValueError(f"recall target {self.recall} is not in (0, 1]")
+            raise InvalidSetting(f"recall target {self.recall} is not in (0, 1]")
 
     @classmethod
     def from_json(cls, data: dict) -> AnnParams:

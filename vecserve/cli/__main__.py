@@ -1,0 +1,6 @@
+"""``python -m vecserve.cli``: the ``vecserve`` command."""
+
+from . import main
+
+if __name__ == "__main__":
+    main()
