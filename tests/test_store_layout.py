@@ -10,7 +10,7 @@ import pytest
 
 from tests.api_support import run_vecserve
 from vecserve import RedisKeyedVectors
-from vecserve.errors import VecserveError
+from vecserve.errors import LayoutTooNew
 from vecserve.store import LOADS, MODELS, Store, begin_load
 from vecserve.store.records import LAYOUT_VERSION
 
@@ -62,20 +62,20 @@ def test_a_newer_layout_is_refused_by_every_reader(store, redis_url):
     said = rf"model 'M' is stored in layout {NEWER}.* up to {LAYOUT_VERSION}"
     fresh = Store.from_url(redis_url)
     try:
-        with pytest.raises(VecserveError, match=said):
+        with pytest.raises(LayoutTooNew, match=said):
             fresh.get_model("M")
-        with pytest.raises(VecserveError, match=said):
+        with pytest.raises(LayoutTooNew, match=said):
             fresh.model_from_entry("M", fresh.registry_entry("M"))
         # listed (a listing reads no rows), and never replaced or deleted by this vecserve
         assert [m.layout for m in fresh.list_models()] == [NEWER]
-        with pytest.raises(VecserveError, match=said):
+        with pytest.raises(LayoutTooNew, match=said):
             begin_load(fresh, "M", dim=4, codec="f32")
-        with pytest.raises(VecserveError, match=said):
+        with pytest.raises(LayoutTooNew, match=said):
             fresh.delete_model("M")
         assert fresh.client.get("M:car") is not None
     finally:
         fresh.close()
-    with pytest.raises(VecserveError, match=said):
+    with pytest.raises(LayoutTooNew, match=said):
         RedisKeyedVectors("M", redis_url=redis_url)["car"]
 
 
@@ -84,9 +84,9 @@ def test_an_unfinished_load_of_a_newer_layout_is_not_resumed(store):
     s.write(["car"], np.ones((1, 4), np.float32))
     s.lease.release()
     _rewrite(store, LOADS, "M", layout=NEWER)
-    with pytest.raises(VecserveError, match=rf"layout {NEWER}"):
+    with pytest.raises(LayoutTooNew, match=rf"layout {NEWER}"):
         store.get_load("M")
-    with pytest.raises(VecserveError, match=rf"layout {NEWER}"):
+    with pytest.raises(LayoutTooNew, match=rf"layout {NEWER}"):
         begin_load(store, "M", dim=4, codec="f32", resume=True)
 
 

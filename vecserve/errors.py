@@ -32,6 +32,7 @@ store, querying), then errors of their own::
     │   │       └── TooManyClients   ``maxclients`` reached (retry)
     │   ├── PermissionDenied         the Redis user may not run a command (names both)
     │   ├── PinLost                  a pinned view's lease ended: its generation may be gone
+    │   ├── LayoutTooNew             stored by a newer vecserve in a layout this one cannot read
     │   └── ModelDamaged             a model's word lost its vector (NOT a KeyError)
     ├── QueryError                   a question that cannot be answered as asked
     │   ├── ModelNotFound            no committed model of that name (also a KeyError)
@@ -64,6 +65,7 @@ __all__ = [
     "GenerationChanged",
     "InvalidModelName",
     "InvalidSetting",
+    "LayoutTooNew",
     "LoadError",
     "LoadInProgress",
     "LoadIncomplete",
@@ -299,6 +301,19 @@ class TooManyClients(ServerRefused):
     """The server reached ``maxclients`` and refused the connection."""
 
     transient = True
+
+
+class LayoutTooNew(StoreError):
+    """A model (or its unfinished load) stored in a key layout newer than this vecserve
+    reads: ``model``, ``layout`` (the stored one) and ``supported`` (the newest this one
+    reads). Nothing is read, replaced or deleted under it."""
+
+    def __init__(self, model: str, layout: int, supported: int):
+        self.model, self.layout, self.supported = model, layout, supported
+        super().__init__(
+            f"model {model!r} is stored in layout {layout}, written by a newer vecserve; "
+            f"this one reads layouts up to {supported}: upgrade vecserve to read or load it"
+        )
 
 
 class ModelDamaged(StoreError):

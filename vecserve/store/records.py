@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass, field, fields
 import numpy as np
 
 from ..codec import Codec, get_codec
-from ..errors import VecserveError
+from ..errors import LayoutTooNew
 from .keys import counts_key, vector_key_prefix, vocab_key
 
 
@@ -59,21 +59,17 @@ LAYOUT_VERSION = 1
 
 def check_layout(record: ModelInfo | LoadState) -> ModelInfo | LoadState:
     """``record``, if this vecserve can read the layout it was written in; else a
-    :class:`~vecserve.errors.VecserveError` naming the model and both layouts.
+    :class:`~vecserve.errors.LayoutTooNew` naming the model and both layouts.
 
     >>> check_layout(ModelInfo("M", 4, "f32", 1, 1, "M")).layout
     1
     >>> check_layout(ModelInfo("M", 4, "f32", 1, 1, "M", layout=9))
     Traceback (most recent call last):
     ...
-    vecserve.errors.VecserveError: model 'M' is stored in layout 9, ...
+    vecserve.errors.LayoutTooNew: model 'M' is stored in layout 9, ...
     """
     if record.layout > LAYOUT_VERSION:
-        raise VecserveError(
-            f"model {record.name!r} is stored in layout {record.layout}, written by a newer "
-            f"vecserve; this one reads layouts up to {LAYOUT_VERSION}: upgrade vecserve to "
-            "read or load it"
-        )
+        raise LayoutTooNew(record.name, record.layout, LAYOUT_VERSION)
     return record
 
 
