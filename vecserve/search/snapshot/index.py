@@ -1,114 +1,36 @@
-"""Exact similarity search over one model generation: gensim's answers, from a local snapshot.
+"""SimilarityIndex: exact, gensim-identical search over one generation's snapshot (what
+is stored and why, the gensim quirks kept: :mod:`vecserve.search.snapshot`).
 
-The questions that need the whole matrix (``most_similar`` and friends) are answered by a
-:class:`SimilarityIndex`: a snapshot of one committed generation, built by streaming the
-vocabulary and the vectors out of Redis in bounded chunks into a memory-mapped ``.npy``
-file on local disk, then searched exactly with BLAS.
-
-Public API (stable; the HTTP service codes against it)::
-
-    SimilarityIndex.build(store, info, *, cache_dir=None, chunk=20_000) -> SimilarityIndex
-    SimilarityIndex.from_arrays(index_to_key, vectors, *, name="", generation=0)
-    index.name, .generation, .dim, .count, .index_to_key, .key_to_index, .vectors, .norms
-    index.get_index(key, default=None) / has_index_for(key) / key in index / len(index)
-    index.most_similar(positive=None, negative=None, topn=10, clip_start=0, clip_end=None,
-                       restrict_vocab=None)
-    index.most_similar_cosmul(positive=None, negative=None, topn=10, restrict_vocab=None)
-    index.similar_by_word(word, topn=10, restrict_vocab=None)   (= similar_by_key)
-    index.similar_by_vector(vector, topn=10, restrict_vocab=None)
-    index.distances(word_or_vector, other_words=()) / closer_than(k1, k2) / rank(k1, k2)
-    index.most_similar_batch(queries) -> list of results, one matrix multiply per group
-    index.as_keyedvectors(limit=None) -> gensim KeyedVectors over the memory map (no copy)
-
-    IndexManager(store, *, cache_dir=None)
-    manager.get(name, *, info=None) -> SimilarityIndex of the CURRENT generation
-    manager.invalidate(name=None); manager.close()
-
-What is stored, and why not a unit-norm matrix: the snapshot keeps the decoded vectors
-exactly as Redis holds them (``vectors``, float32) plus their L2 norms (``norms``,
-computed as gensim's ``fill_norms`` does). Every query then runs gensim's own arithmetic
-(``dot(vectors[clip_start:clip_end], mean) / norms[clip_start:clip_end]``, then
-``matutils.argsort``) on the same slice shape, so scores AND the order of ties are
-bit-identical to gensim's on the same vectors. A pre-normalised matrix would be 0-1 ulp
-off and reorder near-ties. The top n is found by :mod:`vecserve.search.exact` (one
-streaming pass over the scores, gensim's ``argsort`` where ties decide), and
-``most_similar_batch`` answers many queries with one blocked ``sgemm``, each answer
-proven equal to the single query's (scores to the bit) or computed the single way.
-
-gensim quirks kept for parity: ``most_similar_cosmul`` ignores ``restrict_vocab`` (as
-gensim 4.4 does); a missing word raises ``KeyError("Key 'w' not present in vocabulary")``
-from ``most_similar`` and ``KeyError("Key 'w' not present")`` elsewhere; ``int`` keys are
-positions in the vocabulary.
-
-On-disk cache: ``$VECSERVE_CACHE_DIR`` or ``<platform user cache dir>/vecserve``, one
-directory per generation named ``<model>.g<generation>.<sha/created tag>`` holding
-``vectors.npy``, ``norms.npy`` and ``vocab.idx`` (and, once a large batch needed them,
-the int8 rows of exact batches: :mod:`vecserve.search.i8rows`). It is built in a temporary directory
-and renamed into place (atomic), so concurrent builders are safe and a restart reuses
-it; a new generation has a new name, so it is rebuilt; older generations' directories
-of the same model are removed once a newer one is in place.
-
-Memory shared by processes: vectors, norms and the vocabulary are all memory-mapped, so
-every API worker serving the same generation shares their pages. The vocabulary
-(``vocab.idx``, :mod:`vecserve.search.vocab`) holds the words' UTF-8 bytes, their offsets
-and an open-addressing hash table of rows: ``index_to_key`` and ``key_to_index`` are
-read-only views over it (a :class:`~vecserve.search.vocab.SharedVocab` and its mapping), not
-a per-process ``list`` and ``dict``. A missing or damaged ``vocab.idx`` is refused in one
-logged line and rewritten from Redis; a damaged vectors or norms file has the whole
-snapshot rebuilt.
-
-The HTTP service answers its most_similar routes from this class (through
-:mod:`vecserve.search.planner`); their JSON contract is documented where HTTP lives,
-:mod:`vecserve.service.routes_similarity`.
-
->>> import numpy as np
->>> index = SimilarityIndex.from_arrays(["a", "b", "c"], np.eye(3, dtype=np.float32))
->>> index.most_similar("a", topn=1)
-[('b', 0.0)]
+Its rows, norms and vocabulary are arrays (memory maps of a snapshot directory, or in
+memory); :meth:`SimilarityIndex.build` and :meth:`SimilarityIndex.open` get them from the
+directory :mod:`vecserve.search.snapshot.files` writes and reads.
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import shutil
-import threading
 from collections.abc import Sequence
 from numbers import Integral
 from pathlib import Path
 
 import numpy as np
 
-from .. import config
-from ..errors import SnapshotDamaged, StoreUnavailable
-from ..fileio import atomic_dir
-from ..store import ModelInfo, Store
-from . import i8rows
-from .arith import KEY_TYPES as _KEY_TYPES
-from .arith import NO_COSMUL_INPUT, REAL, ensure_list, mean_vector, row_norms, split_weights
-from .exact import ExactScan, gensim_argsort
-from .vocab import SharedVocab
-from .vocab import write as write_vocab
+from ... import config
+from ...errors import SnapshotDamaged
+from ...fileio import atomic_dir
+from ...store import ModelInfo, Store
+from .. import i8rows
+from ..arith import KEY_TYPES as _KEY_TYPES
+from ..arith import NO_COSMUL_INPUT, REAL, ensure_list, mean_vector, row_norms, split_weights
+from ..exact import ExactScan, gensim_argsort
+from ..vocab import SharedVocab
+from . import files
 
-__all__ = [
-    "IndexManager",
-    "SimilarityIndex",
-    "default_cache_dir",
-    "gensim_argsort",
-    "snapshot_dir",
-]
-
-# Row chunk when streaming a generation out of Redis (~24 MB of 300-d float32).
-BUILD_CHUNK = 20_000
-VOCAB_FILE = "vocab.idx"
+__all__ = ["SimilarityIndex"]
 
 log = logging.getLogger(__name__)
-
-
-def default_cache_dir() -> Path:
-    """``$VECSERVE_CACHE_DIR``, or ``<platform user cache dir>/vecserve``."""
-    return config.cache_dir()
 
 
 class SimilarityIndex:
@@ -191,29 +113,29 @@ class SimilarityIndex:
         info: ModelInfo,
         *,
         cache_dir: str | os.PathLike | None = None,
-        chunk: int = BUILD_CHUNK,
+        chunk: int = files.BUILD_CHUNK,
     ) -> SimilarityIndex:
         """The snapshot of generation ``info``: reuse it from disk, or stream it out of Redis.
 
         Memory stays bounded by ``chunk`` rows while building; the result is memory-mapped.
         Raises StoreUnavailable if the generation disappears while it is being read.
         """
-        root = Path(cache_dir) if cache_dir is not None else default_cache_dir()
-        final = root / _dir_name(info)
+        root = Path(cache_dir) if cache_dir is not None else files.default_cache_dir()
+        final = root / files.dir_name(info)
         if (final / "vectors.npy").exists():
             try:
                 return cls.open(final, name=info.name, generation=info.generation)
             except SnapshotDamaged as exc:
                 log.warning("%s; rebuilding it", exc)
                 if exc.part == "vocabulary":  # the vectors are whole: rewrite the words only
-                    _rewrite_vocab(store, info, final, chunk)
+                    files.rewrite_vocab(store, info, final, chunk)
                 else:
                     shutil.rmtree(final, ignore_errors=True)
         if not (final / "vectors.npy").exists():
             config.make_dir(root, "cache dir", "$VECSERVE_CACHE_DIR")  # one line if it cannot be
             with atomic_dir(final) as tmp:  # another builder's, if first, is used
-                _write_snapshot(store, info, tmp, chunk)
-            _remove_older(root, info)
+                files.write_snapshot(store, info, tmp, chunk)
+            files.remove_older(root, info)
         return cls.open(final, name=info.name, generation=info.generation)
 
     @classmethod
@@ -231,10 +153,10 @@ class SimilarityIndex:
             except (ValueError, EOFError) as exc:
                 raise SnapshotDamaged(path / name_, "arrays", str(exc)) from None
         vectors, norms = arrays
-        vocab = _open_vocab(path)
+        vocab = files.open_vocab(path)
         if not (vectors.ndim == 2 and norms.shape == (len(vectors),) == (len(vocab),)):
             raise SnapshotDamaged(
-                path / VOCAB_FILE,
+                path / files.VOCAB_FILE,
                 "vocabulary",
                 f"{len(vocab)} words for {vectors.shape} vectors and {norms.shape} norms",
             )
@@ -474,142 +396,3 @@ class SimilarityIndex:
         kv.norms = self.norms[:n]
         kv.expandos = {}
         return kv
-
-
-def snapshot_dir(info: ModelInfo, cache_dir: str | os.PathLike | None = None) -> Path:
-    """Where generation *info*'s snapshot (and its ANN index) lives or will live."""
-    root = Path(cache_dir) if cache_dir is not None else default_cache_dir()
-    return root / _dir_name(info)
-
-
-def _dir_name(info: ModelInfo) -> str:
-    tag = (
-        f"{info.sha256[:12]}-{int(info.created * 1000):x}"
-        if info.sha256
-        else (f"{int(info.created * 1000):x}")
-    )
-    return f"{info.name}.g{info.generation}.{tag}"
-
-
-def _remove_older(root: Path, info: ModelInfo) -> None:
-    """Delete snapshots of older generations of the same model (best effort)."""
-    keep = _dir_name(info)
-    for p in root.glob(f"{info.name}.g*"):
-        rest = p.name[len(info.name) + 2 :]
-        gen = rest.split(".", 1)[0]
-        if p.name != keep and gen.isdigit() and int(gen) < info.generation:
-            shutil.rmtree(p, ignore_errors=True)
-
-
-def _open_vocab(path: Path) -> SharedVocab:
-    """Map ``path/vocab.idx``."""
-    idx = path / VOCAB_FILE
-    if not idx.exists():
-        raise SnapshotDamaged(idx, "vocabulary", "no vocabulary file", what="damaged snapshot")
-    try:
-        return SharedVocab.open(idx)
-    except OSError as exc:
-        raise SnapshotDamaged(idx, "vocabulary", exc.strerror) from None
-
-
-def _rewrite_vocab(store: Store, info: ModelInfo, final: Path, chunk: int) -> None:
-    """Write ``final/vocab.idx`` again from the generation's vocabulary in Redis."""
-    words = [w for tokens in store.iter_vocab(info, chunk=chunk) for w in tokens]
-    if len(words) != info.count:
-        raise StoreUnavailable(
-            f"vocabulary of {info.name!r} has {len(words)} tokens, the registry says "
-            f"{info.count}: the generation changed while it was being read"
-        )
-    write_vocab(final / VOCAB_FILE, words)
-
-
-def _write_snapshot(store: Store, info: ModelInfo, out: Path, chunk: int) -> None:
-    vectors = np.lib.format.open_memmap(
-        out / "vectors.npy", mode="w+", dtype=REAL, shape=(info.count, info.dim)
-    )
-    norms = np.empty(info.count, dtype=REAL)
-    vocab: list[str] = []
-    for tokens in store.iter_vocab(info, chunk=chunk):
-        lo = len(vocab)
-        _, mat, found = store.read_rows(info, tokens, follow=False)
-        if not found.all():
-            missing = tokens[int(np.argmin(found))]
-            raise StoreUnavailable(
-                f"generation {info.generation} of {info.name!r} changed while it was being "
-                f"snapshotted (the vector of {missing!r} is gone); retry"
-            )
-        vectors[lo : lo + len(tokens)] = mat
-        norms[lo : lo + len(tokens)] = row_norms(mat)
-        vocab.extend(tokens)
-    if len(vocab) != info.count:
-        raise StoreUnavailable(
-            f"vocabulary of {info.name!r} has {len(vocab)} tokens, the registry says "
-            f"{info.count}: the generation changed while it was being snapshotted"
-        )
-    vectors.flush()
-    del vectors
-    np.save(out / "norms.npy", norms)
-    write_vocab(out / VOCAB_FILE, vocab)
-
-
-class IndexManager:
-    """Thread-safe source of the :class:`SimilarityIndex` of each model's current generation.
-
-    Parameters
-    ----------
-    store : Store
-        Where the models live.
-    cache_dir : path, optional
-        Snapshot directory (default :func:`default_cache_dir`).
-
-    Examples
-    --------
-    >>> manager = IndexManager(store)                       # doctest: +SKIP
-    >>> manager.get("GOOGLE_W2V").most_similar("king", topn=3)  # doctest: +SKIP
-    """
-
-    def __init__(self, store: Store, *, cache_dir: str | os.PathLike | None = None):
-        self.store = store
-        self.cache_dir = cache_dir
-        self._lock = threading.Lock()
-        self._building: dict[str, threading.Lock] = {}
-        self._indexes: dict[str, SimilarityIndex] = {}
-
-    def get(self, name: str, *, info: ModelInfo | None = None) -> SimilarityIndex:
-        """The index of ``name``'s current generation (read from the registry unless
-        ``info`` is given); built (or loaded from disk) on first use of a generation.
-        ModelNotFound if the model does not exist."""
-        if info is None:
-            info = self.store.get_model(name)
-        current = self._indexes.get(name)
-        if current is not None and current.generation == info.generation:
-            return current
-        with self._lock:
-            build_lock = self._building.setdefault(name, threading.Lock())
-        with build_lock:
-            current = self._indexes.get(name)
-            if current is not None and current.generation == info.generation:
-                return current
-            for attempt in range(3):
-                try:
-                    index = SimilarityIndex.build(self.store, info, cache_dir=self.cache_dir)
-                    break
-                except StoreUnavailable:
-                    newer = self.store.get_model(name)
-                    if attempt == 2 or newer.generation == info.generation:
-                        raise
-                    info = newer
-            self._indexes[name] = index
-            return index
-
-    def invalidate(self, name: str | None = None) -> None:
-        """Forget the in-process index of ``name`` (all when None); disk snapshots stay."""
-        with self._lock:
-            if name is None:
-                self._indexes.clear()
-            else:
-                self._indexes.pop(name, None)
-
-    def close(self) -> None:
-        with contextlib.suppress(Exception):
-            self.invalidate()
