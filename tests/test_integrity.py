@@ -13,6 +13,7 @@ import subprocess
 import sys
 import threading
 import time
+from contextlib import closing
 from dataclasses import replace
 from pathlib import Path
 
@@ -297,10 +298,12 @@ def test_lost_word_hashes_are_damage_too(store, model_file):
     info = load_file(path, name="M", store=store, progress=False)
     assert info.word_hashes and store.vocab_hashes(info) is not None
     store.client.delete(f"vecserve:vocabh:{info.prefix}")
-    kv = RedisKeyedVectors("M", store=Store.from_url(store.url))
-    assert kv["w1"].shape == (50,)  # found rows need no hashes
-    with pytest.raises(ModelDamaged, match="its vocabulary's word hashes are gone"):
-        kv["never-a-word"]
+    # a store of its own (no vocabulary hashes cached), closed here: a client given a
+    # store leaves it open, and a socket the garbage collector finds is a warning
+    with closing(Store.from_url(store.url)) as fresh, RedisKeyedVectors("M", store=fresh) as kv:
+        assert kv["w1"].shape == (50,)  # found rows need no hashes
+        with pytest.raises(ModelDamaged, match="its vocabulary's word hashes are gone"):
+            kv["never-a-word"]
     line = error_line(cli(store.url, "models", "check", "M"))
     assert line == (
         "Error: M (generation 1) is damaged: gone from Redis (evicted, lost in a failover, "
@@ -421,7 +424,8 @@ def test_the_cache_counts_keys_that_leave_a_live_generation(store, caplog):
     info = load_arrays(tokens, rng.random((1000, 8), "f4"), name="M", store=store)
     with (
         caplog.at_level(logging.WARNING, "vecserve.cache"),
-        RedisKeyedVectors("M", store=Store.from_url(store.url), cache=True) as kv,
+        closing(Store.from_url(store.url)) as fresh,  # closed: a client leaves a given store open
+        RedisKeyedVectors("M", store=fresh, cache=True) as kv,
     ):
         kv[tokens[:10]]
         cache = kv._reader.cache()
