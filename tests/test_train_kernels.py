@@ -297,3 +297,23 @@ def test_train_refuses_overlong_sentences(weights):
     words = np.zeros(n + 2, np.int32)
     with pytest.raises(ValueError, match="sentence lengths"):
         kw.train(words, np.array([0, 1, n + 1, n + 2], np.int64), 0, 3, 0.025, 0.025, 1)
+
+
+@pytest.mark.parametrize("subwords", [False, True])
+def test_both_workers_check_the_sentence_range_before_training(subwords):
+    """word2vec's and the subword kernel worker refuse, with one check, a range outside
+    the arrays and a sentence longer than MAX_SENTENCE; an empty range trains nothing."""
+    from vecserve.train import FastText, Word2Vec
+
+    cls, extra = (FastText, {"bucket": 100}) if subwords else (Word2Vec, {})
+    model = cls([["a", "b", "c"]] * 20, vector_size=8, min_count=1, epochs=1, workers=1, **extra)
+    worker = model._kernel_worker()
+    words, bounds = np.zeros(10, np.int32), np.array([0, 5, 10], np.int64)
+    assert worker.train(words, bounds, 1, 1, 0.025, 0.001, 1) == 0
+    with pytest.raises(ValueError, match=r"sentence range \[0, 3\) outside 0\.\.2"):
+        worker.train(words, bounds, 0, 3, 0.025, 0.001, 1)
+    with pytest.raises(ValueError, match="past the end of words"):
+        worker.train(words[:6], bounds, 0, 2, 0.025, 0.001, 1)
+    long = np.array([0, 10_001, 10_002], np.int64)
+    with pytest.raises(ValueError, match=r"sentence lengths must be 0\.\.10000"):
+        worker.train(np.zeros(10_002, np.int32), long, 0, 2, 0.025, 0.001, 1)

@@ -70,3 +70,5 @@ cdef int64_t train_sentences(W2VState *s, const int32_t *words, const int64_t *b
 # shared with the subword kernels (vecserve/train/_subword.pyx)
 cdef check_array(name, a, dtype, ndim, writable=*)
 cdef fill_sigmoid(real *table)
+cdef bint check_range(const int32_t[::1] words, const int64_t[::1] bounds, int64_t s0,
+                      int64_t s1) except -1

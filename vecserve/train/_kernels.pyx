@@ -85,6 +85,23 @@ cdef real EXP_TABLE[EXP_TABLE_SIZE]
 cdef int EXP_SCALE = EXP_TABLE_SIZE // MAX_EXP // 2
 
 
+cdef bint check_range(const int32_t[::1] words, const int64_t[::1] bounds, int64_t s0,
+                      int64_t s1) except -1:
+    """Sentences ``[s0, s1)`` of ``bounds`` over ``words``, checked before a GIL-free
+    ``train``: ``ValueError`` where they reach outside the arrays or a sentence is longer
+    than ``MAX_SENTENCE``; False where the range holds no word."""
+    if s0 < 0 or s1 < s0 or s1 >= bounds.shape[0]:
+        raise ValueError(f"sentence range [{s0}, {s1}) outside 0..{bounds.shape[0] - 1}")
+    if bounds[s1] > words.shape[0]:
+        raise ValueError("bounds point past the end of words")
+    if s1 == s0 or bounds[s1] == bounds[s0]:
+        return False
+    lengths = np.diff(np.asarray(bounds[s0 : s1 + 1]))
+    if lengths.min() < 0 or lengths.max() > MAX_SENTENCE:
+        raise ValueError(f"sentence lengths must be 0..{MAX_SENTENCE}, bounds out of order")
+    return True
+
+
 cdef fill_sigmoid(real *table):
     """table[:EXP_TABLE_SIZE] = the sigmoid over [-MAX_EXP, MAX_EXP) (the kernels' and
     the subword kernels' one table)."""
@@ -548,15 +565,8 @@ cdef class KernelWorker:
         (after subsampling).
         """
         cdef int64_t effective
-        if s0 < 0 or s1 < s0 or s1 >= bounds.shape[0]:
-            raise ValueError(f"sentence range [{s0}, {s1}) outside 0..{bounds.shape[0] - 1}")
-        if bounds[s1] > words.shape[0]:
-            raise ValueError("bounds point past the end of words")
-        if s1 == s0 or bounds[s1] == bounds[s0]:
+        if not check_range(words, bounds, s0, s1):
             return 0
-        lengths = np.diff(np.asarray(bounds[s0 : s1 + 1]))
-        if lengths.min() < 0 or lengths.max() > MAX_SENTENCE:
-            raise ValueError(f"sentence lengths must be 0..{MAX_SENTENCE}, bounds out of order")
         self.st.rng = seed if seed else 1
         with nogil:
             effective = train_sentences(&self.st, &words[0], &bounds[0], s0, s1,

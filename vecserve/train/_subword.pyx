@@ -43,6 +43,7 @@ from vecserve.train._kernels cimport (
     MAX_EXP,
     MAX_SENTENCE,
     check_array,
+    check_range,
     fill_sigmoid,
     real,
 )
@@ -418,15 +419,8 @@ cdef class SubwordWorker:
         cdef int64_t effective
         cdef int32_t[::1] ctx = self._ctx
         cdef int32_t[::1] negs = self._negs
-        if s0 < 0 or s1 < s0 or s1 >= bounds.shape[0]:
-            raise ValueError(f"sentence range [{s0}, {s1}) outside 0..{bounds.shape[0] - 1}")
-        if bounds[s1] > words.shape[0]:
-            raise ValueError("bounds point past the end of words")
-        if s1 == s0 or bounds[s1] == bounds[s0]:
+        if not check_range(words, bounds, s0, s1):
             return 0
-        lengths = np.diff(np.asarray(bounds[s0 : s1 + 1]))
-        if lengths.min() < 0 or lengths.max() > MAX_SENTENCE:
-            raise ValueError(f"sentence lengths must be 0..{MAX_SENTENCE}, bounds out of order")
         self.st.rng = seed if seed else 1
         with nogil:
             effective = train_sentences(&self.st, &words[0], &bounds[0], s0, s1,
