@@ -41,7 +41,7 @@ from vecserve import AsyncRedisKeyedVectors, RedisKeyedVectors
 from vecserve.embedded import ValkeyProcess
 from vecserve.loader import load_arrays
 from vecserve.store import Store
-from vecserve.store.wire import pack
+from vecserve.store.resp import pack
 
 SLICES = 5
 

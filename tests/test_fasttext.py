@@ -763,7 +763,7 @@ def _service(redis_url, tmp_path, **kw):
 def test_service_vectors_of_oov_words_in_one_round_trip(redis_url, store, tmp_path, monkeypatch):
     """GET /vectors with missing words costs what a batch of known words costs: one
     round trip (the n-grams travel in the words' MGET)."""
-    from vecserve.store.wire import Connections
+    from vecserve.store.syncwire import Connections
 
     load_file(gensim_data("crime-and-punishment.bin"), name="FT", store=store, progress=False)
     kv = load_facebook_vectors(gensim_data("crime-and-punishment.bin"))

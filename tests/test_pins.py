@@ -263,8 +263,8 @@ def test_an_asyncio_task_keeps_a_pin_and_its_confirm_tells_when_it_is_gone(store
 
     import redis.asyncio
 
+    from vecserve.store.asyncwire import arun
     from vecserve.store.pins import keep_alive_async
-    from vecserve.store.wire import arun
 
     load(store, "M", vecs(1))
     pin = Pin.take(store, "M", lease=0.3)

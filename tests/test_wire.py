@@ -1,7 +1,8 @@
 """The redis-py and asyncio internals vecserve's raw connections stand on
-(vecserve/store/wire.py), checked against the installed versions.
+(vecserve/store/syncwire.py, vecserve/store/asyncwire.py, the reply reader in
+vecserve/store/resp.py), checked against the installed versions.
 
-redis-py opens and authenticates each raw connection, then wire.py takes its socket
+redis-py opens and authenticates each raw connection, then the drivers take its socket
 (``Connection._sock``) or its asyncio transport (``Connection._writer.transport``), reads
 replies with hiredis turning error replies into redis-py's exceptions
 (``redis._parsers.BaseParser.parse_error``), and marks a connection it closed the way
@@ -23,7 +24,9 @@ import redis.asyncio
 from packaging.requirements import Requirement
 from redis._parsers import BaseParser
 
-from vecserve.store.wire import AsyncConnections, Round, _Pipe, _Raw
+from vecserve.store.asyncwire import AsyncConnections, _Pipe
+from vecserve.store.syncwire import _Raw
+from vecserve.store.wire import Round
 
 PYPROJECT = Path(__file__).resolve().parent.parent / "pyproject.toml"
 
@@ -33,7 +36,7 @@ def test_the_installed_redis_py_is_in_the_pinned_range():
     req = Requirement(line)
     assert any(s.operator == "<" for s in req.specifier), "redis-py's range needs an upper bound"
     assert req.specifier.contains(redis.__version__), (
-        f"redis-py {redis.__version__} is outside {req.specifier}: check wire.py's use of "
+        f"redis-py {redis.__version__} is outside {req.specifier}: check the drivers' use of "
         "its internals (this file), then widen the range"
     )
 
@@ -60,7 +63,7 @@ def test_an_asyncio_connection_gives_its_transport_and_is_marked_closed(store):
         assert isinstance(pipe, _Pipe) and isinstance(pipe.transport, asyncio.Transport)
         assert pipe.conn.is_connected
         await conns.close()
-        # wire.py marks a connection it closed as redis.asyncio does
+        # asyncwire.py marks a connection it closed as redis.asyncio does
         assert not pipe.conn.is_connected, "is_connected no longer reads _reader/_writer"
         await client.aclose()
 

@@ -2,7 +2,7 @@
 their answers: :mod:`vecserve.keyedvectors`).
 
 Lookups drive the same steps as :class:`~vecserve.syncvectors.RedisKeyedVectors` on the
-event loop (:func:`vecserve.store.wire.arun`); the whole-matrix calls and the whole-model
+event loop (:func:`vecserve.store.asyncwire.arun`); the whole-matrix calls and the whole-model
 copy run on a sync twin of the same reader in a worker thread (``_THREADED``); a pinned
 view's lease is renewed by an asyncio task (``_Pinning``).
 """
@@ -18,9 +18,10 @@ from .connect import connect
 from .lookups import Call, Calls
 from .reader import Reader
 from .store import Pin, Store
+from .store.asyncwire import AsyncConnections, arun
 from .store.clients import async_client
 from .store.pins import keep_alive_async
-from .store.wire import AsyncConnections, Steps, arun
+from .store.wire import Steps
 from .syncvectors import RedisKeyedVectors, TextCalls
 from .wholematrix import WholeMatrixCalls
 

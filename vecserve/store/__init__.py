@@ -2,15 +2,16 @@
 
 - :mod:`.keys` — every key name; :mod:`.records` — :class:`ModelInfo`,
   :class:`LoadState` and the vocabulary blob encoding; :mod:`.boundary` — redis-py's
-  errors translated into ours (the one boundary); :mod:`.resp` — requests packed by hand;
-  :mod:`.lua` — the Lua scripts (``lua/*.lua``), read once.
+  errors translated into ours (the one boundary); :mod:`.resp` — requests packed by
+  hand, their replies read; :mod:`.lua` — the Lua scripts (``lua/*.lua``), read once.
 - :mod:`.registry` — :class:`Store`, a facade over one mixin per concern: :mod:`.rows`
   (the generation-consistent read of rows and its hot paths), :mod:`.subword_rows`
   (fastText), :mod:`.vocabulary`, :mod:`.integrity` (:class:`RowCheck`, vocabulary
   hashes), :mod:`.remains` (generations nothing accounts for), :mod:`.deletion`,
   :mod:`.server` (server mode, :class:`MemoryFacts`, waiting for replicas).
-- :mod:`.wire` — reads as steps, driven on our own connections; :mod:`.clients` — the
-  asyncio client of an async reader, the cache's tracking connections.
+- :mod:`.wire` — reads as steps (sans-I/O), driven on our own connections by
+  :mod:`.syncwire` (redis-py) and :mod:`.asyncwire` (``redis.asyncio``); :mod:`.clients`
+  — the asyncio client of an async reader, the cache's tracking connections.
 - :mod:`.facts` — :class:`~.facts.Witness`: what a load saw of the server's INFO, the
   commit's proof that no acknowledged key left it.
 - :mod:`.lease` — :class:`Lease`: one loader per model at a time.
@@ -19,9 +20,9 @@
 - :mod:`.session` — :func:`begin_load` and :class:`LoadSession`: writes one generation
   batch by batch, then commits it (:mod:`.commit`); :func:`drop_load`, :func:`cleanup_loads`.
 
-Imports go one way: keys, records, boundary, resp, lua <- wire <- clients, the mixins <-
-registry <- facts, lease <- pins <- commit <- session. Nothing outside the store imports redis
-(``embedded.py`` aside: it runs the server).
+Imports go one way: keys, records, boundary, resp, lua <- wire <- syncwire, asyncwire <-
+clients, the mixins <- registry <- facts, lease <- pins <- commit <- session. Nothing
+outside the store imports redis (``embedded.py`` aside: it runs the server).
 
 Visibility: readers look a model up in ``vecserve:models`` only, so a load is invisible
 until :meth:`LoadSession.commit` writes that one hash field. Every load writes a new

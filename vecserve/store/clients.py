@@ -20,7 +20,7 @@ from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
 from redis.cluster import RedisCluster
 
 from ..errors import StoreUnavailable
-from .wire import AsyncConnections, same_server
+from .asyncwire import AsyncConnections
 
 if TYPE_CHECKING:
     from .registry import Store
@@ -31,6 +31,7 @@ __all__ = [
     "NodeSpec",
     "TrackingConnection",
     "async_client",
+    "same_server",
     "topology",
     "tracking_nodes",
 ]
@@ -39,6 +40,43 @@ __all__ = [
 NodeSpec = tuple[type, dict]
 AsyncClient = redis.asyncio.Redis | AsyncRedisCluster
 INVALIDATE_CHANNEL = b"__redis__:invalidate"
+
+
+#: What a connection of our own to a redis-py client's server copies from that client's
+#: connection settings (``ssl*`` ones too): the address, the database, the credentials
+#: and how the socket is opened. A caller adds what its connection shares beyond that:
+#: the asyncio client's (:mod:`vecserve.keyedvectors`) serves requests as the sync
+#: client's do, so it keeps the read timeout, health checks, client name and protocol;
+#: the cache's tracking listener (:mod:`vecserve.cache`) sets its own (RESP2, no read
+#: timeout: it waits for invalidation messages).
+SAME_SERVER_KWARGS = frozenset(
+    {
+        "host",
+        "port",
+        "path",
+        "db",
+        "username",
+        "password",
+        "credential_provider",
+        "socket_connect_timeout",
+        "socket_keepalive",
+        "socket_keepalive_options",
+    }
+)
+
+
+def same_server(kwargs: dict, *also: str) -> dict:
+    """``kwargs`` (a redis-py pool's ``connection_kwargs``) narrowed to
+    :data:`SAME_SERVER_KWARGS`, the ``ssl*`` settings and ``also``.
+
+    >>> same_server({"host": "h", "port": 1, "socket_timeout": 5, "retry": None})
+    {'host': 'h', 'port': 1}
+    """
+    return {
+        k: v
+        for k, v in kwargs.items()
+        if k in SAME_SERVER_KWARGS or k in also or k.startswith("ssl")
+    }
 
 
 def async_client(

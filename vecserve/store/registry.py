@@ -22,8 +22,9 @@ from .resp import packed
 from .rows import RowReads
 from .server import MemoryFacts, ServerFacts, gb, server_mode
 from .subword_rows import SubwordReads
+from .syncwire import Connections, executor
 from .vocabulary import VocabularyReads
-from .wire import Connections, Round, Steps, drive, executor
+from .wire import Round, Steps, drive
 
 T = TypeVar("T")
 
@@ -57,7 +58,7 @@ class Store(RowReads, SubwordReads, VocabularyReads, Integrity, Remains, Deletio
         self.client = client
         self.url = redact_url(url or describe_client(client))
         self.is_cluster = isinstance(client, RedisCluster)
-        # reads go out on raw per-thread connections (see vecserve.store.wire)
+        # reads go out on raw per-thread connections (see vecserve.store.syncwire)
         self._connections = None if self.is_cluster else Connections(client)
         #: sends one round of read steps (:mod:`vecserve.store.wire`) and returns its replies
         self.execute = executor(client, self.url, self._connections)

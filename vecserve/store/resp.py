@@ -1,9 +1,12 @@
-"""RESP requests packed by hand: every request vecserve sends on its own connections, and
-the bulk ones where redis-py's packing costs more than the server's work (see each).
+"""RESP by hand: every request vecserve sends on its own connections, the bulk ones where
+redis-py's packing costs more than the server's work (see each), and the reader of their
+replies.
 
 :func:`pack` packs any commands (the sans-I/O reads of :mod:`.wire`); :data:`GET_HEADS`
 and :func:`get_head` the one-word read's GET; :func:`resp_mset` a batch of fixed-size
 vectors; :func:`resp_exists` the integrity check's EXISTS, with array operations.
+:func:`reply_reader` parses the replies on those connections (:mod:`.syncwire`,
+:mod:`.asyncwire`).
 """
 
 from __future__ import annotations
@@ -11,15 +14,20 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 
+import hiredis
 import numpy as np
+import redis
+from redis._parsers import BaseParser
 
 __all__ = [
     "GET_HEADS",
+    "NEED",
     "PACK_CHUNK",
     "get_head",
     "pack",
     "pack_yielding",
     "packed",
+    "reply_reader",
     "resp_exists",
     "resp_mset",
 ]
@@ -139,3 +147,25 @@ def resp_mset(keys: Sequence[bytes], encoded: np.ndarray) -> list[bytes | memory
         append(mv[i * size : (i + 1) * size])
         append(b"\r\n")
     return parts
+
+
+#: What a :func:`reply_reader` answers while it holds no whole reply yet.
+NEED = object()
+
+
+def reply_reader() -> hiredis.Reader:
+    """A RESP reader whose error replies come back as redis-py's exception objects (the
+    classes :func:`~.boundary.translated` knows), not raised; :data:`NEED` until a reply
+    is whole.
+
+    >>> r = reply_reader()
+    >>> r.feed(b"$3\\r\\nab"); r.gets() is NEED
+    True
+    >>> r.feed(b"c\\r\\n-ERR no\\r\\n"); r.gets(), type(r.gets()).__name__
+    (b'abc', 'ResponseError')
+    """
+    return hiredis.Reader(
+        protocolError=redis.exceptions.InvalidResponse,
+        replyError=BaseParser.parse_error,
+        notEnoughData=NEED,
+    )

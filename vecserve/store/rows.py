@@ -11,7 +11,8 @@ from ..errors import GenerationChanged, ModelDamaged
 from ..subwords import in_vocabulary
 from .keys import encode_tokens, group_by_tag, ngram_keys, vector_keys
 from .records import ModelInfo
-from .wire import PAUSE, CheckedGet, Round, Steps
+from .syncwire import CheckedGet
+from .wire import PAUSE, Round, Steps
 
 __all__ = ["DECODE_CHUNK", "RowReads"]
 
@@ -146,7 +147,7 @@ class RowReads:
 
     def single_get(self, model: ModelInfo) -> CheckedGet | None:
         """The one-word read of generation ``model`` as one hand-written request
-        (:class:`~vecserve.store.wire.CheckedGet`: the GET of the word's key and the HGET
+        (:class:`~vecserve.store.syncwire.CheckedGet`: the GET of the word's key and the HGET
         of the model's registry entry, pipelined; the row counts only when the entry, read
         after it, is still ``model``'s), or None where a read needs more (a cluster,
         hash-tag buckets, n-grams, an entry this store did not parse). The hot path of
