@@ -20,7 +20,7 @@ from tests.helpers import program, wait_until
 from vecserve import AsyncRedisKeyedVectors, PinLost, RedisKeyedVectors
 from vecserve.acl import setuser_line
 from vecserve.store import begin_load
-from vecserve.store.pins import collect, history
+from vecserve.store.generations import collect, history
 
 WORDS = ["king", "queen", "man", "woman"]
 

@@ -1,7 +1,7 @@
-"""Pins, retired generations, collection and rollback (vecserve/store/pins.py) against
-real servers: the embedded valkey, a 3-node Redis Cluster, a least-privilege worker user,
-a pin holder SIGKILLed in a real subprocess, and the real `vecserve models history` /
-`rollback` commands."""
+"""Pins (vecserve/store/pins.py), retired generations, collection and rollback
+(vecserve/store/generations.py) against real servers: the embedded valkey, a 3-node Redis
+Cluster, a least-privilege worker user, a pin holder SIGKILLed in a real subprocess, and
+the real `vecserve models history` / `rollback` commands."""
 
 from __future__ import annotations
 
@@ -26,8 +26,9 @@ from vecserve.errors import (
     VecserveError,
 )
 from vecserve.store import Store, begin_load
+from vecserve.store.generations import collect, history, live_pins, rollback
 from vecserve.store.layout import history_key, pins_key
-from vecserve.store.pins import Pin, collect, history, live_pins, rollback
+from vecserve.store.pins import Pin
 
 WORDS = ["king", "queen", "man"]
 

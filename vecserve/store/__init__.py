@@ -15,14 +15,15 @@
 - :mod:`.facts` — :class:`~.facts.Witness`: what a load saw of the server's INFO, the
   commit's proof that no acknowledged key left it.
 - :mod:`.lease` — :class:`Lease`: one loader per model at a time.
-- :mod:`.pins` — :class:`Pin`: a reader's lease on one generation; the retired
-  generations a model keeps (pinned, or for rollback), their collection, rollback.
+- :mod:`.pins` — :class:`Pin`: a reader's lease on one generation;
+  :mod:`.generations` — the retired generations a model keeps (pinned, or for
+  rollback), their collection, rollback.
 - :mod:`.session` — :func:`begin_load` and :class:`LoadSession`: writes one generation
   batch by batch, then commits it (:mod:`.commit`); :func:`drop_load`, :func:`cleanup_loads`.
 
 Imports go one way: keys, records, boundary, resp, lua <- wire <- syncwire, asyncwire <-
-clients, the mixins <- registry <- facts, lease <- pins <- commit <- session. Nothing
-outside the store imports redis (``embedded.py`` aside: it runs the server).
+clients, the mixins <- registry <- facts, lease <- generations <- pins, commit <- session.
+Nothing outside the store imports redis (``embedded.py`` aside: it runs the server).
 
 Visibility: readers look a model up in ``vecserve:models`` only, so a load is invisible
 until :meth:`LoadSession.commit` writes that one hash field. Every load writes a new
@@ -30,7 +31,7 @@ generation; its prefix ``P`` is the model name itself when no other generation o
 name uses it (so a model loaded once lives at exactly ``NAME:token``), and
 ``NAME~<generation>`` otherwise. Re-loading therefore writes next to the live generation,
 flips the registry in one ``HSET``, then retires the old one, deleted at once unless a
-pin holds it or it is kept for rollback (:mod:`.pins`): readers never see a mix.
+pin holds it or it is kept for rollback (:mod:`.generations`): readers never see a mix.
 
 >>> store = Store.from_url("redis://localhost:6379/0")     # doctest: +SKIP
 >>> [m.name for m in store.list_models()]                  # doctest: +SKIP

@@ -11,8 +11,8 @@ from dataclasses import replace
 import numpy as np
 
 from ..errors import LoadIncomplete
+from .generations import collect, retire
 from .keys import EVENTS, LOADS, MODELS, counts_key, vocab_hashes_key, vocab_key, vocab_sizes_key
-from .pins import collect, retire
 from .records import ModelInfo
 
 log = logging.getLogger("vecserve.load")
@@ -33,7 +33,7 @@ class Committing:
     ) -> ModelInfo:
         """Verify the generation is whole, then flip the registry to it (one HSET) and
         retire the previous one: it is deleted unless a pin holds it or it is kept for
-        rollback (:mod:`.pins`).
+        rollback (:mod:`.generations`).
 
         Every row's key is proven present first: by the server's INFO where this process
         wrote the whole generation and nothing on the server could have removed a key

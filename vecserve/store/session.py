@@ -22,6 +22,7 @@ from ..errors import LoadInProgress, StoreUnavailable
 from ..subwords import word_hashes
 from .commit import Committing
 from .facts import Witness
+from .generations import collect, keep_setting, retained_prefixes
 from .keys import (
     GENERATION,
     LOADS,
@@ -40,7 +41,6 @@ from .keys import (
 )
 from .lease import LEASE_SECONDS, Lease
 from .lua import VOCAB_PUSH
-from .pins import collect, keep_setting, retained_prefixes
 from .records import LAYOUT_VERSION, LoadState, ModelInfo, pack_vocab
 from .registry import Store
 from .resp import resp_mset
