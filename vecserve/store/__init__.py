@@ -18,12 +18,14 @@
 - :mod:`.pins` — :class:`Pin`: a reader's lease on one generation;
   :mod:`.generations` — the retired generations a model keeps (pinned, or for
   rollback), their collection, rollback.
-- :mod:`.session` — :func:`begin_load` and :class:`LoadSession`: writes one generation
-  batch by batch, then commits it (:mod:`.commit`); :func:`drop_load`, :func:`cleanup_loads`.
+- :mod:`.loads` — :func:`begin_load` (fresh or resumed), :func:`cleanup_loads`;
+  :mod:`.session` — :class:`LoadSession`: writes one generation batch by batch, then
+  commits it (:mod:`.commit`); :func:`drop_load`.
 
 Imports go one way: keys, records, boundary, resp, lua <- wire <- syncwire, asyncwire <-
-clients, the mixins <- registry <- facts, lease <- generations <- pins, commit <- session.
-Nothing outside the store imports redis (``embedded.py`` aside: it runs the server).
+clients, the mixins <- registry <- facts, lease <- generations <- pins, commit <- session
+<- loads. Nothing outside the store imports redis (``embedded.py`` aside: it runs the
+server).
 
 Visibility: readers look a model up in ``vecserve:models`` only, so a load is invisible
 until :meth:`LoadSession.commit` writes that one hash field. Every load writes a new
@@ -40,10 +42,11 @@ pin holds it or it is kept for rollback (:mod:`.generations`): readers never see
 
 from .keys import DEFAULT_CLUSTER_BUCKETS, EVENTS, LOADS, MODELS, NS, validate_model_name
 from .lease import Lease
+from .loads import begin_load, cleanup_loads
 from .pins import Pin
 from .records import LoadState, ModelInfo
 from .registry import MemoryFacts, RowCheck, Store
-from .session import LoadSession, begin_load, cleanup_loads, drop_load
+from .session import LoadSession, drop_load
 
 __all__ = [
     "DEFAULT_CLUSTER_BUCKETS",
