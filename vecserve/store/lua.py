@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from importlib.resources import files
 
-__all__ = ["DELETE_IF_EQUAL", "SUBWORD_READ", "VOCAB_PUSH"]
+__all__ = ["DELETE_IF_EQUAL", "SUBWORD_READ", "TAKE_IF_EQUAL", "VOCAB_PUSH"]
 
 
 def _script(name: str) -> str:
@@ -31,3 +31,5 @@ SUBWORD_READ = _script("subword_read")
 VOCAB_PUSH = _script("vocab_push")
 #: A lease deleted only while it holds the expected token (:mod:`.lease`).
 DELETE_IF_EQUAL = _script("delete_if_equal")
+#: A lease handed to a new token only while it holds the expected one (:mod:`.lease`).
+TAKE_IF_EQUAL = _script("take_if_equal")
