@@ -273,7 +273,7 @@ def models_delete(ctx, name, yes, redis_url):
         vecserve models delete --key OLD_MODEL --yes
     """
     from ..connect import open_store
-    from ..store.pins import drop_history
+    from ..store.generations import drop_history
 
     with open_store(_store_url(ctx, redis_url)) as store:
         if not yes:
@@ -308,7 +308,7 @@ def models_cleanup(ctx, redis_url):
     """
     from ..connect import open_store
     from ..store import cleanup_loads
-    from ..store.pins import collect_all
+    from ..store.generations import collect_all
 
     with open_store(_store_url(ctx, redis_url)) as store:
         done = cleanup_loads(store) + collect_all(store)
@@ -339,7 +339,7 @@ def models_history(ctx, name, as_json, redis_url):
     """
     from ..connect import open_store
     from ..errors import LoadInProgress, PermissionDenied
-    from ..store.pins import collect, history
+    from ..store.generations import collect, history
 
     with open_store(_store_url(ctx, redis_url)) as store:
         notes = []
@@ -398,7 +398,7 @@ def models_rollback(ctx, name, generation, redis_url):
         vecserve models rollback --key GOOGLE_W2V 7
     """
     from ..connect import open_store
-    from ..store.pins import history, rollback
+    from ..store.generations import history, rollback
 
     with open_store(_store_url(ctx, redis_url)) as store:
         now, replaced = rollback(store, name, generation)

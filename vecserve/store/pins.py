@@ -45,8 +45,6 @@ from .. import config
 from ..errors import GenerationChanged, ModelNotFound, PinLost, VecserveError
 
 # the import path of ``vecserve models history / rollback / cleanup`` (vecserve/cli/models.py);
-# their home is .generations
-from .generations import collect, collect_all, drop_history, history, rollback
 from .keys import MODELS, pin_id, pin_key, pins_key
 from .records import ModelInfo
 from .registry import Store
@@ -58,12 +56,7 @@ log = logging.getLogger("vecserve.pins")
 
 __all__ = [
     "Pin",
-    "collect",
-    "collect_all",
-    "drop_history",
-    "history",
     "keep_alive_async",
-    "rollback",
 ]
 
 
