@@ -108,15 +108,16 @@ class VectorReader:
         """Drop tokens seen before (in this file or ``seen_tokens``), keeping the first."""
         assert self._seen is not None
         for batch in batches:
-            keep = self._seen.add_new(batch.tokens)
+            raw = batch.raw  # the tokens as the store writes them: no decode on the way
+            keep = self._seen.add_new(raw)
             if keep is not None:
-                first = batch.resume.records - len(batch.tokens) + 1  # vector number of [0]
-                for i in sorted(set(range(len(batch.tokens))) - set(keep.tolist())):
+                first = batch.resume.records - len(raw) + 1  # vector number of [0]
+                for i in sorted(set(range(len(raw))) - set(keep.tolist())):
                     self.duplicates += 1
                     if self.duplicates <= _MAX_DUP_LOGGED:
                         logger.warning(
                             "duplicate word %r in %s (vector #%d), ignoring all but the first%s",
-                            batch.tokens[i],
+                            raw[i].decode("utf-8", "surrogateescape"),
                             self.path,
                             first + i,
                             "; further duplicates are counted, not logged"
@@ -125,9 +126,9 @@ class VectorReader:
                         )
                 counts = None if batch.counts is None else batch.counts[keep]
                 batch = VectorBatch(
-                    [batch.tokens[i] for i in keep], batch.vectors[keep], counts, batch.resume
+                    None, batch.vectors[keep], counts, batch.resume, raw=[raw[i] for i in keep]
                 )
-            if batch.tokens:
+            if len(batch.vectors):
                 yield batch
         if self.duplicates:
             logger.info("%s: %d duplicate words ignored", self.path, self.duplicates)
@@ -383,11 +384,12 @@ def _open(
 
 
 def _token_set(tokens: Iterable[str]) -> TokenSet:
-    """The tokens a resumed load wrote, for duplicate detection."""
+    """The tokens a resumed load wrote, for duplicate detection (as UTF-8, like
+    `VectorBatch.raw`, which it is checked against)."""
     seen = TokenSet()
     it = iter(tokens)
     while chunk := list(islice(it, 1 << 16)):
-        seen.add_new(chunk)
+        seen.add_new([t.encode("utf-8", "surrogateescape") for t in chunk])
     return seen
 
 
