@@ -71,8 +71,31 @@ class VectorBatch:
         """The tokens as UTF-8 bytes (lone surrogates as ``surrogateescape`` writes them)."""
         if self._raw is None:
             assert self._tokens is not None
-            self._raw = [t.encode("utf-8", "surrogateescape") for t in self._tokens]
+            try:
+                self._raw = [t.encode("utf-8", "surrogateescape") for t in self._tokens]
+            except UnicodeEncodeError:  # unicode_errors="surrogatepass" made other surrogates
+                self._raw = [_utf8(t) for t in self._tokens]
         return self._raw
+
+    def take(self, keep: np.ndarray) -> VectorBatch:
+        """The batch of the rows ``keep`` (ascending indices), ``resume`` unchanged."""
+        pick = keep.tolist()
+        return VectorBatch(
+            None if self._tokens is None else [self._tokens[i] for i in pick],
+            self.vectors[keep],
+            None if self.counts is None else self.counts[keep],
+            self.resume,
+            raw=None if self._raw is None else [self._raw[i] for i in pick],
+        )
 
     def __repr__(self) -> str:
         return f"<VectorBatch {len(self.vectors)} tokens, resume={self.resume}>"
+
+
+def _utf8(token: str) -> bytes:
+    """``token`` in UTF-8, a surrogate that ``surrogateescape`` cannot write as its
+    3-byte form (what ``surrogatepass`` read it from)."""
+    try:
+        return token.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:
+        return token.encode("utf-8", "surrogatepass")

@@ -107,17 +107,14 @@ class VectorReader:
                     if self.duplicates <= _MAX_DUP_LOGGED:
                         logger.warning(
                             "duplicate word %r in %s (vector #%d), ignoring all but the first%s",
-                            raw[i].decode("utf-8", "surrogateescape"),
+                            batch.tokens[i],  # (a batch with a duplicate is decoded)
                             self.path,
                             first + i,
                             "; further duplicates are counted, not logged"
                             if self.duplicates == _MAX_DUP_LOGGED
                             else "",
                         )
-                counts = None if batch.counts is None else batch.counts[keep]
-                batch = VectorBatch(
-                    None, batch.vectors[keep], counts, batch.resume, raw=[raw[i] for i in keep]
-                )
+                batch = batch.take(keep)
             if len(batch.vectors):
                 yield batch
         if self.duplicates:
