@@ -54,7 +54,6 @@ def binary_batches(
     vb, vbp1 = 4 * dim, 4 * dim + 1
     row = np.dtype((np.void, vb))  # one vector's bytes, copied as one item
     joinable = codecs.lookup(encoding).name in _JOINABLE
-    utf8 = codecs.lookup(encoding).name == "utf-8"  # valid token bytes are the key bytes
     buf, pos, base = b"", 0, src.offset  # base: decompressed offset of buf[0]
     chunk: bytes | None = None  # a new chunk while ``buf`` is only a bridge into it
     # the bytes from the first record on, kept while a wrong header dimension can show
@@ -80,7 +79,7 @@ def binary_batches(
                 got, error, pos = _gather(
                     buf, pos, p, spaces, out[len(tokens) :], row, encoding, errors, joinable, where
                 )
-                tokens = _join(tokens, got, utf8)
+                tokens = _join(tokens, got)
             if chunk is not None:  # leave the bridge for the chunk it leads into
                 buf, base, pos = _leave_bridge(buf, base, pos, rest, chunk)
                 chunk = None
@@ -145,7 +144,7 @@ def _leave_bridge(buf: bytes, base: int, pos: int, rest: int, chunk: bytes):
     return buf[:rest] + chunk, base, pos  # it was not (a decoding error, a long token): join
 
 
-def _join(tokens: list, got: list, utf8: bool) -> list:
+def _join(tokens: list, got: list) -> list:
     """``tokens + got``, all bytes (UTF-8 key bytes) or all str: where one side is str,
     the other side's bytes are decoded."""
     if not got:
