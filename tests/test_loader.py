@@ -117,6 +117,24 @@ def test_duplicates_keep_the_first_and_warn(store, tmp_path, caplog):
     assert info.duplicates == 1
 
 
+def test_binary_tokens_as_bytes_and_as_decoded_text_meet_in_one_model(store, tmp_path):
+    """A UTF-8 .bin's valid tokens go to Redis as the file's bytes, a batch with an
+    undecodable token as the UTF-8 of its decoded text; the two kinds are one vocabulary
+    (a replaced token equal to an earlier literal one is its duplicate)."""
+    raw = ["λ".encode(), "ab\ufffd".encode(), b"x", b"ab\xff", b"y"]
+    vectors = np.arange(10, dtype=np.float32).reshape(5, 2)
+    path = tmp_path / "mixed.bin"
+    records = (t + b" " + v.tobytes() for t, v in zip(raw, vectors, strict=True))
+    path.write_bytes(b"5 2\n" + b"".join(records))
+    info = load_file(
+        path, name="M", store=store, batch_size=2, unicode_errors="replace", progress=False
+    )
+    _, got, matrix = read_back(store, "M")
+    assert got == ["λ", "ab\ufffd", "x", "y"] and info.duplicates == 1
+    assert matrix.tolist() == vectors[[0, 1, 2, 4]].tolist()
+    assert store.client.exists(*Store.vector_keys(info.prefix, got)) == 4
+
+
 BAD_INPUTS = {
     "truncated .bin": (b"2 3\na " + b"\0" * 12 + b"b " + b"\0" * 5, CorruptVectorFile),
     "header promises more": (b"3 2\na 1 2\nb 3 4\n", CorruptVectorFile),

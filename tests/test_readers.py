@@ -392,6 +392,23 @@ def test_duplicates_are_logged_not_warned(tmp_path, caplog):
     assert len(messages) == 3 and "duplicate word 'a'" in messages[0] and "#3" in messages[0]
 
 
+@pytest.mark.parametrize("kind", ["bin", "text"])
+def test_batches_carry_the_tokens_key_bytes(tmp_path, kind):
+    """``VectorBatch.raw`` is each token's UTF-8, the bytes of its key: a UTF-8 .bin's
+    as cut from the file, others encoded from the decoded token; duplicates are found on
+    them, and a token that only ``surrogatepass`` reads stays the token it read."""
+    toks = ["λ".encode(), b"\xed\xa0\x80", b"b", b"\xed\xa0\x80", "λ".encode()]
+    if kind == "bin":
+        path = write_bin(tmp_path / "s.bin", toks, vecs(len(toks), 2))
+    else:
+        path = write_text(tmp_path / "s.txt", toks, vecs(len(toks), 2).tolist())
+    with open_vectors(path, batch_size=2, unicode_errors="surrogatepass") as reader:
+        batches = list(reader)
+    assert [t for b in batches for t in b.tokens] == ["λ", "\ud800", "b"]
+    assert [t for b in batches for t in b.raw] == ["λ".encode(), b"\xed\xa0\x80", b"b"]
+    assert reader.duplicates == 2
+
+
 # ------------------------------------------------------------------- reader behaviour
 
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from vecserve.train import _kernels
-from vecserve.train.vocab import alias_table, huffman_tree, sample_thresholds
+from vecserve.train.tables import alias_table, huffman_tree, sample_thresholds
 
 TABLE = _kernels.sigmoid_table()
 MAX_EXP = _kernels.MAX_EXP_VALUE

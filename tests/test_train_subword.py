@@ -124,7 +124,7 @@ def test_kernel_steps_match_numpy(sg):
 
 @pytest.mark.parametrize("sg", [1, 0])
 def test_hierarchical_softmax_steps_match_numpy(sg):
-    from vecserve.train.vocab import huffman_tree
+    from vecserve.train.tables import huffman_tree
 
     wi, wo, ptr, rows, tables, _ = _setup(seed=3)
     n = len(wo)

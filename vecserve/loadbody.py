@@ -167,8 +167,8 @@ class FileInput:
         self.reader.resume_from(point or None, seen)
 
     def batches(self, batch: int):
-        for b in self.reader:
-            yield b.tokens, b.vectors, b.counts, _resume_dict(b.resume, self.duplicates)
+        for b in self.reader:  # the tokens' bytes: a UTF-8 binary file's go to Redis undecoded
+            yield b.raw, b.vectors, b.counts, _resume_dict(b.resume, self.duplicates)
 
     def ngram_batches(self, batch: int):
         return self.reader.subwords.batches(batch) if self.subwords else ()

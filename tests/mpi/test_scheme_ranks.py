@@ -13,28 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import topic_purity, write_topic_corpus
+from tests.helpers import topic_purity
+from tests.mpi.conftest import SENTENCES
 from vecserve.train import Word2Vec
 from vecserve.train.distributed import Group
 from vecserve.train.params import TrainParams
-
-SENTENCES = 1500  # of 10 words
-
-
-@pytest.fixture(scope="module")
-def world() -> Group:
-    g = Group.from_environment()
-    assert g.size > 1, "run under mpiexec -n 2 or more"
-    return g
-
-
-@pytest.fixture(scope="module")
-def corpus(world):
-    """Written once, by rank 0; every rank reads the same file."""
-    with tempfile.TemporaryDirectory(prefix="vecserve-ranks-") as tmp:
-        path = write_topic_corpus(Path(tmp) / "topics.txt", SENTENCES) if world.rank == 0 else None
-        yield str(world.comm.bcast(path, root=0))
-        world.comm.barrier()  # every rank is done with it before rank 0 removes it
 
 
 @pytest.mark.parametrize(
@@ -56,13 +39,13 @@ def corpus(world):
         "int8-three-under-way",
     ],
 )
-def test_sync_schemes_learn_within_their_byte_budget(world, corpus, opts):
+def test_sync_schemes_learn_within_their_byte_budget(world, topic_corpus, opts):
     from gensim.models import KeyedVectors
 
     ranks = world.size
     g = Group(world.comm)  # this test's own byte and wait counts
     m = Word2Vec(
-        corpus,
+        topic_corpus,
         vector_size=16,
         window=3,
         min_count=1,

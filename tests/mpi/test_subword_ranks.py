@@ -11,17 +11,14 @@ their n-grams) near their topic.
 from __future__ import annotations
 
 import hashlib
-import tempfile
-from pathlib import Path
 
 import numpy as np
 import pytest
 
-from tests.helpers import PER_TOPIC, TOPICS, topic_purity, write_topic_corpus
+from tests.helpers import PER_TOPIC, TOPICS, topic_purity
 from vecserve.train import FastText
 from vecserve.train.distributed import Group
 
-SENTENCES = 1500  # of 10 words
 COMMON = {
     "vector_size": 16,
     "window": 3,
@@ -32,22 +29,6 @@ COMMON = {
     "bucket": 20_000,
     "workers": 1,
 }
-
-
-@pytest.fixture(scope="module")
-def world() -> Group:
-    g = Group.from_environment()
-    assert g.size > 1, "run under mpiexec -n 2 or more"
-    return g
-
-
-@pytest.fixture(scope="module")
-def corpus(world):
-    """Written once, by rank 0; every rank reads the same file."""
-    with tempfile.TemporaryDirectory(prefix="vecserve-ranks-") as tmp:
-        path = write_topic_corpus(Path(tmp) / "topics.txt", SENTENCES) if world.rank == 0 else None
-        yield str(world.comm.bcast(path, root=0))
-        world.comm.barrier()  # every rank is done with it before rank 0 removes it
 
 
 def unseen_near_topic(kv) -> float:
@@ -63,9 +44,9 @@ def unseen_near_topic(kv) -> float:
     [{}, {"sg": 0, "sync_schedule": "rates"}, {"hs": 1, "negative": 0, "sync_dtype": "float32"}],
     ids=["sg", "cbow-rates", "sg-hs-float32"],
 )
-def test_ranks_train_one_model_as_good_as_one_process(world, corpus, opts):
+def test_ranks_train_one_model_as_good_as_one_process(world, topic_corpus, opts):
     g = Group(world.comm)  # this test's own byte counts
-    m = FastText(corpus, comm=g, sync_words=2000, **COMMON, **opts)
+    m = FastText(topic_corpus, comm=g, sync_words=2000, **COMMON, **opts)
     # every rank holds the same bits (each epoch ends on an exact sync)
     digest = hashlib.sha256(b"".join(w.tobytes() for w in m._weights().values())).hexdigest()
     assert world.comm.allgather(digest) == [digest] * g.size
@@ -82,6 +63,6 @@ def test_ranks_train_one_model_as_good_as_one_process(world, corpus, opts):
     assert 0 < stats["bytes_sent"] / 3 <= 2.0 * stats["model_bytes"] + 64
     if g.rank != 0:
         return
-    one = FastText(corpus, **COMMON, **opts)  # one process, the same corpus
+    one = FastText(topic_corpus, **COMMON, **opts)  # one process, the same corpus
     assert topic_purity(m.wv) >= topic_purity(one.wv) - 0.1
     assert unseen_near_topic(m.wv) >= unseen_near_topic(one.wv) - 0.1

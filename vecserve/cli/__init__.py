@@ -6,7 +6,8 @@ non-zero exit (:mod:`vecserve.clierrors`); a traceback means a bug.
 
 A module per command group: :mod:`.root` (the group, logging, lazy commands),
 :mod:`.loading` (``load``), :mod:`.models` (``models ...``), :mod:`.lookup` (``get``,
-``similar``), :mod:`.server` (``server ...``), :mod:`.admin` (``acl``, ``demo``).
+``similar``), :mod:`.server` (``server ...``), :mod:`.admin` (``acl``, ``demo``),
+:mod:`.embed` (``embed``, imported when used).
 ``vecserve.cli:main`` is the console entry point; ``python -m vecserve.cli`` runs it too.
 """
 

@@ -25,7 +25,7 @@ class LazyGroup(click.Group):
     lazy = {  # noqa: RUF012
         "serve": "vecserve.service.serve:serve",
         "train": "vecserve.train.cli:train",
-        "embed": "vecserve.text.cli:embed",
+        "embed": "vecserve.cli.embed:embed",
     }
 
     def list_commands(self, ctx):

@@ -52,7 +52,8 @@ opener derive from it). One module per concern: ``_source`` (file, decompression
 checksum), ``_sniff``
 (recognising formats), ``_binary``, ``_text``, ``_gensim`` (one per format family),
 ``_fasttext`` (native fastText ``.bin``; ``VectorReader.subwords`` gives its n-gram
-settings and bucket rows), ``_dedup`` (duplicates), ``_reader`` (`open_vectors`), ``_types``.
+settings and bucket rows), ``_dedup`` (duplicates), ``_reader`` (`open_vectors` and each
+format's opener), ``_vectorreader`` (`VectorReader`: an open file's batches), ``_types``.
 
 >>> with open_vectors("GoogleNews-vectors-negative300.bin.gz") as reader:  # doctest: +SKIP
 ...     for batch in reader:
@@ -68,9 +69,10 @@ from typing import TYPE_CHECKING
 from .formats import FORMATS
 
 if TYPE_CHECKING:
-    from ._reader import VectorReader, batch_for, is_pipe, open_vectors
+    from ._reader import is_pipe, open_vectors
     from ._sniff import detect_format
     from ._types import ResumePoint, VectorBatch
+    from ._vectorreader import VectorReader, batch_for
 
 __all__ = [
     "FORMATS",
@@ -87,8 +89,8 @@ __all__ = [
 _WHERE = {
     "ResumePoint": "._types",
     "VectorBatch": "._types",
-    "VectorReader": "._reader",
-    "batch_for": "._reader",
+    "VectorReader": "._vectorreader",
+    "batch_for": "._vectorreader",
     "is_pipe": "._reader",
     "open_vectors": "._reader",
     "detect_format": "._sniff",

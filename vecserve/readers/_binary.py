@@ -10,7 +10,10 @@ and the token bytes, which are decoded in one call: a space cannot occur inside 
 token and UTF-8 (like the single-byte codecs) decodes the same either side of an ASCII
 byte, so ``b" ".join(tokens).decode().split(" ")`` equals decoding each token. Other
 codecs, and strict decoding that fails, take the per-token path, which finds the bad
-token.
+token. Where the file is UTF-8 and a buffer's tokens all decode strictly, the token bytes
+are the bytes of their keys: they are kept (``VectorBatch.raw``), split as bytes, and the
+decode only checks them (the loader writes them as they are; ``tokens`` is decoded only
+when asked for).
 """
 
 from __future__ import annotations
@@ -59,7 +62,7 @@ def binary_batches(
     src.start_readahead()
     while records < count:
         n = min(batch_size, count - records)
-        tokens: list[str] = []
+        tokens: list[bytes] | list[str] = []  # bytes while every buffer's were valid UTF-8
         out = np.empty(n, dtype=row)  # the batch's vectors, gathered in place
         error: CorruptVectorFile | None = None
         while True:
@@ -76,7 +79,7 @@ def binary_batches(
                 got, error, pos = _gather(
                     buf, pos, p, spaces, out[len(tokens) :], row, encoding, errors, joinable, where
                 )
-                tokens += got
+                tokens = _join(tokens, got)
             if chunk is not None:  # leave the bridge for the chunk it leads into
                 buf, base, pos = _leave_bridge(buf, base, pos, rest, chunk)
                 chunk = None
@@ -99,14 +102,18 @@ def binary_batches(
             rest = len(buf) - pos
             buf, base, pos, chunk = _extend(buf, pos, base, data, vb)
         if tokens and records == 0:
-            _refuse_text_vector(src.path, tokens[0], out[0].tobytes(), dim)
+            _refuse_text_vector(src.path, _as_str(tokens[0]), out[0].tobytes(), dim)
         if error is not None and opening is not None and records + len(tokens) < _OPENING_RECORDS:
             error = _wrong_dim(src.path, error, opening, dim, count, encoding)
         if tokens:
             vectors = out[: len(tokens)].view("<f4").reshape(len(tokens), dim)
             vectors = vectors.astype(np.float32, copy=False)  # (a copy on big-endian hosts)
             records += len(tokens)
-            yield VectorBatch(tokens, vectors, None, ResumePoint(base + pos, records))
+            resume = ResumePoint(base + pos, records)
+            if isinstance(tokens[0], bytes):
+                yield VectorBatch(None, vectors, None, resume, raw=tokens)  # type: ignore[arg-type]
+            else:
+                yield VectorBatch(tokens, vectors, None, resume)  # type: ignore[arg-type]
             if records >= _OPENING_RECORDS:
                 opening = None
         if error is not None:
@@ -137,11 +144,27 @@ def _leave_bridge(buf: bytes, base: int, pos: int, rest: int, chunk: bytes):
     return buf[:rest] + chunk, base, pos  # it was not (a decoding error, a long token): join
 
 
+def _join(tokens: list, got: list) -> list:
+    """``tokens + got``, all bytes (UTF-8 key bytes) or all str: where one side is str,
+    the other side's bytes are decoded."""
+    if not got:
+        return tokens
+    if not tokens or isinstance(tokens[0], bytes) == isinstance(got[0], bytes):
+        return tokens + got
+    return [_as_str(t) for t in tokens] + [_as_str(t) for t in got]
+
+
+def _as_str(token: bytes | str) -> str:
+    """A token as str (bytes here are valid UTF-8)."""
+    return token.decode("utf-8") if isinstance(token, bytes) else token
+
+
 def _gather(buf, pos, end, spaces, out, row, encoding, errors, joinable, where):
     """The records of ``buf`` from ``pos`` whose tokens end at ``spaces``: their tokens
-    decoded, their vectors copied into ``out``; ``(tokens, error or None, new pos)``,
-    the error and the position at the first token that does not decode. ``where``:
-    ``(path, base, records before these)``, for the error's file and position."""
+    (UTF-8 bytes where ``encoding`` is UTF-8 and they all are valid, else decoded), their
+    vectors copied into ``out``; ``(tokens, error or None, new pos)``, the error and the
+    position at the first token that does not decode. ``where``: ``(path, base, records
+    before these)``, for the error's file and position."""
     vbp1 = row.itemsize + 1
     sp = np.array(spaces, dtype=np.intp)
     starts = np.empty_like(sp)
@@ -262,10 +285,12 @@ def _trailing_bytes(src: Source, tail: bytes, count: int, offset: int) -> Traili
 
 def _decode_tokens(
     buf: bytes, starts: np.ndarray, spaces: np.ndarray, encoding: str, errors: str, joinable: bool
-) -> tuple[list[str], str | None]:
+) -> tuple[list[bytes] | list[str], str | None]:
     """The tokens ``buf[starts[k]:spaces[k]]`` as gensim decodes them, and an error message.
 
-    On an undecodable token, returns the tokens before it and the message.
+    In UTF-8, where they all decode strictly, the tokens are their bytes (the same tokens:
+    ``unicode_errors`` changes nothing in valid bytes). On an undecodable token, returns
+    the tokens before it and the message.
     """
     if joinable:
         arr = np.frombuffer(buf, np.uint8)
@@ -275,8 +300,18 @@ def _decode_tokens(
         lengths = spaces - s + 1  # each token with the space after it
         ends = np.cumsum(lengths)
         joined = arr[np.arange(int(ends[-1])) + np.repeat(s - (ends - lengths), lengths)]
+        data = joined.tobytes()
+        if codecs.lookup(encoding).name == "utf-8":
+            try:
+                data.decode("utf-8")  # checked, not kept: the bytes are the key bytes
+            except UnicodeDecodeError:
+                pass  # decode with ``errors`` below, or find the bad token
+            else:
+                raw = data.split(b" ")
+                raw.pop()
+                return raw, None
         try:
-            text = joined.tobytes().decode(encoding, errors)
+            text = data.decode(encoding, errors)
         except UnicodeDecodeError:
             text = ""  # find the bad token below
         tokens = text.split(" ")

@@ -10,7 +10,8 @@ __all__ = ["TokenSet"]
 class TokenSet:
     """The tokens seen so far, as 96-bit fingerprints: <= 16 bytes per token, no strings.
 
-    A token's fingerprint is two SipHash values (Python's ``hash`` of the token, 64
+    Tokens are str or (as the loader gives them) their UTF-8 bytes, one kind per set. A
+    token's fingerprint is two SipHash values (Python's ``hash`` of the token, 64
     bits, and of the token behind a NUL, of which 32 bits are kept: two inputs of one
     keyed PRF, so independent values). Two distinct tokens share a fingerprint with
     probability 2**-96, so a false duplicate among n tokens has probability
@@ -45,18 +46,19 @@ class TokenSet:
         """Bytes held: fingerprints and bitmap."""
         return self._bits.nbytes + sum(h1.nbytes + h2.nbytes for h1, h2 in self._runs)
 
-    def add_new(self, tokens: list[str]) -> np.ndarray | None:
+    def add_new(self, tokens: list[str] | list[bytes]) -> np.ndarray | None:
         """Add ``tokens``; return the indices of those to keep, or None to keep them all.
 
         A token is kept at its first occurrence in ``tokens`` if it was not seen before.
         """
         n = len(tokens)
         h1 = np.fromiter(map(hash, tokens), dtype=np.int64, count=n).view(np.uint64)
-        h2 = np.fromiter(map(hash, map("\0".__add__, tokens)), dtype=np.int64, count=n)
+        nul = b"\0" if n and isinstance(tokens[0], bytes) else "\0"
+        h2 = np.fromiter(map(hash, map(nul.__add__, tokens)), dtype=np.int64, count=n)
         order = np.argsort(h1, kind="stable")  # stable: ~2x the default on random 64-bit keys
         h1, h2 = h1[order], h2[order].view(np.uint64).astype(np.uint32)  # low 32 bits
         if n > 1 and (h1[1:] == h1[:-1]).any():  # a repeat inside the batch (or a 2**-64 tie)
-            first: dict[str, int] = {}
+            first: dict[str | bytes, int] = {}
             for i, token in enumerate(tokens):
                 first.setdefault(token, i)
             if len(first) < n:

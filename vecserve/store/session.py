@@ -155,20 +155,21 @@ class LoadSession(Committing):
 
     def write_encoded(
         self,
-        tokens: Sequence[str],
+        tokens: Sequence[str] | Sequence[bytes],
         encoded: np.ndarray,
         *,
         counts: np.ndarray | None = None,
         resume: dict | None = None,
     ) -> None:
-        """Like :meth:`write` for vectors already encoded with the model's codec.
+        """Like :meth:`write` for vectors already encoded with the model's codec;
+        ``tokens`` as str or as their key bytes (UTF-8: ``VectorBatch.raw``).
 
         One round trip (per node on a cluster) appends the vocabulary blob, the counts,
         the vectors and the progress record; the session's state advances only after
         the server acknowledged all of it.
         """
         s = self.state
-        raw = encode_tokens(tokens)
+        raw = tokens if tokens and isinstance(tokens[0], bytes) else encode_tokens(tokens)
         keys = vector_keys(s.prefix, raw, s.buckets)
         after = replace(
             s,

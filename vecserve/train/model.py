@@ -29,16 +29,8 @@ from .distributed.group import Group
 from .loop import Pool, Progress, SyncRun, run_epochs, size_text
 from .params import SyncParams, TrainParams, split_params, usable_cores
 from .plan import RunPlan, plan_run, plan_syncs, update_rates
-from .vocab import (
-    alias_table,
-    build_vocab,
-    encode_corpus,
-    encode_share,
-    huffman_tree,
-    merge_shares,
-    sample_thresholds,
-    scan_corpus,
-)
+from .tables import alias_table, huffman_tree, sample_thresholds
+from .vocab import build_vocab, encode_corpus, encode_share, merge_shares, scan_corpus
 
 __all__ = ["Word2Vec"]
 

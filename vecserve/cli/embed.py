@@ -1,6 +1,6 @@
 """``vecserve embed``: the vectors of texts, from the command line (one round trip).
 
-Registered in :class:`vecserve.cli.LazyGroup`'s table; the library call is
+Imported only when used (:class:`vecserve.cli.LazyGroup`'s table); the library call is
 ``RedisKeyedVectors.embed``, its errors one line on stderr (:func:`vecserve.cli.friendly_errors`).
 """
 
