@@ -1,6 +1,6 @@
 """The word tokenizer's phrases and a batch's :class:`Cut`, against plain definitions.
 
-No server: :class:`~vecserve.text.tokenize.WordTokenizer` is pure Python. Random texts over
+No server: :class:`~vecserve.text.tokenize.WordTokenizer` needs none. Random texts over
 a small alphabet (so phrases meet, overlap and nest) are cut by the tokenizer and by the
 definition written out word by word: at each position, the longest phrase of the
 vocabulary that starts there, else the word.
@@ -89,6 +89,10 @@ def test_a_batch_is_cut_as_its_texts_one_by_one_and_no_phrase_crosses_two():
     assert tok.words("New York Times Square") == ["New_York_Times", "Square"]
     assert tok.words("a b c") == ["a", "b_c"]  # a_b_c is only a prefix of a_b_c_d
     assert "New_York" not in cut.distinct  # only ever part of a longer match here
+    # a text may hold a phrase as one word already: one token, however it was written
+    cut = tok.cut(["New_York", "x New York", "New_York_Times New York Times"])
+    assert cut.distinct == ["New_York", "x", "New_York_Times"]
+    assert cut.index.tolist() == [0, 1, 0, 2, 2] and cut.offsets.tolist() == [0, 1, 3, 5]
     assert cut.distinct == list(dict.fromkeys(cut.distinct[k] for k in cut.index))
     rng = random.Random(11)  # and against the plain definition, batch by batch
     alphabet = ["a", "b", "c", "New", "York"]

@@ -24,13 +24,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
-from itertools import chain, compress, count, islice, repeat
+from itertools import chain, repeat
 from typing import NamedTuple
 
 import numpy as np
 
 from ..errors import NoTokenizer
 from ..subwords import word_hashes
+from ._phrases import GROWS, PHRASE, join_phrases
 from .spec import TextSpec
 
 __all__ = [
@@ -47,11 +48,9 @@ __all__ = [
 #: the phrases (UTF-8, one a line), then for SIF the vocabulary's sorted word hashes
 #: (``<u8``, :func:`vecserve.subwords.word_hashes`) and each one's frequency (``<f4``)
 _WORDS_MAGIC = b"vecserve-words/1\n"
-#: what no word is followed by in a phrase (WordTokenizer._join's default lookup)
-_NONE: dict[str, int] = {}
 #: WordTokenizer's flags for a word pair (or a longer prefix): it is a phrase; a longer
 #: phrase goes on from it
-_PHRASE, _GROWS = 1, 2
+_PHRASE, _GROWS = PHRASE, GROWS
 #: what follows each text's words in a batch's one list of words (no word, no phrase)
 _END = (None,)
 
@@ -198,13 +197,13 @@ class WordTokenizer:
         # A first-word index: each word a phrase starts with -> the words that can follow
         # it there -> the two-word phrase itself (its str, as the vocabulary writes it)
         # where no longer phrase goes on from the pair, else flags: whether the pair is a
-        # phrase (_PHRASE) and whether a longer one goes on (_GROWS). Where a phrase can
-        # start and nearly every decision are small-dict lookups, and no string is built
-        # for a two-word phrase. Only where a pair grows is ``longer`` met: each phrase of
-        # 3+ words and each proper prefix of 3+ words of one -> the same two flags, one
-        # lookup a word. Dicts of str and int only, never a set: the garbage collector
-        # leaves them alone (a set of 3M strings is walked by every full collection,
-        # ~0.2 s of a worker's time, whoever is waiting).
+        # phrase (_PHRASE) and whether a longer one goes on (_GROWS). ``join_phrases``
+        # walks it in C: where a phrase can start and nearly every decision are dict
+        # lookups, no string built for a two-word phrase. Only where a pair grows is
+        # ``longer`` met: each phrase of 3+ words and each proper prefix of 3+ words of
+        # one -> the same two flags, one lookup a word. Dicts of str and int only, never
+        # a set: the garbage collector leaves them alone (a set of 3M strings is walked
+        # by every full collection, ~0.2 s of a worker's time, whoever is waiting).
         self.follow: dict[str, dict[str, str | int]] = {}
         self.longer: dict[str, int] = {}
         if j:
@@ -244,63 +243,20 @@ class WordTokenizer:
             return [findall(t.lower()) for t in texts]
         return list(map(findall, texts))
 
-    def _join(self, flat: list) -> list:
-        """``flat``'s words with their phrases joined, greedy longest match from the left.
-
-        ``flat`` is texts' words, each text followed by ``None`` (which is no word: no
-        phrase crosses it) and ending with one; the answer keeps the ``None`` s.
-        """
-        # where a phrase starts: per adjacent pair a first-word lookup, then the pair's
-        # entry (or None), in C (map, compress); only the hits reach Python
-        follow = self.follow.get
-        pairs = list(map(dict.get, map(follow, flat, repeat(_NONE)), islice(flat, 1, None)))
-        hits = compress(count(), pairs)
-        j, longer = self.joiner, self.longer.get
-        out, at = [], 0
-        for i in hits:
-            if i < at:  # inside a phrase already taken
-                continue
-            found = pairs[i]
-            if found.__class__ is str:  # a two-word phrase no longer one grows from
-                end = i + 2
-            else:
-                end = i + 2 if found & _PHRASE else 0
-                if found & _GROWS:
-                    cand, k = flat[i] + j + flat[i + 1], i + 2
-                    while (w := flat[k]) is not None:  # flat ends with None: k stays in
-                        cand, k = cand + j + w, k + 1
-                        more = longer(cand, 0)
-                        if more & _PHRASE:
-                            end = k
-                        if not more & _GROWS:
-                            break
-                if not end:
-                    continue
-                found = j.join(flat[i:end])
-            out += flat[at:i]
-            out.append(found)
-            at = end
-        if not at:
-            return flat
-        out += flat[at:]
-        return out
-
     def words(self, text: str) -> list[str]:
         """One text's tokens (phrases joined, greedy longest match from the left)."""
         words = self._find((text,))[0]
         if not self.follow or len(words) < 2:
             return words
-        words.append(None)
-        out = self._join(words)
-        out.pop()
-        return out
+        return join_phrases(words, self.follow, self.longer, self.joiner)
 
     def cut(self, texts: Sequence[str]) -> Cut:
         per = self._find(texts)
         if not self.follow or not per:
             return _cut_of(per)
-        # the whole batch in one pass: the texts' words end to end, None after each
-        return _cut_ended(self._join(list(chain.from_iterable(_ended(per)))), len(per))
+        # the whole batch in one compiled pass: its words end to end, None after each text
+        flat = list(chain.from_iterable(_ended(per)))
+        return _cut_ended(join_phrases(flat, self.follow, self.longer, self.joiner), len(per))
 
 
 def pack_words(phrases: Sequence[str], tokens=None, counts=None) -> bytes:
