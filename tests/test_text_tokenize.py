@@ -1,6 +1,6 @@
 """The word tokenizer's phrases and a batch's :class:`Cut`, against plain definitions.
 
-No server: :class:`~vecserve.text.tokenize.WordTokenizer` is pure Python. Random texts over
+No server: :class:`~vecserve.text.tokenize.WordTokenizer` needs none. Random texts over
 a small alphabet (so phrases meet, overlap and nest) are cut by the tokenizer and by the
 definition written out word by word: at each position, the longest phrase of the
 vocabulary that starts there, else the word.
@@ -72,3 +72,49 @@ def test_cut_indexes_each_occurrence_into_the_batchs_distinct_tokens():
     empty = WordTokenizer(TextSpec(kind="words")).cut([])
     assert empty.distinct == [] and empty.offsets.tolist() == [0] and len(empty.index) == 0
     assert empty.index.dtype == np.int64
+
+
+def test_a_batch_is_cut_as_its_texts_one_by_one_and_no_phrase_crosses_two():
+    """``cut`` joins a whole batch's words in one pass: a phrase never spans the end of one
+    text and the start of the next, and each text's tokens are its ``words``."""
+    phrases = ["New_York", "New_York_Times", "York_Times_Square", "a_b_c_d", "b_c"]
+    tok = WordTokenizer(TextSpec(kind="words", joiner="_", max_phrase=4), phrases)
+    texts = ["I read the New", "York Times", "", "New York Times Square", "a b c", "a b c d"]
+    texts += ["x New", "York", "b c", "New York Times"]
+    cut = tok.cut(texts)
+    for i, text in enumerate(texts):
+        got = [cut.distinct[k] for k in cut.index[cut.offsets[i] : cut.offsets[i + 1]]]
+        assert got == tok.words(text), (i, text)
+    assert tok.words("I read the New") == ["I", "read", "the", "New"]
+    assert tok.words("New York Times Square") == ["New_York_Times", "Square"]
+    assert tok.words("a b c") == ["a", "b_c"]  # a_b_c is only a prefix of a_b_c_d
+    assert "New_York" not in cut.distinct  # only ever part of a longer match here
+    # a text may hold a phrase as one word already: one token, however it was written
+    cut = tok.cut(["New_York", "x New York", "New_York_Times New York Times"])
+    assert cut.distinct == ["New_York", "x", "New_York_Times"]
+    assert cut.index.tolist() == [0, 1, 0, 2, 2] and cut.offsets.tolist() == [0, 1, 3, 5]
+    assert cut.distinct == list(dict.fromkeys(cut.distinct[k] for k in cut.index))
+    rng = random.Random(11)  # and against the plain definition, batch by batch
+    alphabet = ["a", "b", "c", "New", "York"]
+    for _ in range(20):
+        phrases = {
+            "_".join(rng.choice(alphabet) for _ in range(rng.randint(2, 4))) for _ in range(8)
+        }
+        tok = WordTokenizer(TextSpec(kind="words", joiner="_", max_phrase=4), sorted(phrases))
+        batch = [[rng.choice(alphabet) for _ in range(rng.randint(0, 6))] for _ in range(12)]
+        cut = tok.cut([" ".join(w) for w in batch])
+        want = [t for words in batch for t in _greedy(words, phrases, 4)]
+        assert [cut.distinct[k] for k in cut.index] == want
+        assert np.diff(cut.offsets).tolist() == [len(_greedy(w, phrases, 4)) for w in batch]
+
+
+def test_the_phrase_index_is_left_alone_by_the_garbage_collector():
+    """A GoogleNews-sized index is millions of strings: held in dicts of str and int (which
+    the collector does not track), a full collection does not walk them in every worker."""
+    import gc
+
+    tok = WordTokenizer(TextSpec(kind="words", joiner="_"), ["a_b", "a_b_c_d", "x_y_z"])
+    assert tok.words("a b c d x y z") == ["a_b_c_d", "x_y_z"]
+    gc.collect()
+    assert not gc.is_tracked(tok.longer)
+    assert not any(map(gc.is_tracked, tok.follow.values()))

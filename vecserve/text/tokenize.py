@@ -24,13 +24,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
-from itertools import chain, compress, count, islice, repeat
+from itertools import chain, repeat
 from typing import NamedTuple
 
 import numpy as np
 
 from ..errors import NoTokenizer
 from ..subwords import word_hashes
+from ._phrases import GROWS, PHRASE, join_phrases
 from .spec import TextSpec
 
 __all__ = [
@@ -47,10 +48,11 @@ __all__ = [
 #: the phrases (UTF-8, one a line), then for SIF the vocabulary's sorted word hashes
 #: (``<u8``, :func:`vecserve.subwords.word_hashes`) and each one's frequency (``<f4``)
 _WORDS_MAGIC = b"vecserve-words/1\n"
-#: what no word is followed by in a phrase (WordTokenizer.words' default lookup)
-_NONE: dict[str, int] = {}
-#: WordTokenizer.follow's flags for a word pair: it is a phrase; a longer phrase starts so
-_PHRASE, _GROWS = 1, 2
+#: WordTokenizer's flags for a word pair (or a longer prefix): it is a phrase; a longer
+#: phrase goes on from it
+_PHRASE, _GROWS = PHRASE, GROWS
+#: what follows each text's words in a batch's one list of words (no word, no phrase)
+_END = (None,)
 
 
 class Cut(NamedTuple):
@@ -74,6 +76,28 @@ def _cut_of(texts_tokens: list[list[str]], dropped: np.ndarray | None = None) ->
     if dropped is None:
         dropped = np.zeros(len(texts_tokens), np.int64)
     return Cut(distinct, index, offsets, dropped)
+
+
+def _ended(texts_tokens: list[list[str]]):
+    """Each text's tokens, then ``None`` (for one ``chain.from_iterable``)."""
+    return chain.from_iterable(zip(texts_tokens, repeat(_END)))
+
+
+def _cut_ended(tokens: list, n: int) -> Cut:
+    """:func:`_cut_of` of ``n`` texts' tokens written end to end, ``None`` after each."""
+    # None is one more distinct "token": its occurrences mark where each text ends, and
+    # it leaves the index by one vectorised pass (indices past it move down by one)
+    distinct = list(dict.fromkeys(tokens))
+    at = dict(zip(distinct, range(len(distinct)), strict=True))
+    index = np.fromiter(map(at.__getitem__, tokens), np.int64, len(tokens))
+    end = at[None]
+    del distinct[end]
+    is_end = index == end
+    offsets = np.zeros(n + 1, np.int64)
+    offsets[1:] = np.flatnonzero(is_end) - np.arange(n)
+    index = index[~is_end]
+    index[index > end] -= 1
+    return Cut(distinct, index, offsets, np.zeros(n, np.int64))
 
 
 class StaticTokenizer:
@@ -170,68 +194,69 @@ class WordTokenizer:
         self.freq = freq  # (sorted word hashes, frequencies) for SIF, or None
         self.pattern = re.compile(spec.pattern)
         self.joiner = j = spec.joiner
-        # phrases as the vocabulary writes them; their proper prefixes of 3+ words (still
-        # growing); and a first-word index: each word a phrase starts with -> the words
-        # that can follow it there -> whether those two are a phrase (_PHRASE) and whether
-        # a longer one goes on from them (_GROWS). Where a phrase can start and every
-        # two-word decision are small-dict lookups: no string is built for a pair that is
-        # not joined, and the big sets are met only by phrases of 3+ words.
-        self.phrases: set[str] = set()
-        self.growing: set[str] = set()
-        self.follow: dict[str, dict[str, int]] = {}
+        # A first-word index: each word a phrase starts with -> the words that can follow
+        # it there -> the two-word phrase itself (its str, as the vocabulary writes it)
+        # where no longer phrase goes on from the pair, else flags: whether the pair is a
+        # phrase (_PHRASE) and whether a longer one goes on (_GROWS). ``join_phrases``
+        # walks it in C: where a phrase can start and nearly every decision are dict
+        # lookups, no string built for a two-word phrase. Only where a pair grows is
+        # ``longer`` met: each phrase of 3+ words and each proper prefix of 3+ words of
+        # one -> the same two flags, one lookup a word. Dicts of str and int only, never
+        # a set: the garbage collector leaves them alone (a set of 3M strings is walked
+        # by every full collection, ~0.2 s of a worker's time, whoever is waiting).
+        self.follow: dict[str, dict[str, str | int]] = {}
+        self.longer: dict[str, int] = {}
         if j:
             same: dict[str, str] = {}  # one str object per distinct word across the dicts
             for p in phrases:
                 parts = p.split(j)
                 if len(parts) < 2 or not all(parts):
                     continue
-                self.phrases.add(p)
                 first = same.setdefault(parts[0], parts[0])
                 second = same.setdefault(parts[1], parts[1])
                 nexts = self.follow.get(first)
                 if nexts is None:
                     nexts = self.follow[first] = {}
-                nexts[second] = nexts.get(second, 0) | (_PHRASE if len(parts) == 2 else _GROWS)
+                was = nexts.get(second)
+                if len(parts) == 2:  # the pair is a phrase
+                    if was is None or was.__class__ is str:
+                        nexts[second] = p
+                    else:
+                        nexts[second] = was | _PHRASE
+                    continue
+                if was is None:
+                    nexts[second] = _GROWS
+                elif was.__class__ is str:
+                    nexts[second] = _PHRASE | _GROWS
+                else:
+                    nexts[second] = was | _GROWS
+                longer = self.longer
+                longer[p] = longer.get(p, 0) | _PHRASE
                 for n in range(3, len(parts)):
-                    self.growing.add(j.join(parts[:n]))
+                    grown = j.join(parts[:n])
+                    longer[grown] = longer.get(grown, 0) | _GROWS
+
+    def _find(self, texts: Sequence[str]) -> list[list[str]]:
+        """Each text's words (the pattern's matches, after the case rule)."""
+        findall = self.pattern.findall
+        if self.spec.lowercase:
+            return [findall(t.lower()) for t in texts]
+        return list(map(findall, texts))
 
     def words(self, text: str) -> list[str]:
         """One text's tokens (phrases joined, greedy longest match from the left)."""
-        if self.spec.lowercase:
-            text = text.lower()
-        words = self.pattern.findall(text)
-        if not self.phrases or len(words) < 2:
+        words = self._find((text,))[0]
+        if not self.follow or len(words) < 2:
             return words
-        # where a phrase can start (a word, then one that may follow it in a phrase): per
-        # adjacent pair two small-dict lookups, in C (map, compress), no string built
-        nexts = list(map(self.follow.get, words, repeat(_NONE)))
-        hits = list(compress(count(), map(dict.__contains__, nexts, islice(words, 1, None))))
-        if not hits:
-            return words
-        j, phrases, growing, n = self.joiner, self.phrases, self.growing, len(words)
-        out, at = [], 0
-        for i in hits:
-            if i < at:  # inside a phrase already taken
-                continue
-            flags = nexts[i][words[i + 1]]
-            best_end = i + 2 if flags & _PHRASE else 0
-            if flags & _GROWS and i + 2 < n:
-                cand, end = words[i] + j + words[i + 1], i + 2
-                while end < n:
-                    cand, end = cand + j + words[end], end + 1
-                    if cand in phrases:
-                        best_end = end
-                    if cand not in growing:
-                        break
-            if best_end:
-                out += words[at:i]
-                out.append(j.join(words[i:best_end]))
-                at = best_end
-        out += words[at:]
-        return out
+        return join_phrases(words, self.follow, self.longer, self.joiner)
 
     def cut(self, texts: Sequence[str]) -> Cut:
-        return _cut_of([self.words(t) for t in texts])
+        per = self._find(texts)
+        if not self.follow or not per:
+            return _cut_of(per)
+        # the whole batch in one compiled pass: its words end to end, None after each text
+        flat = list(chain.from_iterable(_ended(per)))
+        return _cut_ended(join_phrases(flat, self.follow, self.longer, self.joiner), len(per))
 
 
 def pack_words(phrases: Sequence[str], tokens=None, counts=None) -> bytes:
