@@ -23,7 +23,8 @@ Usage::
 
     flock /tmp/vecserve-bench.lock python bench/bench_train_subword.py ../shared/data/wiki100m.zip
 
-``--runs`` picks runs (default: all), ``--head-mb`` trains on the first N MB (dev).
+``--runs`` picks runs (default: all; ``ours-sg:ns_exponent=0.5`` overrides a parameter, as
+in ``bench_train.py``), ``--head-mb`` trains on the first N MB (dev).
 Results: a Markdown table on stdout, JSON lines in ``bench/out/train_subword.jsonl``.
 """
 
@@ -34,7 +35,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench_train import LINE_WORDS, WORK, evaluate, peak_rss_mb, prepare
+from bench_train import LINE_WORDS, WORK, evaluate, overrides, peak_rss_mb, prepare
 from train_report import parser, ratio, run_children
 
 RUNS = {
@@ -182,8 +183,9 @@ TRAIN = {"fasttext": _train_fasttext, "gensim": _train_gensim, "ours": _train_ou
 
 def child(spec: dict) -> dict:
     """One run, in this process: train (timed, peak RSS when training ends), evaluate."""
-    tool, sg = RUNS[spec["run"]]
+    tool, sg = RUNS[spec["run"].split(":")[0]]
     p = dict(COMMON, sg=sg, epochs=spec["epochs"], workers=spec["workers"])
+    p.update(overrides(spec["run"]))
     t0 = time.perf_counter()
     kv, train_s, cpu_s, peak, corpus_words, version = TRAIN[tool](p, spec)
     wall = time.perf_counter() - t0
@@ -221,14 +223,14 @@ def _version(*names: str) -> str:
 
 
 def table(results: list[dict]) -> str:
-    ref = {tuple(r["run"].split("-")): r for r in results}
+    ref = {tuple(r["run"].split("-")): r for r in results if ":" not in r["run"]}
     out = [
         "| run | train s | words/s | vs fastText | vs gensim | train CPU s | words/CPU-s "
         "| vs fastText | vs gensim | peak RSS MB | analogy % | WS-353 | unseen-word rho |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in results:
-        mode = r["run"].split("-")[1]
+        mode = r["run"].split(":")[0].split("-")[1]
         ratios = {
             (key, tool): ratio(r, ref.get((tool, mode)), key)
             for key in ("words_per_s", "words_per_cpu_s")
@@ -257,7 +259,7 @@ def main() -> None:
         ap.error("corpus is required")
     runs = args.runs.split(",")
     for run in runs:
-        if run not in RUNS:
+        if run.split(":")[0] not in RUNS:
             ap.error(f"unknown run {run!r}")
     text, _ = prepare(args.corpus, args.head_mb)
     text, lines = trim(text)
