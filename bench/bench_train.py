@@ -18,6 +18,13 @@ MB); with 100-word lines a batch is ~10,100 words and it trains all of them. Eve
 reports the words it trained (``trained_words``: after subsampling, summed over epochs)
 so such a gap shows in the table.
 
+Settings after a run's name override its parameters (``ours-cbowhs:min_alpha=0.0001:seed=2``,
+:func:`overrides`); three change the corpus's layout instead, to tell its effect from the
+trainers': ``lines=1`` gives vecserve gensim's copy in 100-word lines, ``iter=1`` runs gensim
+in its iterable mode (``LineSentence``, the learning rate falling over all workers' words)
+on that copy, and ``text=1`` on the corpus as given (sentences of 10,000 words, as vecserve
+reads it).
+
 Usage::
 
     flock /tmp/vecserve-bench.lock python bench/bench_train.py ../shared/data/wiki100m.zip
@@ -154,18 +161,31 @@ def child(spec: dict) -> dict:
     if params.get("min_alpha") == "gensim":
         params["min_alpha"] = gensim_min_alpha(params["alpha"], params["epochs"], params["workers"])
     t0 = time.perf_counter()
+    # the corpus's layout: lines=1, iter=1, text=1 (the module's docstring)
+    corpus = spec["lines"] if params.pop("lines", 0) else spec["text"]
     if tool == "gensim":
         from gensim.models import Word2Vec as GensimW2V
+        from gensim.models.word2vec import LineSentence
 
         params.pop("batch", None)
+        text = params.pop("text", 0)
+        iterable = params.pop("iter", 0) or text
+        source = LineSentence(spec["text"] if text else spec["lines"]) if iterable else None
         model = GensimW2V(**params)
-        model.build_vocab(corpus_file=spec["lines"])
-        t1, c1 = time.perf_counter(), time.process_time()
-        trained, _ = model.train(
-            corpus_file=spec["lines"],
-            total_words=model.corpus_total_words,
-            epochs=model.epochs,
-        )
+        if iterable:
+            model.build_vocab(corpus_iterable=source)
+            t1, c1 = time.perf_counter(), time.process_time()
+            trained, _ = model.train(
+                corpus_iterable=source, total_examples=model.corpus_count, epochs=model.epochs
+            )
+        else:
+            model.build_vocab(corpus_file=spec["lines"])
+            t1, c1 = time.perf_counter(), time.process_time()
+            trained, _ = model.train(
+                corpus_file=spec["lines"],
+                total_words=model.corpus_total_words,
+                epochs=model.epochs,
+            )
         train_s = time.perf_counter() - t1
         cpu_s = time.process_time() - c1
         corpus_words = model.corpus_total_words
@@ -174,7 +194,7 @@ def child(spec: dict) -> dict:
         from vecserve.train import Word2Vec
 
         model = Word2Vec(**params)
-        model.build_vocab(spec["text"])
+        model.build_vocab(corpus)
         c1 = time.process_time()
         model.train()
         cpu_s = time.process_time() - c1
