@@ -19,12 +19,15 @@ inner loops): output rows updated at once, up to 4 interleaved.
 
 CBOW: the mean of every row of every context word (their own rows and n-gram rows)
 predicts the centre against ``negative`` negatives; the gradient goes to each of those
-rows (``cbow_mean=0``: their sum, as word2vec's CBOW). Each window word's sum of rows is
-kept while it stays in the window, updated with this thread's changes to its rows
-(:c:func:`cbow_cached`): a centre adds its contexts' sums instead of all their rows,
-~25% less work. It misses, until the word next enters a window, what other threads and
-other words sharing a bucket row changed; ``cbow_cache=0`` sums every row every time,
-as fastText.
+rows (``cbow_mean=0``: their sum, as word2vec's CBOW). Each window position keeps its
+word's sum of rows while it stays in the window, and the gradient its rows are owed
+(:c:func:`cbow_cached`): a centre adds its contexts' sums instead of all their rows, and
+a position's rows get their gradient once, when it leaves the last window it is in,
+instead of after every centre (a position is a context of ~6 centres at window 5). The
+sums carry this thread's updates at once, so the centres see what the rows would hold;
+what other threads and other words sharing a bucket row change reaches a sum when its
+word next enters a window. ``cbow_cache=0`` sums and updates every row for every
+centre, as fastText.
 
 Subsampling, window shrinking, the alias table of negatives and the random numbers are
 the word2vec kernels' (:mod:`vecserve.train._kernels`), so one thread with a seed trains
@@ -36,7 +39,7 @@ import numpy as np
 
 cimport numpy as cnp
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
-from libc.string cimport memset
+from libc.string cimport memcpy, memset
 
 from vecserve.train._kernels cimport (
     EXP_TABLE_SIZE,
@@ -104,6 +107,7 @@ cdef struct SubState:
     real *csum                  # (2 * window + 1, size) the sums, by position % (2w + 1)
     int64_t *cpos               # (2 * window + 1,) the position each sum is of (-1: none)
     int *cn                     # (2 * window + 1,) its number of rows
+    real *gacc                  # (2 * window + 1, size) the gradient its rows are owed
 
 
 cdef inline uint64_t rng_next(SubState *s) noexcept nogil:
@@ -187,35 +191,70 @@ cdef void cbow_centre(SubState *s, int32_t centre, const int32_t *ctx, int n_ctx
         n_rows += gather_rows(s, ctx[c], n_rows)
     input_step(s, n_rows, add_target(s, 0, centre, negs))
 
+cdef inline void flush_slot(SubState *s, int q) noexcept nogil:
+    """Window slot q's position has left every window: its word's rows get the gradient
+    the position gathered, and the slot is free."""
+    cdef int n = gather_rows(s, s.sent[s.cpos[q]], 0)
+    vs_add_rows(s.size, n, s.rows, &s.gacc[q * s.size], 0)
+    s.cpos[q] = -1
+
+cdef void flush_window(SubState *s) noexcept nogil:
+    """The sentence ends: every position still in a window gets its gradient."""
+    cdef int q
+    for q in range(2 * s.window + 1):
+        if s.cpos[q] >= 0:
+            flush_slot(s, q)
+
 cdef void cbow_cached(SubState *s, int i, int lo, int hi, const int32_t *negs) noexcept nogil:
     """CBOW for the centre at position i of s.sent, its contexts at [lo, hi) less i, each
-    context word's sum of rows kept from one centre to the next (``cbow_cache``).
+    context position's sum of rows and owed gradient kept in slot ``position % (2w+1)``
+    (``cbow_cache``).
 
-    A sum is taken when its position enters the window and kept up to date with this
-    thread's updates (a word met k times among the contexts gets k x work on each of
-    its rows); what other threads change, and rows two words share, reach it when the
-    word next enters a window. Each centre then sums its contexts' sums instead of all
-    their rows; every row still gets its update at once.
+    A sum is taken when its position enters the window: from the rows, or copied from a
+    slot holding the same word (whose sum carries the gradient its rows are still owed).
+    Each centre sums its contexts' sums, and adds its gradient to each context's owed
+    gradient and, times the rows' number and the word's count among the contexts, to the
+    sums of the slots holding that word: the sums are what the rows would be if updated
+    at once (a word met k times among the contexts gets k x work on each of its rows).
+    A position's rows get their owed gradient when it leaves the last window it can be
+    in (position < i - window) or the sentence ends (:c:func:`flush_window`).
     """
     cdef int D = s.size
     cdef int W = 2 * s.window + 1
-    cdef int j, q, c, k, n, n_rows = 0
+    cdef int j, q, r, c, k, n, n_rows = 0
+    cdef int32_t w
     cdef int64_t p
     cdef real inv
     cdef real *acc
+    for q in range(W):  # positions no later centre can reach
+        if 0 <= s.cpos[q] < i - s.window:
+            flush_slot(s, q)
     memset(s.neu1, 0, D * sizeof(real))
     for j in range(lo, hi):
         if j == i:
             continue
         q = j % W
         acc = &s.csum[q * D]
-        n = gather_rows(s, s.sent[j], n_rows)
         if s.cpos[q] != j:
-            vs_sum_rows(D, n, &s.rows[n_rows], 0, acc)
+            if s.cpos[q] >= 0:
+                flush_slot(s, q)
+            w = s.sent[j]
+            for r in range(W):
+                if s.cpos[r] >= 0 and s.sent[s.cpos[r]] == w:
+                    break
+            else:
+                r = -1
+            if r >= 0:
+                memcpy(acc, &s.csum[r * D], D * sizeof(real))
+                s.cn[q] = s.cn[r]
+            else:
+                n = gather_rows(s, w, 0)
+                vs_sum_rows(D, n, s.rows, 0, acc)
+                s.cn[q] = n
+            memset(&s.gacc[q * D], 0, D * sizeof(real))
             s.cpos[q] = j
-            s.cn[q] = n
         vs_axpy(D, 1.0, acc, s.neu1)
-        n_rows += n
+        n_rows += s.cn[q]
     if s.cbow_mean and n_rows > 1:
         inv = 1.0 / n_rows
         for c in range(D):
@@ -224,10 +263,12 @@ cdef void cbow_cached(SubState *s, int i, int lo, int hi, const int32_t *negs) n
     s.inp[0] = s.neu1
     vs_chain(D, 1, s.inp, s.outr, s.labels, add_target(s, 0, s.sent[i], negs), s.work,
              s.alpha, s.hs, EXP_TABLE, MAX_EXP, EXP_SCALE)
-    vs_add_rows(D, n_rows, s.rows, s.work, 0)
+    for j in range(lo, hi):
+        if j != i:
+            vs_axpy(D, 1.0, s.work, &s.gacc[(j % W) * D])
     for q in range(W):
         p = s.cpos[q]
-        if p < 0 or p < i - s.window or p > i + s.window:
+        if p < 0:
             continue
         k = 0
         for c in range(lo, hi):
@@ -287,6 +328,8 @@ cdef int64_t train_sentences(SubState *s, const int32_t *words, const int64_t *b
                     cbow_cached(s, i, lo, hi, negs)
                 else:
                     cbow_centre(s, s.sent[i], ctx, n_ctx, negs)
+        if s.cbow_cache and not s.sg:
+            flush_window(s)
     return effective
 
 
@@ -373,6 +416,7 @@ cdef class SubwordWorker:
             "csum": np.zeros((2 * window + 1, size), np.float32),
             "cpos": np.full(2 * window + 1, -1, np.int64),
             "cn": np.zeros(2 * window + 1, np.intc),
+            "gacc": np.zeros((2 * window + 1, size), np.float32),
         }
         self._ctx = np.zeros(2 * window, np.int32)
         self._negs = np.zeros(max(2 * window * negative, 1), np.int32)
@@ -411,6 +455,7 @@ cdef class SubwordWorker:
         self.st.csum = <real *>cnp.PyArray_DATA(bufs["csum"])
         self.st.cpos = <int64_t *>cnp.PyArray_DATA(bufs["cpos"])
         self.st.cn = <int *>cnp.PyArray_DATA(bufs["cn"])
+        self.st.gacc = <real *>cnp.PyArray_DATA(bufs["gacc"])
 
     def train(self, const int32_t[::1] words, const int64_t[::1] bounds, int64_t s0,
               int64_t s1, float alpha0, float alpha1, uint64_t seed):
