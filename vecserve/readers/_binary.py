@@ -106,14 +106,8 @@ def binary_batches(
         if error is not None and opening is not None and records + len(tokens) < _OPENING_RECORDS:
             error = _wrong_dim(src.path, error, opening, dim, count, encoding)
         if tokens:
-            vectors = out[: len(tokens)].view("<f4").reshape(len(tokens), dim)
-            vectors = vectors.astype(np.float32, copy=False)  # (a copy on big-endian hosts)
             records += len(tokens)
-            resume = ResumePoint(base + pos, records)
-            if isinstance(tokens[0], bytes):
-                yield VectorBatch(None, vectors, None, resume, raw=tokens)  # type: ignore[arg-type]
-            else:
-                yield VectorBatch(tokens, vectors, None, resume)  # type: ignore[arg-type]
+            yield _batch(tokens, out, dim, ResumePoint(base + pos, records))
             if records >= _OPENING_RECORDS:
                 opening = None
         if error is not None:
@@ -125,6 +119,16 @@ def binary_batches(
 
 
 _NO_RECORD = "no complete record within {} bytes; not word2vec binary?"
+
+
+def _batch(tokens: list, out: np.ndarray, dim: int, resume: ResumePoint) -> VectorBatch:
+    """The batch of ``tokens`` (their key bytes, or str where a buffer's were not valid
+    UTF-8) and their vectors, gathered in ``out``'s first rows."""
+    vectors = out[: len(tokens)].view("<f4").reshape(len(tokens), dim)
+    vectors = vectors.astype(np.float32, copy=False)  # (a copy on big-endian hosts)
+    if isinstance(tokens[0], bytes):
+        return VectorBatch(None, vectors, None, resume, raw=tokens)
+    return VectorBatch(tokens, vectors, None, resume)
 
 
 def _extend(buf: bytes, pos: int, base: int, data: bytes, vb: int):
