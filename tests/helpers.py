@@ -253,3 +253,36 @@ def topic_purity(kv) -> float:
             near = kv.most_similar(f"t{t}w{w}", topn=3)
             good += all(n.startswith(f"t{t}w") for n, _ in near)
     return good / (TOPICS * PER_TOPIC)
+
+
+def durable_valkey(tmp_path: Path):
+    """A started valkey-server on a unix socket that syncs every write to its append-only
+    file: a kill loses nothing it acknowledged, and ``start()`` again (same data dir)
+    brings back what was written, a load's lease included."""
+    from vecserve.embedded import ValkeyProcess
+
+    return ValkeyProcess(
+        tmp_path / "srv",
+        unixsocket=tmp_path / "srv.sock",
+        config={"appendonly": "yes", "appendfsync": "always"},
+    ).start()
+
+
+def kill_on_third_batch(monkeypatch, server, then: Callable[[], None] | None = None):
+    """Make a load's third batch write (100 vectors written, in batches of 50) kill
+    ``server``, then call ``then``; returns the real ``LoadSession.write_encoded``."""
+    from vecserve.store import LoadSession
+
+    real_write = LoadSession.write_encoded
+    calls = {"n": 0}
+
+    def dying_write(self, *a, **kw):
+        calls["n"] += 1
+        if calls["n"] == 3:
+            server.kill()
+            if then is not None:
+                then()
+        return real_write(self, *a, **kw)
+
+    monkeypatch.setattr(LoadSession, "write_encoded", dying_write)
+    return real_write

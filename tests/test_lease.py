@@ -12,10 +12,11 @@ import socket
 import numpy as np
 import pytest
 
-from vecserve.embedded import NO_RETRY, ValkeyProcess
+from tests.helpers import durable_valkey, kill_on_third_batch
+from vecserve.embedded import NO_RETRY
 from vecserve.errors import LoadInProgress
 from vecserve.loader import load_file
-from vecserve.store import Lease, LoadSession, Store
+from vecserve.store import Lease, Store
 from vecserve.store.keys import lock_key
 from vecserve.store.lease import LEASE_SECONDS
 
@@ -63,20 +64,8 @@ def test_a_load_resumes_after_a_restart_that_replays_its_lease(
     retry takes it back, resumes after the 100 vectors written and commits the whole file
     (before the fix the retry was refused: "being loaded by <this process> right now")."""
     path, tokens, vectors = small_bin
-    server = ValkeyProcess(
-        tmp_path / "srv",
-        unixsocket=tmp_path / "srv.sock",
-        config={"appendonly": "yes", "appendfsync": "always"},
-    ).start()
-    real_write = LoadSession.write_encoded
-    calls = {"n": 0}
+    server = durable_valkey(tmp_path)
     restored: list[bytes | None] = []
-
-    def dying_write(self, *a, **kw):
-        calls["n"] += 1
-        if calls["n"] == 3:  # 100 vectors written
-            server.kill()
-        return real_write(self, *a, **kw)
 
     class RestartBeforeTheRetry(logging.Handler):
         """On the retry's warning (the lease's release already failed: the server was
@@ -89,7 +78,7 @@ def test_a_load_resumes_after_a_restart_that_replays_its_lease(
                 restored.append(again.client.get(lock_key("K")))
                 again.close()
 
-    monkeypatch.setattr(LoadSession, "write_encoded", dying_write)
+    kill_on_third_batch(monkeypatch, server)
     handler = RestartBeforeTheRetry()
     logging.getLogger("vecserve.loader").addHandler(handler)
     store = Store.from_url(server.url, retry=NO_RETRY)

@@ -10,8 +10,14 @@ import numpy as np
 import pytest
 from gensim.models import KeyedVectors
 
-from tests.helpers import cluster_client, gensim_data, write_w2v
-from vecserve.embedded import NO_RETRY, ValkeyProcess
+from tests.helpers import (
+    cluster_client,
+    durable_valkey,
+    gensim_data,
+    kill_on_third_batch,
+    write_w2v,
+)
+from vecserve.embedded import NO_RETRY
 from vecserve.errors import (
     CorruptVectorFile,
     DimensionMismatch,
@@ -231,22 +237,9 @@ def test_a_file_is_opened_once_per_load_resumed_or_not(store, small_bin, monkeyp
 
 def test_redis_dying_mid_load_leaves_a_resumable_invisible_load(tmp_path, small_bin, monkeypatch):
     path, tokens, vectors = small_bin
-    server = ValkeyProcess(
-        tmp_path / "srv",
-        unixsocket=tmp_path / "srv.sock",
-        config={"appendonly": "yes", "appendfsync": "always"},
-    ).start()
+    server = durable_valkey(tmp_path)
     url = server.url
-    real_write = LoadSession.write_encoded
-    calls = {"n": 0}
-
-    def dying_write(self, *a, **kw):
-        calls["n"] += 1
-        if calls["n"] == 3:
-            server.kill()
-        return real_write(self, *a, **kw)
-
-    monkeypatch.setattr(LoadSession, "write_encoded", dying_write)
+    real_write = kill_on_third_batch(monkeypatch, server)
     store = Store.from_url(url, retry=NO_RETRY)
     try:
         with pytest.raises(StoreUnavailable, match=r"stopped after 100 vectors.*kept") as e:
@@ -278,13 +271,7 @@ def test_retries_ride_a_restart_out(tmp_path, small_bin, monkeypatch, caplog):
     import threading
 
     path, tokens, vectors = small_bin
-    server = ValkeyProcess(
-        tmp_path / "srv",
-        unixsocket=tmp_path / "srv.sock",
-        config={"appendonly": "yes", "appendfsync": "always"},
-    ).start()
-    real_write = LoadSession.write_encoded
-    calls = {"n": 0}
+    server = durable_valkey(tmp_path)
 
     def restart() -> None:  # back before the retry, the append-only file read again
         server.start()
@@ -292,14 +279,7 @@ def test_retries_ride_a_restart_out(tmp_path, small_bin, monkeypatch, caplog):
         again.client.delete("vecserve:lock:K")  # failover's lost key would be
         again.close()
 
-    def dying_write(self, *a, **kw):
-        calls["n"] += 1
-        if calls["n"] == 3:
-            server.kill()
-            threading.Timer(0.3, restart).start()
-        return real_write(self, *a, **kw)
-
-    monkeypatch.setattr(LoadSession, "write_encoded", dying_write)
+    kill_on_third_batch(monkeypatch, server, then=lambda: threading.Timer(0.3, restart).start())
     store = Store.from_url(server.url, retry=NO_RETRY)
     try:
         with caplog.at_level(logging.WARNING, logger="vecserve.loader"):
