@@ -30,6 +30,7 @@ from pydantic import BaseModel, Field, StrictBool
 from starlette.concurrency import run_in_threadpool
 
 from .deps import AppContext, ContextDep, ModelName, ModelQuery, embed_texts, model_of
+from .params import FORMAT
 from .responses import JSON, NPY, json_response, negotiate, rows_response
 from .schemas import ErrorBody, ModelBody
 
@@ -101,16 +102,13 @@ async def _answer(request: Request, ctx: AppContext, name, texts, options: dict,
     return rows_response(info, rows, media, counts)
 
 
-_FORMAT = Literal["json", "binary", "npy"]
-
-
 @router.post("/embed", response_model=EmbedResponse, responses=_RESPONSES)
 async def post_embed(
     request: Request,
     ctx: ContextDep,
     body: EmbedRequest,
     model: ModelQuery = None,
-    format: _FORMAT | None = None,
+    format: FORMAT | None = None,
 ):
     """One vector per text: the texts cut into the model's tokens, their rows averaged."""
     name = model_of(body.model, model, ctx.settings)
@@ -129,7 +127,7 @@ async def get_embed(
         int | None, Query(ge=1, description="Keep the first dims: 1 to the model's dimension.")
     ] = None,
     pooling: Literal["mean", "sif"] = "mean",
-    format: _FORMAT | None = None,
+    format: FORMAT | None = None,
 ):
     """The vector of one text (``POST /embed`` for a batch)."""
     options = {"normalize": normalize, "dims": dims, "pooling": pooling}
