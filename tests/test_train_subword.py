@@ -67,14 +67,15 @@ def test_max_n_zero_trains_words_alone():
 def _reference(wi, wo, sub_ptr, sub_rows, inputs, pairs, alpha, mean=True):
     """fastText's update in NumPy: the input (mean of the rows of ``inputs``' words)
     predicts each ``(target, negatives)`` of ``pairs`` in turn (output rows updated at
-    once); the summed gradient then goes whole to every input row."""
+    once); after each pair its gradient goes whole to every input row (a row listed
+    twice gets it twice) and the input is taken again from the rows."""
     table = _kernels.sigmoid_table()
     rows = np.concatenate([sub_rows[sub_ptr[w] : sub_ptr[w + 1]] for w in inputs])
-    h = wi[rows].sum(0, dtype=np.float32)
-    if mean:
-        h = h / np.float32(len(rows))
-    work = np.zeros_like(h)
     for target, negs in pairs:
+        h = wi[rows].sum(0, dtype=np.float32)
+        if mean:
+            h = h / np.float32(len(rows))
+        work = np.zeros_like(h)
         for out, label in [(target, 1.0), *((g, 0.0) for g in negs)]:
             if label == 0.0 and out == target:
                 continue
@@ -87,8 +88,8 @@ def _reference(wi, wo, sub_ptr, sub_rows, inputs, pairs, alpha, mean=True):
                 g = (label - table[int((f + 6) * 83)]) * alpha
             work += g * wo[out]
             wo[out] += g * h
-    for r in rows:
-        wi[r] += work
+        for r in rows:
+            wi[r] += work
 
 
 def _setup(seed=0, n=6, bucket=11, d=8, negative=3):
@@ -109,6 +110,8 @@ def test_kernel_steps_match_numpy(sg):
     worker = SubwordWorker(wi, wo, ptr, rows, *tables, sg=sg, negative=neg, window=2)
     ref_wi, ref_wo = wi.copy(), wo.copy()
     contexts, centre = [1, 3, 4], 2
+    centre_rows = rows[ptr[centre] : ptr[centre + 1]]
+    assert len(set(centre_rows)) < len(centre_rows)  # a bucket repeats: its mean moves more
     if sg:
         negs = [[0, 2, 5], [1, 1, 4], [3, 0, 0]]  # 2 in the first: the pair's target, skipped
         worker.sg_step(centre, contexts, negs, alpha=0.1)
@@ -141,9 +144,9 @@ def test_hierarchical_softmax_steps_match_numpy(sg):
     else:
         worker.cbow_step(centre, contexts, [], alpha=0.1)
     in_rows = np.concatenate([rows[ptr[w] : ptr[w + 1]] for w in inputs])
-    h = ref_wi[in_rows].sum(0, dtype=np.float32) / np.float32(len(in_rows))
-    work = np.zeros_like(h)
-    for t in targets:
+    for t in targets:  # one target's path after the other, as _reference's pairs
+        h = ref_wi[in_rows].sum(0, dtype=np.float32) / np.float32(len(in_rows))
+        work = np.zeros_like(h)
         for k in range(tree.codelens[t]):
             node, label = tree.points[t, k], 1.0 - tree.codes[t, k]
             f = float(h @ ref_syn1[node])
@@ -151,8 +154,8 @@ def test_hierarchical_softmax_steps_match_numpy(sg):
                 g = (label - table[int((f + 6) * 83)]) * 0.1
                 work += g * ref_syn1[node]
                 ref_syn1[node] += g * h
-    for r in in_rows:
-        ref_wi[r] += work
+        for r in in_rows:
+            ref_wi[r] += work
     np.testing.assert_allclose(wi, ref_wi, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(syn1, ref_syn1, rtol=1e-5, atol=1e-6)
     assert not np.array_equal(syn1, np.random.default_rng(4).normal(0, 0.5, (n - 1, 8)))

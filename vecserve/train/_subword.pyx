@@ -10,12 +10,15 @@ goes *whole* to every one of its rows (not divided by their number).
 
 Skip-gram (fastText's orientation, not word2vec's): the *centre*'s input predicts each
 context word of the window against ``negative`` negatives drawn per pair (a negative
-equal to its pair's target is skipped). The centre's mean is taken once per window and
-its rows are updated once after it, with the summed gradient of the window's pairs
-(fastText recomputes the mean and updates the rows after every pair): ``1 + n`` row
-reads and writes per centre instead of per pair, the same pairs, outputs and negatives.
-The pairs run as one output chain (``vs_chain`` of ``_w2v.h``, the word2vec kernels'
-inner loops): output rows updated at once, up to 4 interleaved.
+equal to its pair's target is skipped), pair after pair, each pair seeing the input as
+the pairs before it left it, as in fastText. fastText re-reads and updates the centre's
+``1 + n`` rows after every pair; here the mean is read once per window, each pair's
+gradient is added to the mean at once (times ``sg_gain``: the mean's change when every
+row gets the gradient, 1 unless a bucket repeats) and to the rows once, summed, after
+the window: the same vectors for one thread, ``1 + n`` row reads and writes per centre
+instead of per pair. Each pair's outputs run as an output chain (``vs_chain`` of
+``_w2v.h``, the word2vec kernels' inner loops): output rows updated at once, up to 4
+interleaved.
 
 CBOW: the mean of every row of every context word (their own rows and n-gram rows)
 predicts the centre against ``negative`` negatives; the gradient goes to each of those
@@ -31,8 +34,9 @@ centre, as fastText.
 
 Subsampling, window shrinking, the alias table of negatives and the random numbers are
 the word2vec kernels' (:mod:`vecserve.train._kernels`), so one thread with a seed trains
-the same vectors every time. While a centre trains, the next centre's rows are
-prefetched.
+the same vectors every time. While a centre trains, the next centre's input rows are
+prefetched, and so are the output rows of the negatives it will draw: they are drawn a
+centre ahead, into a ring (``draw_ahead``), as the word2vec kernels do.
 """
 
 import numpy as np
@@ -90,6 +94,7 @@ cdef struct SubState:
     int32_t vocab_size
     const int64_t *sub_ptr      # (nwords + 1,) each word's span of sub_rows
     const int32_t *sub_rows     # the input rows of every word, its own first
+    const real *sg_gain         # (nwords,) sum of each row's multiplicity squared / rows
     const uint32_t *sample_int  # keep word w if sample_int[w] >= a uniform uint32
     const uint32_t *alias_prob  # unigram^ns_exponent alias table: threshold ...
     const int32_t *alias_idx    # ... and alias
@@ -98,6 +103,7 @@ cdef struct SubState:
     real alpha
     real *neu1                  # (size,) the input: a mean of rows
     real *work                  # (size,) the input's gradient
+    real *pwork                 # (size,) skip-gram: one pair's share of it
     int32_t *sent               # (MAX_SENTENCE,) the subsampled sentence
     real **rows                 # (2 * window * max_rows,) input row pointers
     const real **inp            # (1,) -> neu1
@@ -108,6 +114,9 @@ cdef struct SubState:
     int64_t *cpos               # (2 * window + 1,) the position each sum is of (-1: none)
     int *cn                     # (2 * window + 1,) its number of rows
     real *gacc                  # (2 * window + 1, size) the gradient its rows are owed
+    int32_t *nq                 # (nq_mask + 1,) ring of negatives drawn ahead ...
+    int nq_head, nq_len, nq_mask
+    int nq_ahead                # ... this many, their output rows being loaded
 
 
 cdef inline uint64_t rng_next(SubState *s) noexcept nogil:
@@ -120,6 +129,29 @@ cdef inline int32_t draw_negative(SubState *s) noexcept nogil:
     """One word from the unigram^0.75 distribution (the alias table, O(1))."""
     return vs_draw_alias(&s.rng, s.alias_prob, s.alias_idx, s.vocab_size)
 
+
+cdef inline void draw_ahead(SubState *s) noexcept nogil:
+    """Top the ring up to nq_ahead negatives and start loading their output rows, so
+    that the next centre's are in cache when it trains."""
+    cdef int32_t w
+    while s.nq_len < s.nq_ahead:
+        w = draw_negative(s)
+        s.nq[(s.nq_head + s.nq_len) & s.nq_mask] = w
+        s.nq_len += 1
+        prefetch(&s.wo[<int64_t>w * s.size], s.size * sizeof(real))
+
+cdef inline void take_negatives(SubState *s, int32_t *negs, int n) noexcept nogil:
+    """negs[:n] = the oldest n negatives of the ring (drawn there first if short); then
+    the ring is topped up for the next centre."""
+    cdef int d
+    while s.nq_len < n:
+        s.nq[(s.nq_head + s.nq_len) & s.nq_mask] = draw_negative(s)
+        s.nq_len += 1
+    for d in range(n):
+        negs[d] = s.nq[(s.nq_head + d) & s.nq_mask]
+    s.nq_head = (s.nq_head + n) & s.nq_mask
+    s.nq_len -= n
+    draw_ahead(s)
 
 cdef inline int gather_rows(SubState *s, int32_t word, int at) noexcept nogil:
     """s.rows[at:] = word's input rows; returns how many."""
@@ -164,9 +196,9 @@ cdef inline int add_target(SubState *s, int at, int32_t target, const int32_t *n
     return add_outputs(s, at, target, negs)
 
 cdef inline void input_step(SubState *s, int n_rows, int n_out) noexcept nogil:
-    """The input = the mean (or sum) of s.rows[:n_rows] predicts s.outr[:n_out]; the
-    gradient goes whole to every input row."""
-    vs_sum_rows(s.size, n_rows, s.rows, s.cbow_mean if not s.sg else 1, s.neu1)
+    """CBOW: the input = the mean (or sum) of s.rows[:n_rows] predicts s.outr[:n_out];
+    the gradient goes whole to every input row."""
+    vs_sum_rows(s.size, n_rows, s.rows, s.cbow_mean, s.neu1)
     memset(s.work, 0, s.size * sizeof(real))
     s.inp[0] = s.neu1
     vs_chain(s.size, 1, s.inp, s.outr, s.labels, n_out, s.work, s.alpha, s.hs, EXP_TABLE,
@@ -177,11 +209,20 @@ cdef void sg_centre(SubState *s, int32_t centre, const int32_t *ctx, int n_ctx,
                     const int32_t *negs) noexcept nogil:
     """Skip-gram: the centre's input predicts each of ctx[:n_ctx], each against its own
     negatives negs[c * negative:(c + 1) * negative]."""
-    cdef int c, n_out = 0
+    cdef int c, n_out
+    cdef int D = s.size
     cdef int n_rows = gather_rows(s, centre, 0)
+    vs_sum_rows(D, n_rows, s.rows, 1, s.neu1)
+    memset(s.work, 0, D * sizeof(real))
+    s.inp[0] = s.neu1
     for c in range(n_ctx):
-        n_out = add_target(s, n_out, ctx[c], &negs[c * s.negative])
-    input_step(s, n_rows, n_out)
+        n_out = add_target(s, 0, ctx[c], &negs[c * s.negative])
+        memset(s.pwork, 0, D * sizeof(real))
+        vs_chain(D, 1, s.inp, s.outr, s.labels, n_out, s.pwork, s.alpha, s.hs, EXP_TABLE,
+                 MAX_EXP, EXP_SCALE)
+        vs_axpy(D, 1.0, s.pwork, s.work)
+        vs_axpy(D, s.sg_gain[centre], s.pwork, s.neu1)
+    vs_add_rows(D, n_rows, s.rows, s.work, 0)
 
 cdef void cbow_centre(SubState *s, int32_t centre, const int32_t *ctx, int n_ctx,
                       const int32_t *negs) noexcept nogil:
@@ -283,7 +324,7 @@ cdef int64_t train_sentences(SubState *s, const int32_t *words, const int64_t *b
     """Train sentences [s0, s1), alpha falling linearly from alpha0 to alpha1; returns
     the words left after subsampling."""
     cdef int64_t sent, k, total = bounds[s1] - bounds[s0], done = 0, effective = 0
-    cdef int n, i, j, b, lo, hi, n_ctx, d, n_neg
+    cdef int n, i, j, b, lo, hi, n_ctx
     cdef int32_t w
     cdef int window = s.window
     for sent in range(s0, s1):
@@ -314,9 +355,8 @@ cdef int64_t train_sentences(SubState *s, const int32_t *words, const int64_t *b
                     n_ctx += 1
             if n_ctx == 0:
                 continue
-            n_neg = s.negative * (n_ctx if s.sg else 1)
-            for d in range(n_neg):
-                negs[d] = draw_negative(s)
+            if s.negative:
+                take_negatives(s, negs, s.negative * (n_ctx if s.sg else 1))
             if s.sg:
                 if i + 1 < n:
                     prefetch_rows(s, s.sent[i + 1])
@@ -324,6 +364,8 @@ cdef int64_t train_sentences(SubState *s, const int32_t *words, const int64_t *b
             else:
                 if i + window + 1 < n:
                     prefetch_rows(s, s.sent[i + window + 1])
+                if s.negative and i + 1 < n:
+                    prefetch(&s.wo[<int64_t>s.sent[i + 1] * s.size], s.size * sizeof(real))
                 if s.cbow_cache:
                     cbow_cached(s, i, lo, hi, negs)
                 else:
@@ -376,6 +418,20 @@ def _check_arrays(wi, wo, sub_ptr, sub_rows, sample_int, alias_prob, alias_idx, 
             raise ValueError(f"{name} has {a.shape[0]} entries for {nwords} words")
 
 
+def sg_gain(sub_ptr, sub_rows):
+    """Per word, how much the mean of its rows moves when each of its row slots gets
+    the same gradient: the sum over its distinct rows of their multiplicity squared,
+    over its number of slots (1 when no bucket repeats)."""
+    nwords = len(sub_ptr) - 1
+    counts = np.diff(sub_ptr)
+    owner = np.repeat(np.arange(nwords, dtype=np.int64), counts)
+    pairs, mult = np.unique(owner * (int(sub_rows.max(initial=0)) + 1) + sub_rows,
+                            return_counts=True)
+    square = np.bincount(pairs // (int(sub_rows.max(initial=0)) + 1),
+                         weights=mult.astype(np.float64) ** 2, minlength=nwords)
+    return (square / np.maximum(counts, 1)).astype(np.float32)
+
+
 cdef class SubwordWorker:
     """One thread's subword trainer: shared weights and tables, private buffers.
 
@@ -405,9 +461,12 @@ cdef class SubwordWorker:
         counts = np.diff(sub_ptr)
         max_rows = int(counts.max()) if nwords else 1
         n_out = 2 * window * max(1 + negative, codes.shape[1] if hs else 0)
+        ring = 1 << (4 * window * negative).bit_length()  # a power of 2 > 2 windows' worth
         bufs = {
             "neu1": np.zeros(size, np.float32),
             "work": np.zeros(size, np.float32),
+            "pwork": np.zeros(size, np.float32),
+            "sg_gain": sg_gain(sub_ptr, sub_rows),
             "sent": np.zeros(MAX_SENTENCE, np.int32),
             "rows": np.zeros(2 * window * max_rows, np.uintp),
             "inp": np.zeros(1, np.uintp),
@@ -417,6 +476,7 @@ cdef class SubwordWorker:
             "cpos": np.full(2 * window + 1, -1, np.int64),
             "cn": np.zeros(2 * window + 1, np.intc),
             "gacc": np.zeros((2 * window + 1, size), np.float32),
+            "nq": np.zeros(ring, np.int32),
         }
         self._ctx = np.zeros(2 * window, np.int32)
         self._negs = np.zeros(max(2 * window * negative, 1), np.int32)
@@ -446,6 +506,8 @@ cdef class SubwordWorker:
         self.st.rng = 1
         self.st.neu1 = <real *>cnp.PyArray_DATA(bufs["neu1"])
         self.st.work = <real *>cnp.PyArray_DATA(bufs["work"])
+        self.st.pwork = <real *>cnp.PyArray_DATA(bufs["pwork"])
+        self.st.sg_gain = <real *>cnp.PyArray_DATA(bufs["sg_gain"])
         self.st.sent = <int32_t *>cnp.PyArray_DATA(bufs["sent"])
         self.st.rows = <real **>cnp.PyArray_DATA(bufs["rows"])
         self.st.inp = <const real **>cnp.PyArray_DATA(bufs["inp"])
@@ -456,6 +518,9 @@ cdef class SubwordWorker:
         self.st.cpos = <int64_t *>cnp.PyArray_DATA(bufs["cpos"])
         self.st.cn = <int *>cnp.PyArray_DATA(bufs["cn"])
         self.st.gacc = <real *>cnp.PyArray_DATA(bufs["gacc"])
+        self.st.nq = <int32_t *>cnp.PyArray_DATA(bufs["nq"])
+        self.st.nq_mask = ring - 1
+        self.st.nq_ahead = negative * (2 * window if sg else 1)
 
     def train(self, const int32_t[::1] words, const int64_t[::1] bounds, int64_t s0,
               int64_t s1, float alpha0, float alpha1, uint64_t seed):
@@ -467,6 +532,7 @@ cdef class SubwordWorker:
         if not check_range(words, bounds, s0, s1):
             return 0
         self.st.rng = seed if seed else 1
+        self.st.nq_head = self.st.nq_len = 0  # a call's draws depend on its seed alone
         with nogil:
             effective = train_sentences(&self.st, &words[0], &bounds[0], s0, s1,
                                         alpha0, alpha1, &ctx[0], &negs[0])
