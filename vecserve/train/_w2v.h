@@ -220,15 +220,26 @@ static inline void vs_sum4(int n, int first, float s, const float *restrict a,
     }
 }
 
-/* out = the sum of rows[0..m-1] (times 1/m if mean and m > 1), added in row order four
- * rows a pass (one pass over out for every four rows, the scale in the last). */
-VS_CLONES static void vs_sum_rows(int n, int m, float *const *rows, int mean, float *restrict out) {
-    float inv = mean && m > 1 ? 1.0f / (float)m : 1.0f;
+/* out = scale x the sum of rows[0..m-1] (m >= 1), added in row order four rows a pass
+ * (one pass over out for every four rows, the scale in the last). */
+static inline void vs_sum_scaled(int n, int m, float *const *rows, float scale,
+                                 float *restrict out) {
     for (int c = 0; c < m; c += 4) {
         int k = m - c;
-        vs_sum4(n, c == 0, k <= 4 ? inv : 1.0f, rows[c], k > 1 ? rows[c + 1] : NULL,
+        vs_sum4(n, c == 0, k <= 4 ? scale : 1.0f, rows[c], k > 1 ? rows[c + 1] : NULL,
                 k > 2 ? rows[c + 2] : NULL, k > 3 ? rows[c + 3] : NULL, out);
     }
+}
+
+/* out = the sum of rows[0..m-1], times 1/m if mean and m > 1. */
+VS_CLONES static void vs_sum_rows(int n, int m, float *const *rows, int mean, float *restrict out) {
+    vs_sum_scaled(n, m, rows, mean && m > 1 ? 1.0f / (float)m : 1.0f, out);
+}
+
+/* out = scale x the sum of rows[0..m-1]. */
+VS_CLONES static void vs_scaled_sum(int n, int m, float *const *rows, float scale,
+                                    float *restrict out) {
+    vs_sum_scaled(n, m, rows, scale, out);
 }
 
 /* rows[c] += work (+ c * n if per_row) for every c < m. */
