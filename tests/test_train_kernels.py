@@ -60,7 +60,7 @@ def weights():
     }
 
 
-def make_worker(w, *, sg=1, hs=0, negative=3, batch=0, cbow_mean=1, cbow_batch=8):
+def make_worker(w, *, sg=1, hs=0, negative=3, batch=0, cbow_mean=1, cbow_batch=8, **kw):
     tree = w["tree"]
     return _kernels.KernelWorker(
         w["syn0"],
@@ -78,6 +78,7 @@ def make_worker(w, *, sg=1, hs=0, negative=3, batch=0, cbow_mean=1, cbow_batch=8
         cbow_mean=cbow_mean,
         batch=batch,
         cbow_batch=cbow_batch,
+        **kw,
     )
 
 
@@ -317,3 +318,41 @@ def test_both_workers_check_the_sentence_range_before_training(subwords):
     long = np.array([0, 10_001, 10_002], np.int64)
     with pytest.raises(ValueError, match=r"sentence lengths must be 0\.\.10000"):
         worker.train(np.zeros(10_002, np.int32), long, 0, 2, 0.025, 0.001, 1)
+
+
+@pytest.mark.parametrize("sg", [1, 0])
+def test_private_top_nodes_train_as_the_shared_rows_on_one_thread(weights, sg):
+    """Hierarchical softmax with the top nodes in a thread's own copy, merged every few
+    centres: alone, the thread trains what it trains on the shared rows (up to float
+    rounding in the merges); a merge adds the thread's changes to what another worker
+    merged meanwhile."""
+    words = np.random.default_rng(5).integers(0, V, 400).astype(np.int32)
+    bounds = np.array([0, 150, 400], np.int64)
+    runs = []
+    for hot in (0, 4):
+        w = {k: v.copy() if isinstance(v, np.ndarray) else v for k, v in weights.items()}
+        make_worker(w, sg=sg, hs=1, negative=0, hot_nodes=hot, hot_every=3).train(
+            words, bounds, 0, 2, 0.05, 0.01, 7
+        )
+        runs.append(w)
+    shared, private = runs
+    assert np.abs(shared["syn1"][-4:] - weights["syn1"][-4:]).max() > 1e-2  # top nodes moved
+    np.testing.assert_allclose(private["syn1"], shared["syn1"], rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(private["syn0"], shared["syn0"], rtol=1e-4, atol=1e-5)
+
+    # two workers on the same rows, one after the other: the second starts from the
+    # first's merged top nodes and adds its own changes to them
+    w = {k: v.copy() if isinstance(v, np.ndarray) else v for k, v in weights.items()}
+    a, b = (make_worker(w, sg=sg, hs=1, negative=0, hot_nodes=4, hot_every=3) for _ in "ab")
+    a.train(words, bounds, 0, 1, 0.05, 0.05, 7)
+    after_a = w["syn1"][-4:].copy()
+    assert not np.array_equal(after_a, weights["syn1"][-4:])
+    b.train(words, bounds, 1, 2, 0.05, 0.05, 8)
+    assert not np.array_equal(w["syn1"][-4:], after_a)
+
+
+def test_private_top_nodes_are_checked(weights):
+    with pytest.raises(ValueError, match="hot_nodes"):
+        make_worker(weights, hs=1, negative=0, hot_nodes=-1)
+    with pytest.raises(ValueError, match="hot_every"):
+        make_worker(weights, hs=1, negative=0, hot_nodes=2, hot_every=0)

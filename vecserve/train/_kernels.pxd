@@ -56,6 +56,13 @@ cdef struct W2VState:
     real **outr                 # (max(max_code, 1 + negative),) output rows
     real *labels                # (same,) label of each output row; < 0: skip it
     real *cwork                 # (2 * window, size) one update row per input
+    # hierarchical softmax's top inner nodes, the thread's own copy (see hot_merge)
+    int32_t hot_lo              # nodes >= hot_lo are read and written in `hot`
+    int hot_n                   # their number (0: none)
+    int hot_every               # centres between merges
+    int hot_count               # centres since the last merge
+    real *hot                   # (hot_n, size) this thread's copy of the rows
+    real *hot0                  # (hot_n, size) the shared rows when last merged
 
 cdef void out_chain(W2VState *s, int n_in, int n_out, real *work, bint hs) noexcept nogil
 cdef void sg_pair(W2VState *s, int32_t inp, int32_t target, int n_out) noexcept nogil

@@ -73,6 +73,7 @@ cdef extern from "_w2v.h" nogil:
                   int scale) noexcept
     void vs_sum_rows(int n, int m, real **rows, int mean, real *out) noexcept
     void vs_add_rows(int n, int m, real **rows, const real *work, int per_row) noexcept
+    void vs_merge_rows(int n, int m, real *shared, real *priv, real *snap) noexcept
 
 cdef int ONE = 1
 cdef real ONEF = 1.0
@@ -163,9 +164,30 @@ cdef inline int hs_outputs(W2VState *s, int32_t target) noexcept nogil:
     cdef const uint8_t *code = &s.codes[<int64_t>target * s.max_code]
     cdef const int32_t *point = &s.points[<int64_t>target * s.max_code]
     for k in range(n):
-        s.outr[k] = &s.syn1[<int64_t>point[k] * s.size]
+        if point[k] >= s.hot_lo:
+            s.outr[k] = &s.hot[<int64_t>(point[k] - s.hot_lo) * s.size]
+        else:
+            s.outr[k] = &s.syn1[<int64_t>point[k] * s.size]
         s.labels[k] = 1.0 - code[k]
     return n
+
+cdef inline void hot_load(W2VState *s) noexcept nogil:
+    """Take the thread's copies of the top nodes from the shared rows."""
+    cdef size_t nbytes = <size_t>s.hot_n * s.size * sizeof(real)
+    memcpy(s.hot, &s.syn1[<int64_t>s.hot_lo * s.size], nbytes)
+    memcpy(s.hot0, s.hot, nbytes)
+    s.hot_count = 0
+
+cdef inline void hot_merge(W2VState *s) noexcept nogil:
+    """Add this thread's changes to the top nodes into the shared rows, and take theirs.
+
+    Every Huffman path starts at the root, so with two threads or more the top nodes'
+    rows, written after every pair, would move from core to core all the time (with two
+    threads, skip-gram + HS trained no faster than with one). Each thread works on its
+    own copy of the ``hot_n`` top nodes and merges it every ``hot_every`` centres (and
+    at the end of a call): a Hogwild update of those rows, ``hot_every`` centres late."""
+    vs_merge_rows(s.size, s.hot_n, &s.syn1[<int64_t>s.hot_lo * s.size], s.hot, s.hot0)
+    s.hot_count = 0
 
 cdef inline int neg_outputs(W2VState *s, int n_out) noexcept nogil:
     """s.outr / s.labels = s.outs[:n_out] (the target, then negatives; a negative that
@@ -365,6 +387,8 @@ cdef int64_t train_sentences(W2VState *s, const int32_t *words, const int64_t *b
     cdef int row_bytes = s.size * sizeof(real)
     if s.negative > 0:
         draw_ahead(s)
+    if s.hot_n:
+        hot_load(s)
     for sent in range(s0, s1):
         s.alpha = alpha0 + (alpha1 - alpha0) * (<real>done / <real>total)
         n = 0
@@ -378,6 +402,10 @@ cdef int64_t train_sentences(W2VState *s, const int32_t *words, const int64_t *b
         effective += n
         for i in range(n):
             word = s.sent[i]
+            if s.hot_n:
+                s.hot_count += 1
+                if s.hot_count > s.hot_every:
+                    hot_merge(s)
             b = <int>rand_below(s, window)
             lo = i - window + b
             if lo < 0:
@@ -432,6 +460,8 @@ cdef int64_t train_sentences(W2VState *s, const int32_t *words, const int64_t *b
                 cbow_window(s, n_ctx, word, n_out)
         cbow_batch_flush(s, m)  # a batch never spans sentences (alpha changes between)
         m = 0
+    if s.hot_n:
+        hot_merge(s)
     return effective
 
 
@@ -467,7 +497,8 @@ cdef class KernelWorker:
 
     def __init__(self, syn0, syn1, syn1neg, sample_int, alias_prob, alias_idx,
                  codes=None, points=None, codelens=None, *, int sg, int hs, int negative,
-                 int window, int cbow_mean=1, int batch=0, int cbow_batch=8):
+                 int window, int cbow_mean=1, int batch=0, int cbow_batch=8,
+                 int hot_nodes=0, int hot_every=16):
         cdef int size = syn0.shape[1]
         check_array("syn0", syn0, np.float32, 2, True)
         if window < 1 or size < 1:
@@ -496,7 +527,12 @@ cdef class KernelWorker:
             raise ValueError("cbow_batch must be >= 1")
         cdef int B = max(2 * window, cbow_batch)
         cdef int O = B + negative
+        hot_nodes = min(hot_nodes, syn1.shape[0]) if hs else 0
+        if hot_nodes < 0 or hot_every < 1:
+            raise ValueError("hot_nodes must be >= 0 and hot_every >= 1")
         bufs = {
+            "hot": np.zeros((hot_nodes, size), np.float32),
+            "hot0": np.zeros((hot_nodes, size), np.float32),
             "neu1": np.zeros(size, np.float32),
             "work": np.zeros(size, np.float32),
             "sent": np.zeros(MAX_SENTENCE, np.int32),
@@ -556,6 +592,11 @@ cdef class KernelWorker:
         self.st.outr = <real **>cnp.PyArray_DATA(bufs["outr"])
         self.st.labels = <real *>cnp.PyArray_DATA(bufs["labels"])
         self.st.cwork = <real *>cnp.PyArray_DATA(bufs["cwork"])
+        self.st.hot_n = hot_nodes
+        self.st.hot_lo = syn1.shape[0] - hot_nodes if hot_nodes else 2**31 - 1
+        self.st.hot_every = hot_every
+        self.st.hot = <real *>cnp.PyArray_DATA(bufs["hot"])
+        self.st.hot0 = <real *>cnp.PyArray_DATA(bufs["hot0"])
 
     def train(self, const int32_t[::1] words, const int64_t[::1] bounds, int64_t s0,
               int64_t s1, float alpha0, float alpha1, uint64_t seed):

@@ -242,6 +242,19 @@ VS_CLONES static void vs_scaled_sum(int n, int m, float *const *rows, float scal
     vs_sum_scaled(n, m, rows, scale, out);
 }
 
+/* A thread's own copy `priv` of m shared rows (n components each, contiguous), taken
+ * as `snap`: the shared rows get the thread's changes since (shared += priv - snap) and
+ * both copies take the result, other threads' merged changes included. */
+VS_CLONES static void vs_merge_rows(int n, int m, float *restrict shared, float *restrict priv,
+                                    float *restrict snap) {
+    for (long k = 0; k < (long)n * m; k++) {
+        float v = shared[k] + (priv[k] - snap[k]);
+        shared[k] = v;
+        priv[k] = v;
+        snap[k] = v;
+    }
+}
+
 /* rows[c] += work (+ c * n if per_row) for every c < m. */
 VS_CLONES static void vs_add_rows(int n, int m, float *const *rows, const float *work,
                                   int per_row) {
