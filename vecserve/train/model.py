@@ -38,11 +38,12 @@ log = logging.getLogger("vecserve.train")
 
 # Hierarchical softmax with two threads or more: each thread keeps its own copy of the
 # Huffman tree's top HOT_NODES inner nodes (every path starts at the root) and merges it
-# every HOT_EVERY centres (`_kernels.hot_merge`). Whole wiki100m, 1 epoch, skip-gram +
-# HS on 2 threads: 13.1 s shared, 7.6 s with 31 nodes (15: 7.8 s, 63: 7.5 s; merging
-# every 4 centres 10.9 s, every 64 7.1 s); one thread took 13.4 s.
+# every HOT_EVERY centres (`_kernels.hot_merge`). Whole wiki100m, 1 epoch, 2 threads,
+# skip-gram + HS: 12.5 s with the rows shared (one thread: 13.4 s), 7.0 s with 31 nodes
+# merged every 64 centres (15 nodes 7.2 s, 7 nodes 13.3 s; every 16 centres 7.2 s);
+# CBOW + HS: 3.6 s shared, 2.5 s.
 HOT_NODES = 31
-HOT_EVERY = 16
+HOT_EVERY = 64
 
 
 class Word2Vec:
