@@ -404,7 +404,7 @@ cdef int64_t train_sentences(W2VState *s, const int32_t *words, const int64_t *b
             word = s.sent[i]
             if s.hot_n:
                 s.hot_count += 1
-                if s.hot_count > s.hot_every:
+                if s.hot_count >= s.hot_every:
                     hot_merge(s)
             b = <int>rand_below(s, window)
             lo = i - window + b

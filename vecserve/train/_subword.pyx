@@ -118,7 +118,6 @@ cdef struct SubState:
     int64_t *cpos               # (2 * window + 1,) the position each sum is of (-1: none)
     int *cn                     # (2 * window + 1,) its number of rows
     real *gacc                  # (2 * window + 1, size) the gradient its rows are owed
-    int32_t *cword              # (2 * window + 1,) the word of each kept position
     int *cdup                   # (2 * window + 1,) 1: another slot held the same word
     int *cslot                  # (2 * window,) a centre's contexts' slots ...
     real **crow                 # (2 * window,) ... and their sums (then owed gradients)
@@ -149,12 +148,11 @@ cdef inline void draw_ahead(SubState *s) noexcept nogil:
         prefetch(&s.wo[<int64_t>w * s.size], s.size * sizeof(real))
 
 cdef inline void take_negatives(SubState *s, int32_t *negs, int n) noexcept nogil:
-    """negs[:n] = the oldest n negatives of the ring (drawn there first if short); then
-    the ring is topped up for the next centre."""
+    """negs[:n] = the oldest n negatives of the ring (n <= nq_ahead: the ring is filled
+    first when a call starts); then the ring is topped up for the next centre."""
     cdef int d
-    while s.nq_len < n:
-        s.nq[(s.nq_head + s.nq_len) & s.nq_mask] = draw_negative(s)
-        s.nq_len += 1
+    if s.nq_len < n:
+        draw_ahead(s)
     for d in range(n):
         negs[d] = s.nq[(s.nq_head + d) & s.nq_mask]
     s.nq_head = (s.nq_head + n) & s.nq_mask
@@ -288,7 +286,7 @@ cdef void cbow_cached(SubState *s, int i, int lo, int hi, const int32_t *negs) n
                 flush_slot(s, q)
             w = s.sent[j]
             for r in range(W):
-                if s.cpos[r] >= 0 and s.cword[r] == w:
+                if s.cpos[r] >= 0 and s.sent[s.cpos[r]] == w:
                     break
             else:
                 r = -1
@@ -303,7 +301,6 @@ cdef void cbow_cached(SubState *s, int i, int lo, int hi, const int32_t *negs) n
                 s.cdup[q] = 0
             memset(&s.gacc[q * D], 0, D * sizeof(real))
             s.cpos[q] = j
-            s.cword[q] = w
         s.cslot[m] = q
         s.crow[m] = acc
         m += 1
@@ -327,7 +324,7 @@ cdef void cbow_cached(SubState *s, int i, int lo, int hi, const int32_t *negs) n
             continue
         k = 0
         for c in range(m):
-            if s.cword[s.cslot[c]] == s.cword[q]:
+            if s.sent[s.cpos[s.cslot[c]]] == s.sent[s.cpos[q]]:
                 k += 1
         if k:
             vs_axpy(D, <real>(k * s.cn[q]), s.work, &s.csum[q * D])
@@ -439,9 +436,9 @@ def sg_gain(sub_ptr, sub_rows):
     nwords = len(sub_ptr) - 1
     counts = np.diff(sub_ptr)
     owner = np.repeat(np.arange(nwords, dtype=np.int64), counts)
-    pairs, mult = np.unique(owner * (int(sub_rows.max(initial=0)) + 1) + sub_rows,
-                            return_counts=True)
-    square = np.bincount(pairs // (int(sub_rows.max(initial=0)) + 1),
+    stride = int(sub_rows.max(initial=0)) + 1
+    pairs, mult = np.unique(owner * stride + sub_rows, return_counts=True)
+    square = np.bincount(pairs // stride,
                          weights=mult.astype(np.float64) ** 2, minlength=nwords)
     return (square / np.maximum(counts, 1)).astype(np.float32)
 
@@ -491,7 +488,6 @@ cdef class SubwordWorker:
             "cn": np.zeros(2 * window + 1, np.intc),
             "gacc": np.zeros((2 * window + 1, size), np.float32),
             "nq": np.zeros(ring, np.int32),
-            "cword": np.zeros(2 * window + 1, np.int32),
             "cdup": np.zeros(2 * window + 1, np.intc),
             "cslot": np.zeros(2 * window, np.intc),
             "crow": np.zeros(2 * window, np.uintp),
@@ -537,7 +533,6 @@ cdef class SubwordWorker:
         self.st.cn = <int *>cnp.PyArray_DATA(bufs["cn"])
         self.st.gacc = <real *>cnp.PyArray_DATA(bufs["gacc"])
         self.st.nq = <int32_t *>cnp.PyArray_DATA(bufs["nq"])
-        self.st.cword = <int32_t *>cnp.PyArray_DATA(bufs["cword"])
         self.st.cdup = <int *>cnp.PyArray_DATA(bufs["cdup"])
         self.st.cslot = <int *>cnp.PyArray_DATA(bufs["cslot"])
         self.st.crow = <real **>cnp.PyArray_DATA(bufs["crow"])
